@@ -1,0 +1,37 @@
+//! Handover benchmarks. Each subcommand prints one JSON object per line with
+//! the field names listed in `docs/benchmarks.md` (`bench`, `backend`,
+//! `concurrency`, `ops_per_s`, `p50_us`, `p99_us`, `baseline_p50_us`,
+//! `baseline_p99_us`, `ratio_p50`, `ratio_p99`). Every run measures its own
+//! baseline, so results are ratios, not absolute times.
+//!
+//! ```text
+//! cargo run --release -p handover-bench -- ledger --backend sqlite --concurrency 64
+//! cargo run --release -p handover-bench -- adapter
+//! ```
+
+mod adapter;
+mod args;
+mod ledger;
+mod stats;
+
+type BenchResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+fn main() -> BenchResult {
+    let mut argv = std::env::args().skip(1);
+    let Some(command) = argv.next() else {
+        return Err(usage().into());
+    };
+    let rest = args::Args::parse(argv.collect())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    match command.as_str() {
+        "ledger" => runtime.block_on(ledger::run(rest)),
+        "adapter" => runtime.block_on(adapter::run(rest)),
+        other => Err(format!("unknown benchmark {other:?}\n{}", usage()).into()),
+    }
+}
+
+fn usage() -> String {
+    "usage: handover-bench <ledger|adapter> [--backend B] [--concurrency N] [--ops N]".to_owned()
+}

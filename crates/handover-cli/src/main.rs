@@ -1,0 +1,3 @@
+//! The `handover` command-line tool.
+
+fn main() {}

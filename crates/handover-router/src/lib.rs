@@ -1,0 +1,1 @@
+//! Placeholder: see the issue that builds this crate.
