@@ -1,1 +1,14 @@
-//! Placeholder: see the issue that builds this crate.
+//! The router: configuration, one shared budget per user task, fallback over
+//! a chain of providers, circuit breakers, and the write gate that lets a
+//! business action happen only through the ledger.
+//!
+//! How it fits: [`config::Config`] is parsed once from TOML and builds the
+//! runtime parts. Content generation goes through `handover-providers`
+//! adapters; business actions go through `handover-ledger`.
+
+#![forbid(unsafe_code)]
+
+pub mod config;
+mod error;
+
+pub use error::RouterError;

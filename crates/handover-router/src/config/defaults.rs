@@ -1,0 +1,84 @@
+//! Default values, in one place so the example config and the docs can quote them.
+
+use std::time::Duration;
+
+use super::model::ClassAction;
+
+/// Default claim lease.
+pub const LEASE: Duration = Duration::from_secs(30);
+/// Default replay window for terminal outcomes (72 h).
+pub const REPLAY_WINDOW: Duration = Duration::from_secs(72 * 3600);
+/// Default tombstone horizon (30 days).
+pub const TOMBSTONE_HORIZON: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Default maximum canonical parameter size (64 KiB).
+pub const MAX_PARAMS_BYTES: usize = 64 * 1024;
+/// Default maximum parameter nesting depth.
+pub const MAX_PARAMS_DEPTH: usize = 32;
+/// Default PostgreSQL pool size.
+pub const PG_POOL_SIZE: u32 = 8;
+/// Default PostgreSQL statement timeout.
+pub const PG_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default connect timeout.
+pub const CONNECT: Duration = Duration::from_secs(5);
+/// Default time to response headers.
+pub const FIRST_BYTE: Duration = Duration::from_secs(30);
+/// Default time to the first data event of a stream.
+pub const FIRST_TOKEN: Duration = Duration::from_secs(30);
+/// Default time between data events of a stream.
+pub const IDLE: Duration = Duration::from_secs(30);
+/// Default total time of one call.
+pub const TOTAL: Duration = Duration::from_secs(120);
+
+/// Default provider concurrency cap.
+pub const MAX_CONCURRENCY: usize = 64;
+/// Default number of requests that may wait for a provider slot.
+pub const MAX_QUEUE: usize = 256;
+/// Default consecutive failures that open a breaker.
+pub const BREAKER_FAILURES: u32 = 5;
+/// Default open time of a breaker before a half-open probe.
+pub const BREAKER_OPEN_FOR: Duration = Duration::from_secs(30);
+/// Default half-open probes.
+pub const BREAKER_PROBES: u32 = 1;
+
+/// Default task deadline.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+/// Default maximum HTTP requests per task.
+pub const MAX_REQUESTS: u32 = 6;
+/// Default attempts on one provider before moving on.
+pub const MAX_ATTEMPTS_PER_PROVIDER: u32 = 2;
+/// Default share of a fallback's capacity usable by failed-over traffic.
+pub const FALLBACK_SHARE: f64 = 0.5;
+/// Default first backoff delay.
+pub const BACKOFF_INITIAL: Duration = Duration::from_millis(200);
+/// Default largest backoff delay.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// Default action timeout for one executor call.
+pub const ACTION_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default first reconciliation interval.
+pub const CHECK_EVERY: Duration = Duration::from_secs(10);
+/// Default largest reconciliation interval.
+pub const MAX_CHECK_EVERY: Duration = Duration::from_secs(600);
+
+/// The error classes a policy's `on` table may name, with their default
+/// action. `rate_limited` honours Retry-After when it fits the budget and
+/// otherwise moves on; `auth` and `billing` also open the provider's breaker.
+pub const CLASS_ACTIONS: &[(&str, ClassAction)] = &[
+    ("connect", ClassAction::Retry),
+    ("timeout", ClassAction::Next),
+    ("rate_limited", ClassAction::Retry),
+    ("quota_exhausted", ClassAction::Next),
+    ("overloaded", ClassAction::Next),
+    ("server_error", ClassAction::Retry),
+    ("auth", ClassAction::Next),
+    ("billing", ClassAction::Next),
+    ("invalid_request", ClassAction::Fail),
+    ("context_length", ClassAction::Next),
+    ("content_filter", ClassAction::Fail),
+    ("stream_interrupted", ClassAction::Next),
+    ("stream_stalled", ClassAction::Next),
+    ("malformed_stream", ClassAction::Next),
+    ("decode", ClassAction::Next),
+    ("other", ClassAction::Fail),
+];

@@ -1,0 +1,151 @@
+//! Configuration (DESIGN §8): one TOML file with `[ledger]`,
+//! `[providers.NAME]`, `[policies.NAME]` and `[actions.NAME]`.
+//!
+//! Two phases, as in the house style: raw serde structs that reject unknown
+//! fields, then validation into runtime types. Every problem names its path
+//! (`policies.default.chain[1]: unknown provider "deepsek"`), and all of them
+//! are reported at once. API keys are never in the file: a provider names the
+//! environment variable that holds its key, and an unset variable is an error
+//! at startup ([`Config::parse`]) or a warning for `handover check`
+//! ([`Config::check`]).
+
+pub mod defaults;
+mod duration;
+mod issues;
+mod model;
+mod raw;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use issues::{ConfigIssue, ConfigIssues};
+pub use model::*;
+
+use crate::error::RouterError;
+
+/// A validated configuration. Cheap to clone (shared).
+///
+/// ```
+/// use handover_router::config::Config;
+///
+/// let toml = r#"
+///     [providers.primary]
+///     kind = "openai_compatible"
+///     base_url = "http://127.0.0.1:9"
+///     model = "small"
+///
+///     [policies.default]
+///     chain = ["primary"]
+///     deadline = "20s"
+/// "#;
+/// let config = Config::parse(toml, &|_| None).unwrap();
+/// assert_eq!(config.policy("default").unwrap().deadline.as_secs(), 20);
+///
+/// let err = Config::parse(&toml.replace(r#"["primary"]"#, r#"["primary", "deepsek"]"#), &|_| None)
+///     .unwrap_err();
+/// assert!(err.to_string().contains(r#"policies.default.chain[1]: unknown provider "deepsek""#));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    ledger: LedgerSettings,
+    providers: BTreeMap<String, ProviderConfig>,
+    policies: BTreeMap<String, PolicySettings>,
+    actions: BTreeMap<String, ActionContract>,
+}
+
+impl Config {
+    /// Parses and validates `text`; API-key variables are looked up with
+    /// `env`, and an unset one is an error.
+    pub fn parse(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, RouterError> {
+        let (config, missing) = Self::check(text, env)?;
+        if missing.is_empty() {
+            Ok(config)
+        } else {
+            Err(RouterError::Config(missing))
+        }
+    }
+
+    /// Parses and validates `text` like [`Config::parse`], but returns unset
+    /// API-key variables as warnings instead of failing (for `handover check`).
+    pub fn check(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(Self, ConfigIssues), RouterError> {
+        let raw = parse_raw(text).map_err(RouterError::Config)?;
+        let v = validate::validate(raw, env).map_err(RouterError::Config)?;
+        let config = Self(Arc::new(Inner {
+            ledger: v.ledger,
+            providers: v.providers,
+            policies: v.policies,
+            actions: v.actions,
+        }));
+        Ok((config, v.missing_keys))
+    }
+
+    /// Reads and parses a file, with API keys from the process environment.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, RouterError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| RouterError::ReadConfig {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text, &|var| std::env::var(var).ok())
+    }
+
+    /// `[ledger]` settings.
+    pub fn ledger(&self) -> &LedgerSettings {
+        &self.0.ledger
+    }
+
+    /// All providers, by name.
+    pub fn providers(&self) -> &BTreeMap<String, ProviderConfig> {
+        &self.0.providers
+    }
+
+    /// All policies, by name.
+    pub fn policies(&self) -> &BTreeMap<String, PolicySettings> {
+        &self.0.policies
+    }
+
+    /// All action contracts, by name.
+    pub fn actions(&self) -> &BTreeMap<String, ActionContract> {
+        &self.0.actions
+    }
+
+    /// One policy.
+    pub fn policy(&self, name: &str) -> Option<&PolicySettings> {
+        self.0.policies.get(name)
+    }
+
+    /// One provider.
+    pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
+        self.0.providers.get(name)
+    }
+
+    /// One action contract.
+    pub fn action(&self, name: &str) -> Option<&ActionContract> {
+        self.0.actions.get(name)
+    }
+}
+
+fn parse_raw(text: &str) -> Result<raw::RawConfig, ConfigIssues> {
+    let mut issues = ConfigIssues::default();
+    let de = match toml::de::Deserializer::parse(text) {
+        Ok(de) => de,
+        Err(e) => {
+            issues.push("", format!("invalid TOML: {}", e.message()));
+            return Err(issues);
+        }
+    };
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        issues.push(path, e.into_inner().message().to_owned());
+        issues
+    })
+}

@@ -1,0 +1,251 @@
+//! Validated, runtime configuration types. Built only by [`super::Config::parse`];
+//! every value here has passed validation.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// Which ledger backend to open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LedgerBackend {
+    /// In-process, not durable: tests and demos only.
+    Memory,
+    /// Embedded SQLite file.
+    Sqlite {
+        /// Path of the database file (created if missing).
+        path: String,
+    },
+    /// PostgreSQL shared by several replicas.
+    Postgres {
+        /// Name of the environment variable holding the connection URL.
+        url_env: String,
+        /// Maximum pool connections.
+        pool_size: u32,
+        /// Per-statement timeout.
+        statement_timeout: Duration,
+    },
+}
+
+/// `[ledger]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerSettings {
+    /// The backend.
+    pub backend: LedgerBackend,
+    /// Default claim lease for actions that do not set their own.
+    pub lease: Duration,
+    /// How long terminal outcomes are replayed in full.
+    pub replay_window: Duration,
+    /// How long a tombstone answers late retries after the replay window.
+    pub tombstone_horizon: Duration,
+    /// Maximum size of canonical parameters, in bytes.
+    pub max_params_bytes: usize,
+    /// Maximum nesting depth of parameters.
+    pub max_params_depth: usize,
+}
+
+/// The provider implementations Handover ships (a closed set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// OpenAI, through async-openai.
+    OpenAi,
+    /// DeepSeek's OpenAI-compatible API.
+    DeepSeek,
+    /// Any other OpenAI-compatible endpoint (vLLM, Together, a local server).
+    OpenAiCompatible,
+}
+
+impl ProviderKind {
+    /// The name used in configuration files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::DeepSeek => "deepseek",
+            Self::OpenAiCompatible => "openai_compatible",
+        }
+    }
+}
+
+/// Per-provider timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeoutSettings {
+    /// TCP/TLS connect.
+    pub connect: Duration,
+    /// Until response headers arrive.
+    pub first_byte: Duration,
+    /// Until the first data event of a stream (keep-alives do not count).
+    pub first_token: Duration,
+    /// Between data events of a stream.
+    pub idle: Duration,
+    /// The whole call.
+    pub total: Duration,
+}
+
+/// Circuit breaker settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerSettings {
+    /// Consecutive failures (or any 429/503 overload signal counted as one)
+    /// that open the breaker.
+    pub failure_threshold: u32,
+    /// How long the breaker stays open before a half-open probe.
+    pub open_for: Duration,
+    /// Probes allowed while half-open.
+    pub half_open_probes: u32,
+}
+
+/// Prices in USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prices {
+    /// Input (prompt) tokens.
+    pub input_per_mtok: f64,
+    /// Output (completion) tokens.
+    pub output_per_mtok: f64,
+}
+
+/// `[providers.NAME]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderConfig {
+    /// The provider's name in this file.
+    pub name: String,
+    /// Which implementation.
+    pub kind: ProviderKind,
+    /// Base URL (defaults per kind; required for `openai_compatible`).
+    pub base_url: Option<String>,
+    /// Model requested by default.
+    pub model: String,
+    /// Environment variable holding the API key (never the key itself).
+    pub api_key_env: Option<String>,
+    /// Data classes this provider may receive. A request without a class may
+    /// go to any provider; a request with a class only to providers listing it.
+    pub data_classes: BTreeSet<String>,
+    /// Requests in flight at once (account concurrency cap).
+    pub max_concurrency: usize,
+    /// Requests allowed to wait for a slot; beyond this, fail fast.
+    pub max_queue: usize,
+    /// Prices for cost accounting, if known.
+    pub prices: Option<Prices>,
+    /// Timeouts.
+    pub timeouts: TimeoutSettings,
+    /// Circuit breaker.
+    pub breaker: BreakerSettings,
+    /// Models whose reasoning content must never be passed back (e.g. the
+    /// DeepSeek reasoner); for other models it is passed back on tool-call turns.
+    pub no_reasoning_passback: BTreeSet<String>,
+}
+
+/// What the router does with an error class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClassAction {
+    /// Retry the same provider after a backoff (bounded by the budget and
+    /// `max_attempts_per_provider`).
+    Retry,
+    /// Move on to the next provider in the chain.
+    Next,
+    /// Stop and return the error.
+    Fail,
+}
+
+impl ClassAction {
+    /// The name used in configuration files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::Next => "next",
+            Self::Fail => "fail",
+        }
+    }
+}
+
+/// When a streamed answer is committed to the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitPoint {
+    /// At the first data event: later failures surface as an error event.
+    FirstToken,
+    /// Only when the stream completed: the caller sees nothing before that.
+    Complete,
+}
+
+/// Backoff between retries of one provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackoffSettings {
+    /// First delay.
+    pub initial: Duration,
+    /// Largest delay.
+    pub max: Duration,
+    /// Full jitter on every delay.
+    pub jitter: bool,
+}
+
+/// `[policies.NAME]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicySettings {
+    /// The policy's name.
+    pub name: String,
+    /// Providers in fallback order.
+    pub chain: Vec<String>,
+    /// Absolute time budget of one user task.
+    pub deadline: Duration,
+    /// HTTP requests actually sent, across every provider and retry.
+    pub max_requests: u32,
+    /// Optional cost ceiling in USD.
+    pub max_cost: Option<f64>,
+    /// Attempts on one provider before moving on, even if the class says retry.
+    pub max_attempts_per_provider: u32,
+    /// Streaming commit point.
+    pub commit_point: CommitPoint,
+    /// Share (0..=1] of a fallback provider's concurrency that traffic failing
+    /// over from an earlier provider may use at once.
+    pub fallback_share: f64,
+    /// Data classes this policy serves (each accepted by a provider in the chain).
+    pub data_classes: BTreeSet<String>,
+    /// Backoff schedule.
+    pub backoff: BackoffSettings,
+    /// Error class name → action (defaults merged with the file's `on` table).
+    pub on: BTreeMap<String, ClassAction>,
+}
+
+/// Width of the write block while an operation is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockSetting {
+    /// Only the operation itself.
+    Operation,
+    /// Any operation of the same action in the same scope.
+    Scope,
+    /// Any operation of the same action in any scope.
+    Action,
+}
+
+/// A destination's idempotency-key contract.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyContract {
+    /// Header carrying the destination key.
+    pub header: String,
+    /// How long the destination remembers a key.
+    pub retention: Duration,
+}
+
+/// An authoritative lookup's contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LookupContract {
+    /// How long a new record may stay invisible to the lookup.
+    pub visibility_lag: Duration,
+    /// First reconciliation interval.
+    pub check_every: Duration,
+    /// Largest reconciliation interval (backoff cap).
+    pub max_check_every: Duration,
+}
+
+/// `[actions.NAME]`: what the destination of a business action offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionContract {
+    /// The action's name.
+    pub name: String,
+    /// Write block width while an operation of this action is unknown.
+    pub block: BlockSetting,
+    /// Claim lease for one execution.
+    pub lease: Duration,
+    /// Timeout for one executor call.
+    pub timeout: Duration,
+    /// Idempotency-key support, if the destination has it.
+    pub idempotency: Option<IdempotencyContract>,
+    /// Authoritative lookup, if the application registers one.
+    pub lookup: Option<LookupContract>,
+}

@@ -1,0 +1,138 @@
+//! Raw configuration as written in TOML: serde structs that reject unknown
+//! fields. Nothing here is validated beyond syntax; `validate` turns these
+//! into runtime types and names the path of every problem.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    pub(crate) ledger: Option<RawLedger>,
+    #[serde(default)]
+    pub(crate) providers: BTreeMap<String, RawProvider>,
+    #[serde(default)]
+    pub(crate) policies: BTreeMap<String, RawPolicy>,
+    #[serde(default)]
+    pub(crate) actions: BTreeMap<String, RawAction>,
+}
+
+/// `[ledger]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLedger {
+    pub(crate) backend: String,
+    pub(crate) path: Option<String>,
+    pub(crate) url_env: Option<String>,
+    pub(crate) pool_size: Option<u32>,
+    pub(crate) statement_timeout: Option<String>,
+    pub(crate) lease: Option<String>,
+    pub(crate) replay_window: Option<String>,
+    pub(crate) tombstone_horizon: Option<String>,
+    pub(crate) max_params_bytes: Option<u64>,
+    pub(crate) max_params_depth: Option<u64>,
+}
+
+/// `[providers.NAME]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProvider {
+    pub(crate) kind: String,
+    pub(crate) base_url: Option<String>,
+    pub(crate) model: String,
+    pub(crate) api_key_env: Option<String>,
+    #[serde(default)]
+    pub(crate) data_classes: Vec<String>,
+    pub(crate) max_concurrency: Option<u64>,
+    pub(crate) max_queue: Option<u64>,
+    pub(crate) price_input_per_mtok: Option<f64>,
+    pub(crate) price_output_per_mtok: Option<f64>,
+    pub(crate) timeouts: Option<RawTimeouts>,
+    pub(crate) breaker: Option<RawBreaker>,
+    #[serde(default)]
+    pub(crate) models: BTreeMap<String, RawModel>,
+}
+
+/// `[providers.NAME.timeouts]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTimeouts {
+    pub(crate) connect: Option<String>,
+    pub(crate) first_byte: Option<String>,
+    pub(crate) first_token: Option<String>,
+    pub(crate) idle: Option<String>,
+    pub(crate) total: Option<String>,
+}
+
+/// `[providers.NAME.breaker]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBreaker {
+    pub(crate) failure_threshold: Option<u64>,
+    pub(crate) open_for: Option<String>,
+    pub(crate) half_open_probes: Option<u64>,
+}
+
+/// `[providers.NAME.models.MODEL]`: per-model settings.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawModel {
+    pub(crate) reasoning_passback: Option<String>,
+}
+
+/// `[policies.NAME]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPolicy {
+    pub(crate) chain: Vec<String>,
+    pub(crate) deadline: Option<String>,
+    pub(crate) max_requests: Option<u64>,
+    pub(crate) max_cost: Option<f64>,
+    pub(crate) max_attempts_per_provider: Option<u64>,
+    pub(crate) commit_point: Option<String>,
+    pub(crate) fallback_share: Option<f64>,
+    #[serde(default)]
+    pub(crate) data_classes: Vec<String>,
+    pub(crate) backoff: Option<RawBackoff>,
+    #[serde(default)]
+    pub(crate) on: BTreeMap<String, String>,
+}
+
+/// `[policies.NAME.backoff]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBackoff {
+    pub(crate) initial: Option<String>,
+    pub(crate) max: Option<String>,
+    pub(crate) jitter: Option<bool>,
+}
+
+/// `[actions.NAME]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAction {
+    pub(crate) block: Option<String>,
+    pub(crate) lease: Option<String>,
+    pub(crate) timeout: Option<String>,
+    pub(crate) idempotency: Option<RawIdempotency>,
+    pub(crate) lookup: Option<RawLookup>,
+}
+
+/// `[actions.NAME.idempotency]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawIdempotency {
+    pub(crate) header: String,
+    pub(crate) retention: String,
+}
+
+/// `[actions.NAME.lookup]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLookup {
+    pub(crate) visibility_lag: String,
+    pub(crate) check_every: Option<String>,
+    pub(crate) max_check_every: Option<String>,
+}

@@ -1,0 +1,217 @@
+//! Configuration: every shipped file parses, and every kind of mistake is
+//! reported with the path of the offending value.
+
+use std::time::Duration;
+
+use handover_router::RouterError;
+use handover_router::config::{BlockSetting, ClassAction, CommitPoint, Config, LedgerBackend};
+
+/// Pretends every API-key variable is set.
+fn all_set(_: &str) -> Option<String> {
+    Some("set".to_owned())
+}
+
+fn errors(text: &str) -> String {
+    match Config::parse(text, &all_set) {
+        Ok(_) => panic!("expected an error for:\n{text}"),
+        Err(RouterError::Config(issues)) => issues.to_string(),
+        Err(other) => panic!("unexpected error {other}"),
+    }
+}
+
+const BASE: &str = r#"
+[providers.a]
+kind = "openai_compatible"
+base_url = "http://127.0.0.1:1/v1"
+model = "m"
+data_classes = ["public"]
+
+[providers.b]
+kind = "deepseek"
+model = "deepseek-chat"
+api_key_env = "DS_KEY"
+data_classes = ["public", "internal"]
+
+[policies.default]
+chain = ["a", "b"]
+"#;
+
+#[test]
+fn every_file_in_config_dir_parses() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config");
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let (config, _missing_keys) = Config::check(&text, &|_| None)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(
+                !config.policies().is_empty(),
+                "{} has no policy",
+                path.display()
+            );
+            count += 1;
+        }
+    }
+    assert!(count >= 2, "expected the example files, found {count}");
+}
+
+#[test]
+fn example_resolves_every_section() {
+    let text = include_str!("../../../config/handover.example.toml");
+    let config = Config::parse(text, &all_set).unwrap();
+    assert_eq!(
+        config.ledger().backend,
+        LedgerBackend::Sqlite {
+            path: "handover.db".into()
+        }
+    );
+    assert_eq!(
+        config.ledger().replay_window,
+        Duration::from_secs(72 * 3600)
+    );
+    let policy = config.policy("default").unwrap();
+    assert_eq!(policy.chain, ["openai", "deepseek", "local"]);
+    assert_eq!(policy.max_requests, 6);
+    assert_eq!(policy.commit_point, CommitPoint::FirstToken);
+    assert_eq!(policy.on["invalid_request"], ClassAction::Fail);
+    let deepseek = config.provider("deepseek").unwrap();
+    assert!(deepseek.no_reasoning_passback.contains("deepseek-reasoner"));
+    let ship = config.action("create_shipment").unwrap();
+    assert_eq!(ship.block, BlockSetting::Scope);
+    assert_eq!(
+        ship.idempotency.as_ref().unwrap().retention,
+        Duration::from_secs(24 * 3600)
+    );
+    assert_eq!(ship.lookup.unwrap().visibility_lag, Duration::from_secs(30));
+}
+
+#[test]
+fn unknown_provider_in_chain_names_index_and_value() {
+    let text = BASE.replace(r#"chain = ["a", "b"]"#, r#"chain = ["a", "deepsek"]"#);
+    assert!(errors(&text).contains(r#"policies.default.chain[1]: unknown provider "deepsek""#));
+}
+
+#[test]
+fn duplicate_and_empty_chains_are_errors() {
+    let dup = BASE.replace(r#"chain = ["a", "b"]"#, r#"chain = ["a", "b", "a"]"#);
+    assert!(errors(&dup).contains(r#"policies.default.chain[2]: duplicate provider "a" in chain"#));
+    let empty = BASE.replace(r#"chain = ["a", "b"]"#, "chain = []");
+    assert!(errors(&empty).contains("policies.default.chain: must name at least one provider"));
+}
+
+#[test]
+fn unknown_fields_are_errors_with_their_path() {
+    let text = BASE.replace("model = \"m\"", "model = \"m\"\ntimeout = \"5s\"");
+    let e = errors(&text);
+    assert!(e.contains("providers.a"), "{e}");
+    assert!(e.contains("unknown field `timeout`"), "{e}");
+}
+
+#[test]
+fn zero_negative_and_malformed_durations_are_errors() {
+    for (value, expect) in [
+        ("0s", "must be greater than zero"),
+        ("-5s", "invalid duration"),
+        ("soon", "invalid duration"),
+    ] {
+        let text = format!("{BASE}deadline = \"{value}\"\n");
+        let e = errors(&text);
+        assert!(e.contains("policies.default.deadline: "), "{e}");
+        assert!(e.contains(expect), "{value}: {e}");
+    }
+}
+
+#[test]
+fn unknown_error_class_and_action_are_errors() {
+    let text = format!(
+        "{BASE}\n[policies.default.on]\nrate_limted = \"retry\"\nserver_error = \"again\"\n"
+    );
+    let e = errors(&text);
+    assert!(
+        e.contains(r#"policies.default.on.rate_limted: unknown error class "rate_limted""#),
+        "{e}"
+    );
+    assert!(
+        e.contains(r#"policies.default.on.server_error: unknown action "again""#),
+        "{e}"
+    );
+}
+
+#[test]
+fn data_class_no_provider_accepts_is_an_error() {
+    let text = format!("{BASE}data_classes = [\"internal\", \"secret\"]\n");
+    let e = errors(&text);
+    assert!(
+        e.contains(r#"policies.default.data_classes[1]: no provider in the chain accepts data class "secret""#),
+        "{e}"
+    );
+    assert!(
+        !e.contains("data_classes[0]"),
+        "internal is accepted by b: {e}"
+    );
+}
+
+#[test]
+fn unset_api_key_env_is_an_error_at_startup_and_a_warning_for_check() {
+    let e = match Config::parse(BASE, &|_| None) {
+        Err(RouterError::Config(issues)) => issues.to_string(),
+        other => panic!("expected a config error, got {other:?}"),
+    };
+    assert!(
+        e.contains("providers.b.api_key_env: environment variable DS_KEY is not set"),
+        "{e}"
+    );
+    let (_config, warnings) = Config::check(BASE, &|_| None).unwrap();
+    assert_eq!(warnings.iter().count(), 1);
+    assert!(Config::parse(BASE, &|v| (v == "DS_KEY").then(|| "k".to_owned())).is_ok());
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let text = BASE
+        .replace(r#"kind = "deepseek""#, r#"kind = "deepseak""#)
+        .replace(r#"chain = ["a", "b"]"#, "chain = [\"a\"]\nmax_requests = 0");
+    let e = errors(&text);
+    assert!(
+        e.contains(r#"providers.b.kind: unknown provider kind "deepseak""#),
+        "{e}"
+    );
+    assert!(
+        e.contains("policies.default.max_requests: must be greater than zero"),
+        "{e}"
+    );
+}
+
+#[test]
+fn action_contracts_are_validated() {
+    let text = format!(
+        "{BASE}\n[actions.ship]\nblock = \"tenant\"\n[actions.ship.idempotency]\nheader = \"Idem Key\"\nretention = \"0s\"\n"
+    );
+    let e = errors(&text);
+    assert!(
+        e.contains(r#"actions.ship.block: unknown block width "tenant""#),
+        "{e}"
+    );
+    assert!(
+        e.contains(r#"actions.ship.idempotency.header: "Idem Key" is not a valid header name"#),
+        "{e}"
+    );
+    assert!(
+        e.contains("actions.ship.idempotency.retention: duration \"0s\" must be greater than zero"),
+        "{e}"
+    );
+}
+
+#[test]
+fn invalid_toml_is_reported() {
+    let e = errors("[providers.a\nkind = 1");
+    assert!(e.contains("invalid TOML"), "{e}");
+}
+
+#[test]
+fn postgres_needs_url_env() {
+    let text = format!("[ledger]\nbackend = \"postgres\"\n{BASE}");
+    assert!(errors(&text).contains("ledger.url_env: required for backend \"postgres\""));
+}
