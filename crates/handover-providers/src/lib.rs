@@ -1,1 +1,69 @@
-//! Placeholder: see the issue that builds this crate.
+//! Provider adapters for Handover: turn a provider-neutral [`ChatRequest`]
+//! into **exactly one** HTTP request to OpenAI, DeepSeek or any
+//! OpenAI-compatible API, and turn whatever comes back — an answer, a
+//! stream, an error status, a broken or silent connection — into typed,
+//! classified results.
+//!
+//! How it fits: the router (`handover-router`) owns retries, fallback,
+//! budgets and circuit breakers. It builds one [`AnyProvider`] per configured
+//! provider from [`ProviderSettings`], calls [`Provider::chat`] or
+//! [`Provider::chat_stream`] with [`CallOptions`] (per-call [`Timeouts`] cut
+//! to what remains of its budget, a [`SendGate`] that counts requests
+//! actually sent), and maps [`ProviderError::class`] to an action.
+//!
+//! Guarantees:
+//! * no SDK retries: one call, at most one request on the wire;
+//! * errors are classified by methods ([`ProviderError::class`],
+//!   [`ProviderError::was_sent`], [`ProviderError::retry_after`], ...);
+//! * stream semantics are ours: keep-alives are not progress, a stream
+//!   without `[DONE]` is complete only with a finish reason (see the
+//!   `stream` module docs, summarised in `docs/providers.md`);
+//! * API keys are [`secrecy::SecretString`], sent in a header marked
+//!   sensitive, redacted from provider messages, and never in Debug, logs or
+//!   errors;
+//! * one `tracing` span per attempt with OpenTelemetry GenAI field names.
+//!
+//! ```no_run
+//! use handover_providers::{
+//!     AnyProvider, CallOptions, ChatRequest, Message, Provider, ProviderKind, ProviderSettings,
+//! };
+//! # async fn run() -> Result<(), handover_providers::ProviderError> {
+//! let settings = ProviderSettings::new("primary", ProviderKind::OpenAi, "gpt-4o-mini")
+//!     .with_api_key_from_env("OPENAI_API_KEY")?;
+//! let provider = AnyProvider::new(settings)?;
+//! let req = ChatRequest::new(vec![Message::user("Say hi")]);
+//! match provider.chat(&req, &CallOptions::default()).await {
+//!     Ok(resp) => println!("{} answered: {:?}", resp.model, resp.content),
+//!     Err(e) if e.is_retryable() => println!("retry later ({}): {e}", e.class()),
+//!     Err(e) => println!("give up ({}), sent: {}", e.class(), e.was_sent()),
+//! }
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
+mod assemble;
+mod classify;
+mod engine;
+mod error;
+mod gate;
+mod provider;
+mod settings;
+mod stream;
+mod telemetry;
+mod transport;
+mod types;
+mod wire;
+
+pub use assemble::{ChatStream, StreamAssembler, assemble};
+pub use error::{ApiFailure, ErrorClass, ProviderError, TimeoutPhase, UnknownErrorClass};
+pub use gate::{CallOptions, SendGate, SendInfo, SendRefused};
+pub use provider::{
+    AnyProvider, DeepSeekProvider, OpenAiCompatibleProvider, OpenAiProvider, Provider,
+};
+pub use settings::{ProviderKind, ProviderSettings, ReasoningPassback, Timeouts};
+pub use types::{
+    ChatRequest, ChatResponse, FinishReason, Message, Role, StreamEvent, Tool, ToolCall,
+    ToolChoice, Usage,
+};

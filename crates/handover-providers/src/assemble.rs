@@ -1,0 +1,176 @@
+//! Assembling stream events into a [`ChatResponse`].
+
+use std::pin::Pin;
+
+use futures::{Stream, StreamExt};
+
+use crate::{
+    error::ProviderError,
+    types::{ChatResponse, FinishReason, StreamEvent, ToolCall, Usage},
+};
+
+/// Accumulates [`StreamEvent`]s. Use it directly to keep partial output when
+/// a stream fails (the router keeps partial output apart and never presents
+/// it as complete), or via [`ChatStream::into_response`].
+///
+/// ```
+/// use handover_providers::{FinishReason, StreamAssembler, StreamEvent};
+/// let mut a = StreamAssembler::default();
+/// a.push(StreamEvent::ContentDelta("Hel".into()));
+/// a.push(StreamEvent::ContentDelta("lo".into()));
+/// a.push(StreamEvent::Finish { reason: FinishReason::Stop });
+/// assert!(a.is_complete());
+/// let resp = a.finish("gpt-4o-mini", None);
+/// assert_eq!(resp.content.as_deref(), Some("Hello"));
+/// ```
+#[derive(Debug, Default, Clone)]
+pub struct StreamAssembler {
+    content: Option<String>,
+    reasoning: Option<String>,
+    tool_calls: Vec<ToolCall>,
+    tool_index: Vec<u32>,
+    finish: Option<FinishReason>,
+    usage: Option<Usage>,
+    model: Option<String>,
+    events: usize,
+}
+
+impl StreamAssembler {
+    /// Adds one event.
+    pub fn push(&mut self, event: StreamEvent) {
+        self.events += 1;
+        match event {
+            StreamEvent::Model(m) => self.model = Some(m),
+            StreamEvent::ContentDelta(d) => self.content.get_or_insert_default().push_str(&d),
+            StreamEvent::ReasoningDelta(d) => self.reasoning.get_or_insert_default().push_str(&d),
+            StreamEvent::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                let pos = match self.tool_index.iter().position(|i| *i == index) {
+                    Some(p) => p,
+                    None => {
+                        self.tool_index.push(index);
+                        self.tool_calls.push(ToolCall {
+                            id: String::new(),
+                            name: String::new(),
+                            arguments: String::new(),
+                        });
+                        self.tool_calls.len() - 1
+                    }
+                };
+                let call = &mut self.tool_calls[pos];
+                if let Some(id) = id.filter(|i| !i.is_empty()) {
+                    call.id = id;
+                }
+                if let Some(n) = name {
+                    call.name.push_str(&n);
+                }
+                if let Some(a) = arguments {
+                    call.arguments.push_str(&a);
+                }
+            }
+            StreamEvent::Usage(u) => self.usage = Some(u),
+            StreamEvent::Finish { reason } => self.finish = Some(reason),
+        }
+    }
+
+    /// Whether a finish reason arrived.
+    pub fn is_complete(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    /// Events pushed so far.
+    pub fn events(&self) -> usize {
+        self.events
+    }
+
+    /// The response so far. `requested_model` is used only if the provider
+    /// reported no model. Tool calls are ordered by their stream index.
+    pub fn finish(mut self, requested_model: &str, request_id: Option<String>) -> ChatResponse {
+        let mut calls: Vec<(u32, ToolCall)> =
+            self.tool_index.drain(..).zip(self.tool_calls).collect();
+        calls.sort_by_key(|(i, _)| *i);
+        ChatResponse {
+            content: self.content,
+            tool_calls: calls.into_iter().map(|(_, c)| c).collect(),
+            reasoning_content: self.reasoning,
+            finish_reason: self.finish,
+            usage: self.usage,
+            model: self.model.unwrap_or_else(|| requested_model.to_owned()),
+            request_id,
+        }
+    }
+}
+
+/// A streamed answer: `Stream<Item = Result<StreamEvent, ProviderError>>`,
+/// `Send + Unpin`. After an `Err`, only [`ProviderError::MalformedStream`]
+/// leaves the stream usable; every other error ends it.
+pub struct ChatStream {
+    inner: Pin<Box<dyn Stream<Item = Result<StreamEvent, ProviderError>> + Send>>,
+    request_id: Option<String>,
+    requested_model: String,
+}
+
+impl std::fmt::Debug for ChatStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatStream")
+            .field("request_id", &self.request_id)
+            .field("requested_model", &self.requested_model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChatStream {
+    /// Wraps any event stream (used by the adapters; handy for test doubles
+    /// in other crates).
+    pub fn new(
+        inner: impl Stream<Item = Result<StreamEvent, ProviderError>> + Send + 'static,
+        request_id: Option<String>,
+        requested_model: impl Into<String>,
+    ) -> Self {
+        Self {
+            inner: Box::pin(inner),
+            request_id,
+            requested_model: requested_model.into(),
+        }
+    }
+
+    /// The provider's request id (`x-request-id`), known once headers arrived.
+    pub fn request_id(&self) -> Option<&str> {
+        self.request_id.as_deref()
+    }
+
+    /// The model that was requested.
+    pub fn requested_model(&self) -> &str {
+        &self.requested_model
+    }
+
+    /// Consumes the stream into a response. Fails on the first error,
+    /// including a malformed event (use [`StreamAssembler`] to skip those).
+    pub async fn into_response(mut self) -> Result<ChatResponse, ProviderError> {
+        let mut a = StreamAssembler::default();
+        while let Some(ev) = self.inner.next().await {
+            a.push(ev?);
+        }
+        Ok(a.finish(&self.requested_model, self.request_id))
+    }
+}
+
+impl Stream for ChatStream {
+    type Item = Result<StreamEvent, ProviderError>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+/// Consumes `stream` into a [`ChatResponse`] (same as [`ChatStream::into_response`]).
+pub async fn assemble(stream: ChatStream) -> Result<ChatResponse, ProviderError> {
+    stream.into_response().await
+}

@@ -1,0 +1,311 @@
+//! Turning what a provider said into an [`ErrorClass`]. Pure: no I/O.
+//!
+//! Classification uses, in order: the provider's `code`, its `type`, the
+//! HTTP status. Only where a provider documents no code for a condition
+//! (DeepSeek's context-length and content-risk errors are plain 400s) a
+//! short list of message fragments is consulted; that list lives here and
+//! nowhere else.
+
+use std::time::{Duration, SystemTime};
+
+use http::HeaderMap;
+use secrecy::{ExposeSecret, SecretString};
+
+use crate::{
+    error::{ApiFailure, ErrorClass},
+    wire::{WireError, WireErrorEnvelope},
+};
+
+/// Codes that identify a class regardless of status.
+fn class_from_code(code: &str) -> Option<ErrorClass> {
+    Some(match code {
+        "context_length_exceeded" | "string_above_max_length" => ErrorClass::ContextLengthExceeded,
+        "content_filter" | "content_policy_violation" => ErrorClass::ContentFiltered,
+        "insufficient_quota" => ErrorClass::QuotaExhausted,
+        "rate_limit_exceeded" => ErrorClass::RateLimited,
+        "invalid_api_key" | "invalid_authentication" => ErrorClass::Auth,
+        "server_error" => ErrorClass::ServerError,
+        "overloaded" | "engine_overloaded" => ErrorClass::Overloaded,
+        _ => return None,
+    })
+}
+
+fn class_from_type(kind: &str) -> Option<ErrorClass> {
+    Some(match kind {
+        "insufficient_quota" => ErrorClass::QuotaExhausted,
+        "rate_limit_error" | "rate_limit_exceeded" => ErrorClass::RateLimited,
+        "authentication_error" | "permission_error" => ErrorClass::Auth,
+        "overloaded_error" => ErrorClass::Overloaded,
+        "server_error" | "api_error" => ErrorClass::ServerError,
+        _ => return None,
+    })
+}
+
+/// Message fragments for conditions some providers report without a code.
+fn class_from_message(message: &str) -> Option<ErrorClass> {
+    let m = message.to_ascii_lowercase();
+    if m.contains("maximum context length") || m.contains("context length exceeded") {
+        Some(ErrorClass::ContextLengthExceeded)
+    } else if m.contains("content exists risk") || m.contains("content management policy") {
+        Some(ErrorClass::ContentFiltered)
+    } else {
+        None
+    }
+}
+
+fn class_from_status(status: u16) -> ErrorClass {
+    match status {
+        401 | 403 => ErrorClass::Auth,
+        402 => ErrorClass::Billing,
+        408 => ErrorClass::Timeout,
+        429 => ErrorClass::RateLimited,
+        503 | 529 => ErrorClass::Overloaded,
+        400 | 404 | 405 | 409 | 413 | 415 | 422 => ErrorClass::InvalidRequest,
+        500..=599 => ErrorClass::ServerError,
+        _ => ErrorClass::Other,
+    }
+}
+
+/// Classifies an error with status `status` and error object `err`.
+pub(crate) fn classify(status: u16, err: &WireError) -> ErrorClass {
+    let code = err.code_str();
+    let by_code = code.as_deref().and_then(class_from_code);
+    let by_type = err.r#type.as_deref().and_then(class_from_type);
+    let by_msg = err.message.as_deref().and_then(class_from_message);
+    let by_status = class_from_status(status);
+    match status {
+        // Status decides for these: a 401 is auth whatever the body says,
+        // a 402 is billing, a 503 overloaded.
+        401 | 403 | 402 | 503 | 529 => by_status,
+        // 429 is a rate limit unless the code/type says quota.
+        429 => match by_code.or(by_type) {
+            Some(ErrorClass::QuotaExhausted) => ErrorClass::QuotaExhausted,
+            _ => ErrorClass::RateLimited,
+        },
+        _ => by_code.or(by_msg).or(by_type).unwrap_or(by_status),
+    }
+}
+
+/// Builds the failure for an HTTP error response.
+pub(crate) fn api_failure(
+    status: u16,
+    body: &[u8],
+    retry_after: Option<Duration>,
+    key: Option<&SecretString>,
+) -> ApiFailure {
+    let err = match serde_json::from_slice::<WireErrorEnvelope>(body) {
+        Ok(env) => env.error,
+        Err(_) => WireError {
+            message: Some(truncate(&String::from_utf8_lossy(body), 512)),
+            ..WireError::default()
+        },
+    };
+    failure_from(status, err, retry_after, key)
+}
+
+/// Builds the failure for an error object (HTTP body or in-stream event).
+pub(crate) fn failure_from(
+    status: u16,
+    err: WireError,
+    retry_after: Option<Duration>,
+    key: Option<&SecretString>,
+) -> ApiFailure {
+    let class = classify(status, &err);
+    ApiFailure {
+        class,
+        status,
+        code: err.code_str(),
+        kind: err.r#type.clone(),
+        message: redact(err.message.unwrap_or_default(), key),
+        retry_after,
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].trim().to_owned()
+}
+
+/// Removes the API key from text a provider sent back (some echo it).
+pub(crate) fn redact(text: String, key: Option<&SecretString>) -> String {
+    match key.map(|k| k.expose_secret()).filter(|k| !k.is_empty()) {
+        Some(k) if text.contains(k) => text.replace(k, "[REDACTED]"),
+        _ => text,
+    }
+}
+
+/// `retry-after-ms` (OpenAI), else `Retry-After` as seconds or an HTTP date.
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 0.0)
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let v = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    Some(
+        at.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// The provider request id: `x-request-id`, else `request-id`.
+pub(crate) fn request_id(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("x-request-id")
+        .or_else(|| headers.get("request-id"))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(code: Option<&str>, kind: Option<&str>, msg: &str) -> WireError {
+        WireError {
+            message: Some(msg.into()),
+            r#type: kind.map(Into::into),
+            code: code.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn statuses_codes_and_types_map_to_classes() {
+        let cases = [
+            (
+                429,
+                err(
+                    Some("insufficient_quota"),
+                    Some("insufficient_quota"),
+                    "quota",
+                ),
+                ErrorClass::QuotaExhausted,
+            ),
+            (
+                429,
+                err(Some("rate_limit_exceeded"), Some("requests"), "slow down"),
+                ErrorClass::RateLimited,
+            ),
+            (
+                429,
+                err(None, None, "Rate limit reached"),
+                ErrorClass::RateLimited,
+            ),
+            (
+                400,
+                err(
+                    Some("context_length_exceeded"),
+                    Some("invalid_request_error"),
+                    "too long",
+                ),
+                ErrorClass::ContextLengthExceeded,
+            ),
+            (
+                400,
+                err(
+                    None,
+                    Some("invalid_request_error"),
+                    "This model's maximum context length is 65536 tokens.",
+                ),
+                ErrorClass::ContextLengthExceeded,
+            ),
+            (
+                400,
+                err(Some("content_filter"), None, "filtered"),
+                ErrorClass::ContentFiltered,
+            ),
+            (
+                400,
+                err(None, Some("invalid_request_error"), "Content Exists Risk"),
+                ErrorClass::ContentFiltered,
+            ),
+            (
+                400,
+                err(None, Some("invalid_request_error"), "bad temperature"),
+                ErrorClass::InvalidRequest,
+            ),
+            (
+                422,
+                err(None, None, "Invalid Parameters"),
+                ErrorClass::InvalidRequest,
+            ),
+            (
+                401,
+                err(Some("invalid_api_key"), None, "bad key"),
+                ErrorClass::Auth,
+            ),
+            (403, err(None, None, "forbidden"), ErrorClass::Auth),
+            (
+                402,
+                err(None, Some("unknown_error"), "Insufficient Balance"),
+                ErrorClass::Billing,
+            ),
+            (
+                503,
+                err(None, None, "Server overloaded"),
+                ErrorClass::Overloaded,
+            ),
+            (
+                500,
+                err(None, Some("server_error"), "oops"),
+                ErrorClass::ServerError,
+            ),
+            (502, err(None, None, "bad gateway"), ErrorClass::ServerError),
+            (418, err(None, None, "teapot"), ErrorClass::Other),
+        ];
+        for (status, e, want) in cases {
+            assert_eq!(
+                classify(status, &e),
+                want,
+                "status {status} {:?}",
+                e.message
+            );
+        }
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert("retry-after", "7".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
+        h.insert("retry-after-ms", "1500".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
+        let mut h = HeaderMap::new();
+        let at = SystemTime::now() + Duration::from_secs(120);
+        h.insert("retry-after", httpdate::fmt_http_date(at).parse().unwrap());
+        let d = retry_after(&h).unwrap();
+        assert!(
+            d > Duration::from_secs(110) && d <= Duration::from_secs(120),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn echoed_key_is_redacted() {
+        let key = SecretString::from("sk-sentinel-123");
+        let f = api_failure(
+            401,
+            br#"{"error":{"message":"Incorrect API key provided: sk-sentinel-123","type":"invalid_request_error","code":"invalid_api_key"}}"#,
+            None,
+            Some(&key),
+        );
+        assert_eq!(f.class, ErrorClass::Auth);
+        assert!(!f.message.contains("sk-sentinel-123"));
+        assert!(f.message.contains("[REDACTED]"));
+    }
+}

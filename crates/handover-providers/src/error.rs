@@ -1,0 +1,437 @@
+//! The one error type of this crate and its classification.
+//!
+//! Callers never match on message text: [`ProviderError::class`] gives a
+//! [`ErrorClass`] (a closed, string-named set the router's configuration maps
+//! to actions), and [`ProviderError::was_sent`], [`ProviderError::retry_after`],
+//! [`ProviderError::status`], [`ProviderError::provider_code`] and
+//! [`ProviderError::partial_events`] give the details.
+
+use std::{fmt, str::FromStr, time::Duration};
+
+use crate::gate::SendRefused;
+
+/// What kind of failure a [`ProviderError`] is; the key the router's
+/// error-class → action table is written in.
+///
+/// The class is deliberately field-less (`Copy + Eq + Hash`, round-trips
+/// through [`ErrorClass::as_str`] / [`FromStr`]) so configuration can name it.
+/// Details such as the timeout phase or the number of events delivered before
+/// a stream broke are on the error: [`ProviderError::timeout_phase`],
+/// [`ProviderError::partial_events`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorClass {
+    /// Could not connect (DNS, refused, TLS, connect timeout): nothing was sent.
+    ConnectBeforeSend,
+    /// A deadline passed after the request was sent: waiting for response
+    /// headers, or the whole call. (A connect timeout is
+    /// [`ErrorClass::ConnectBeforeSend`]; stream silences are
+    /// [`ErrorClass::StreamStalled`].)
+    Timeout,
+    /// The connection broke after the request may have been written and before
+    /// a response arrived.
+    ConnectionLost,
+    /// 429 rate limit (requests, tokens or account concurrency).
+    RateLimited,
+    /// 429 whose code says the quota/credit is used up (`insufficient_quota`).
+    QuotaExhausted,
+    /// 503 / 529: the provider is overloaded.
+    Overloaded,
+    /// Other 5xx.
+    ServerError,
+    /// 401 / 403.
+    Auth,
+    /// 402 (DeepSeek "insufficient balance").
+    Billing,
+    /// 400 / 404 / 413 / 422 and local validation failures.
+    InvalidRequest,
+    /// The prompt does not fit the model's context window.
+    ContextLengthExceeded,
+    /// The provider refused the content.
+    ContentFiltered,
+    /// A stream ended (or broke) without `[DONE]` and without a finish reason.
+    StreamInterrupted,
+    /// A stream stayed silent past its first-token or idle timeout.
+    StreamStalled,
+    /// A stream event could not be decoded (the stream may continue).
+    MalformedStream,
+    /// A successful (2xx) non-streaming body could not be decoded.
+    Decode,
+    /// The caller's [`crate::SendGate`] refused the request; nothing was sent.
+    SendRefused,
+    /// Anything not classified above (including invalid provider settings).
+    /// Never retryable.
+    Other,
+}
+
+impl ErrorClass {
+    /// Every class, in declaration order.
+    pub const ALL: [ErrorClass; 18] = [
+        ErrorClass::ConnectBeforeSend,
+        ErrorClass::Timeout,
+        ErrorClass::ConnectionLost,
+        ErrorClass::RateLimited,
+        ErrorClass::QuotaExhausted,
+        ErrorClass::Overloaded,
+        ErrorClass::ServerError,
+        ErrorClass::Auth,
+        ErrorClass::Billing,
+        ErrorClass::InvalidRequest,
+        ErrorClass::ContextLengthExceeded,
+        ErrorClass::ContentFiltered,
+        ErrorClass::StreamInterrupted,
+        ErrorClass::StreamStalled,
+        ErrorClass::MalformedStream,
+        ErrorClass::Decode,
+        ErrorClass::SendRefused,
+        ErrorClass::Other,
+    ];
+
+    /// The snake_case name used in configuration (`"rate_limited"`, ...).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::ConnectBeforeSend => "connect",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::ConnectionLost => "connection_lost",
+            ErrorClass::RateLimited => "rate_limited",
+            ErrorClass::QuotaExhausted => "quota_exhausted",
+            ErrorClass::Overloaded => "overloaded",
+            ErrorClass::ServerError => "server_error",
+            ErrorClass::Auth => "auth",
+            ErrorClass::Billing => "billing",
+            ErrorClass::InvalidRequest => "invalid_request",
+            ErrorClass::ContextLengthExceeded => "context_length",
+            ErrorClass::ContentFiltered => "content_filter",
+            ErrorClass::StreamInterrupted => "stream_interrupted",
+            ErrorClass::StreamStalled => "stream_stalled",
+            ErrorClass::MalformedStream => "malformed_stream",
+            ErrorClass::Decode => "decode",
+            ErrorClass::SendRefused => "send_refused",
+            ErrorClass::Other => "other",
+        }
+    }
+
+    /// Whether repeating the same request may succeed. `Other` is never
+    /// retryable; neither are auth, billing, quota, invalid input, content
+    /// filtering, malformed events or decode failures.
+    pub const fn is_retryable(self) -> bool {
+        matches!(
+            self,
+            ErrorClass::ConnectBeforeSend
+                | ErrorClass::Timeout
+                | ErrorClass::ConnectionLost
+                | ErrorClass::RateLimited
+                | ErrorClass::Overloaded
+                | ErrorClass::ServerError
+                | ErrorClass::StreamInterrupted
+                | ErrorClass::StreamStalled
+        )
+    }
+}
+
+impl fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown error-class name; the message lists the valid ones.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown error class {name:?} (expected one of: {})", ErrorClass::ALL.map(ErrorClass::as_str).join(", "))]
+pub struct UnknownErrorClass {
+    /// The name that was not recognised.
+    pub name: String,
+}
+
+impl FromStr for ErrorClass {
+    type Err = UnknownErrorClass;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ErrorClass::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| UnknownErrorClass { name: s.to_owned() })
+    }
+}
+
+/// Which deadline fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TimeoutPhase {
+    /// Establishing the connection (nothing was sent).
+    Connect,
+    /// Waiting for response headers after the request was sent.
+    FirstByte,
+    /// Waiting for the first data event of a stream.
+    FirstToken,
+    /// Waiting for the next data event of a stream.
+    Idle,
+    /// The whole call.
+    Total,
+}
+
+impl TimeoutPhase {
+    /// snake_case name (`"first_token"`, ...).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TimeoutPhase::Connect => "connect",
+            TimeoutPhase::FirstByte => "first_byte",
+            TimeoutPhase::FirstToken => "first_token",
+            TimeoutPhase::Idle => "idle",
+            TimeoutPhase::Total => "total",
+        }
+    }
+}
+
+impl fmt::Display for TimeoutPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Details of an error the provider reported (HTTP error status or an
+/// `{"error": ...}` event inside a stream).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiFailure {
+    /// Classification derived from status, code and type.
+    pub class: ErrorClass,
+    /// HTTP status (for in-stream errors: the stream's status, usually 200).
+    pub status: u16,
+    /// Provider error `code` (`"rate_limit_exceeded"`, `"insufficient_quota"`, ...).
+    pub code: Option<String>,
+    /// Provider error `type` (`"invalid_request_error"`, ...).
+    pub kind: Option<String>,
+    /// Provider message, with the API key redacted if the provider echoed it.
+    pub message: String,
+    /// Parsed `Retry-After` / `retry-after-ms`.
+    pub retry_after: Option<Duration>,
+}
+
+/// Every failure of a provider call.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// Provider settings failed validation; names the field.
+    #[error("invalid provider settings: {field}: {reason}")]
+    InvalidSettings {
+        /// The offending field (`"base_url"`, `"timeouts.idle"`, ...).
+        field: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// The chat request failed local validation; nothing was sent.
+    #[error("invalid chat request: {field}: {reason}")]
+    InvalidRequest {
+        /// The offending field (`"messages"`, `"messages[2].tool_call_id"`, ...).
+        field: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// The send gate refused the request; nothing was sent.
+    #[error("provider {provider}: request not sent: {refused}")]
+    SendRefused {
+        /// Configured provider name.
+        provider: String,
+        /// The gate's reason.
+        refused: SendRefused,
+    },
+    /// Could not connect; nothing was sent.
+    #[error("provider {provider}: could not connect")]
+    Connect {
+        /// Configured provider name.
+        provider: String,
+        /// The transport error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The connection broke after the request may have been sent.
+    #[error("provider {provider}: connection lost before a complete response")]
+    ConnectionLost {
+        /// Configured provider name.
+        provider: String,
+        /// HTTP status if headers had arrived.
+        status: Option<u16>,
+        /// The transport error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// A deadline passed.
+    #[error("provider {provider}: {phase} timeout after {after:?} ({events} data events received)")]
+    Timeout {
+        /// Configured provider name.
+        provider: String,
+        /// Which deadline.
+        phase: TimeoutPhase,
+        /// The configured limit that expired.
+        after: Duration,
+        /// Data events delivered before the deadline (streams), else 0.
+        events: usize,
+    },
+    /// The provider answered with an error status or an in-stream error event.
+    #[error("provider {provider}: {} error (status {}{}): {}", .failure.class, .failure.status, .failure.code.as_deref().map(|c| format!(", code {c}")).unwrap_or_default(), .failure.message)]
+    Api {
+        /// Configured provider name.
+        provider: String,
+        /// What the provider said.
+        failure: ApiFailure,
+        /// Data events delivered before an in-stream error, else 0.
+        events: usize,
+        /// The provider's request id (`x-request-id`), when it sent one.
+        request_id: Option<String>,
+    },
+    /// A stream ended or broke without `[DONE]` and without a finish reason.
+    #[error("provider {provider}: stream interrupted after {events} data events")]
+    StreamInterrupted {
+        /// Configured provider name.
+        provider: String,
+        /// Data events delivered before the stream ended.
+        events: usize,
+        /// The transport error, if the connection broke (rather than closed).
+        #[source]
+        source: Option<reqwest::Error>,
+    },
+    /// A stream event could not be decoded. The stream stays usable: the
+    /// caller may skip the event and poll again.
+    #[error("provider {provider}: malformed stream event #{events}: {detail}")]
+    MalformedStream {
+        /// Configured provider name.
+        provider: String,
+        /// Data events received so far, including the malformed one.
+        events: usize,
+        /// What was wrong (never the raw event text).
+        detail: String,
+    },
+    /// A 2xx body could not be decoded as a chat completion.
+    #[error("provider {provider}: could not decode response body")]
+    Decode {
+        /// Configured provider name.
+        provider: String,
+        /// The decoder error (positions, never the body).
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Anything unclassified. Not retryable.
+    #[error("provider {provider}: {detail}")]
+    Other {
+        /// Configured provider name.
+        provider: String,
+        /// What happened.
+        detail: String,
+    },
+}
+
+impl ProviderError {
+    /// The class the router maps to an action.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            ProviderError::InvalidSettings { .. } | ProviderError::Other { .. } => {
+                ErrorClass::Other
+            }
+            ProviderError::InvalidRequest { .. } => ErrorClass::InvalidRequest,
+            ProviderError::SendRefused { .. } => ErrorClass::SendRefused,
+            ProviderError::Connect { .. } => ErrorClass::ConnectBeforeSend,
+            ProviderError::ConnectionLost { .. } => ErrorClass::ConnectionLost,
+            ProviderError::Timeout { phase, .. } => match phase {
+                TimeoutPhase::Connect => ErrorClass::ConnectBeforeSend,
+                TimeoutPhase::FirstToken | TimeoutPhase::Idle => ErrorClass::StreamStalled,
+                TimeoutPhase::FirstByte | TimeoutPhase::Total => ErrorClass::Timeout,
+            },
+            ProviderError::Api { failure, .. } => failure.class,
+            ProviderError::StreamInterrupted { .. } => ErrorClass::StreamInterrupted,
+            ProviderError::MalformedStream { .. } => ErrorClass::MalformedStream,
+            ProviderError::Decode { .. } => ErrorClass::Decode,
+        }
+    }
+
+    /// Could the request have reached the provider? `false` only when it is
+    /// certain nothing was written: invalid settings or request, a refused
+    /// send, a connect failure or connect timeout.
+    pub fn was_sent(&self) -> bool {
+        !matches!(
+            self,
+            ProviderError::InvalidSettings { .. }
+                | ProviderError::InvalidRequest { .. }
+                | ProviderError::SendRefused { .. }
+                | ProviderError::Connect { .. }
+                | ProviderError::Timeout {
+                    phase: TimeoutPhase::Connect,
+                    ..
+                }
+        )
+    }
+
+    /// Whether the same request may succeed if repeated ([`ErrorClass::is_retryable`]).
+    pub fn is_retryable(&self) -> bool {
+        self.class().is_retryable()
+    }
+
+    /// How long the provider asked us to wait (`Retry-After`, `retry-after-ms`).
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::Api { failure, .. } => failure.retry_after,
+            _ => None,
+        }
+    }
+
+    /// The HTTP status, when a response arrived.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ProviderError::Api { failure, .. } => Some(failure.status),
+            ProviderError::ConnectionLost { status, .. } => *status,
+            _ => None,
+        }
+    }
+
+    /// The provider's error code (`"insufficient_quota"`, ...), when it sent one.
+    pub fn provider_code(&self) -> Option<&str> {
+        match self {
+            ProviderError::Api { failure, .. } => failure.code.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// For stream errors: how many data events were delivered before it.
+    /// `Some(0)` means nothing reached the caller (a fallback is safe).
+    pub fn partial_events(&self) -> Option<usize> {
+        match self {
+            ProviderError::StreamInterrupted { events, .. }
+            | ProviderError::MalformedStream { events, .. } => Some(*events),
+            ProviderError::Timeout { events, phase, .. }
+                if matches!(
+                    phase,
+                    TimeoutPhase::FirstToken | TimeoutPhase::Idle | TimeoutPhase::Total
+                ) =>
+            {
+                Some(*events)
+            }
+            ProviderError::Api {
+                events, failure, ..
+            } if failure.status < 300 => Some(*events),
+            _ => None,
+        }
+    }
+
+    /// Which deadline fired, for timeouts.
+    pub fn timeout_phase(&self) -> Option<TimeoutPhase> {
+        match self {
+            ProviderError::Timeout { phase, .. } => Some(*phase),
+            _ => None,
+        }
+    }
+
+    /// The provider's request id (`x-request-id`) for API errors.
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            ProviderError::Api { request_id, .. } => request_id.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The provider's error details, for API errors.
+    pub fn api_failure(&self) -> Option<&ApiFailure> {
+        match self {
+            ProviderError::Api { failure, .. } => Some(failure),
+            _ => None,
+        }
+    }
+}

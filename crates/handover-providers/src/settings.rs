@@ -1,0 +1,309 @@
+//! Runtime provider configuration (built by the router's config module).
+
+use std::{collections::HashMap, fmt, str::FromStr, time::Duration};
+
+use secrecy::SecretString;
+
+use crate::error::ProviderError;
+
+/// Which adapter serves a provider. A closed set: see [`crate::AnyProvider`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProviderKind {
+    /// OpenAI's Chat Completions API, through async-openai.
+    OpenAi,
+    /// DeepSeek's OpenAI-compatible API (`reasoning_content`, `user_id`).
+    DeepSeek,
+    /// Any other OpenAI-compatible endpoint (vLLM, Together, a local server).
+    OpenAiCompatible,
+}
+
+impl ProviderKind {
+    /// The configuration name: `"openai"`, `"deepseek"`, `"openai_compatible"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::DeepSeek => "deepseek",
+            ProviderKind::OpenAiCompatible => "openai_compatible",
+        }
+    }
+
+    /// The default base URL, if the kind has one.
+    pub const fn default_base_url(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::OpenAi => Some("https://api.openai.com/v1"),
+            ProviderKind::DeepSeek => Some("https://api.deepseek.com"),
+            ProviderKind::OpenAiCompatible => None,
+        }
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ProviderKind {
+    type Err = ProviderError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "openai" => Ok(ProviderKind::OpenAi),
+            "deepseek" => Ok(ProviderKind::DeepSeek),
+            "openai_compatible" => Ok(ProviderKind::OpenAiCompatible),
+            other => Err(ProviderError::InvalidSettings {
+                field: "kind".into(),
+                reason: format!(
+                    "unknown provider kind {other:?} (expected openai, deepseek or openai_compatible)"
+                ),
+            }),
+        }
+    }
+}
+
+/// Deadlines of one call. All are measured with `tokio::time`, so tests can
+/// pause time.
+///
+/// * `connect` — establishing the TCP/TLS connection (per provider client).
+/// * `first_byte` — from starting the send until response headers arrive.
+/// * `first_token` — streams: from headers until the first **data** event.
+/// * `idle` — streams: between two **data** events. SSE comments
+///   (`: keep-alive`) and blank lines never reset it.
+/// * `total` — the whole call, until the body or stream is complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Connection establishment.
+    pub connect: Duration,
+    /// Until response headers.
+    pub first_byte: Duration,
+    /// Until the first data event of a stream.
+    pub first_token: Duration,
+    /// Between data events of a stream.
+    pub idle: Duration,
+    /// The whole call.
+    pub total: Duration,
+}
+
+impl Default for Timeouts {
+    /// connect 10 s, first byte 60 s, first token 60 s, idle 30 s, total 10 min.
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(10),
+            first_byte: Duration::from_secs(60),
+            first_token: Duration::from_secs(60),
+            idle: Duration::from_secs(30),
+            total: Duration::from_secs(600),
+        }
+    }
+}
+
+impl Timeouts {
+    /// Every limit capped at `remaining` (e.g. what is left of a budget).
+    pub fn capped(self, remaining: Duration) -> Self {
+        Self {
+            connect: self.connect.min(remaining),
+            first_byte: self.first_byte.min(remaining),
+            first_token: self.first_token.min(remaining),
+            idle: self.idle.min(remaining),
+            total: self.total.min(remaining),
+        }
+    }
+
+    /// The element-wise minimum of two sets of limits.
+    pub fn min(self, other: Self) -> Self {
+        Self {
+            connect: self.connect.min(other.connect),
+            first_byte: self.first_byte.min(other.first_byte),
+            first_token: self.first_token.min(other.first_token),
+            idle: self.idle.min(other.idle),
+            total: self.total.min(other.total),
+        }
+    }
+
+    /// Errors naming the first zero limit (`timeouts.idle`, ...).
+    pub fn validate(&self) -> Result<(), ProviderError> {
+        for (name, d) in [
+            ("timeouts.connect", self.connect),
+            ("timeouts.first_byte", self.first_byte),
+            ("timeouts.first_token", self.first_token),
+            ("timeouts.idle", self.idle),
+            ("timeouts.total", self.total),
+        ] {
+            if d.is_zero() {
+                return Err(ProviderError::InvalidSettings {
+                    field: name.into(),
+                    reason: "must be greater than zero".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether an assistant message's `reasoning_content` is sent back to
+/// DeepSeek in later requests.
+///
+/// DeepSeek's thinking mode requires the reasoning of an assistant turn that
+/// made tool calls to be passed back while that tool-call exchange
+/// continues; the `deepseek-reasoner` model instead rejects any
+/// `reasoning_content` in input messages (400). Hence a per-model setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReasoningPassback {
+    /// Send `reasoning_content` on assistant messages that carry tool calls.
+    OnToolCallTurns,
+    /// Never send `reasoning_content`.
+    Never,
+}
+
+/// Everything needed to build one provider. No serde: the router's config
+/// module validates its own file format into this.
+#[derive(Clone)]
+pub struct ProviderSettings {
+    /// Configured name (`"primary"`, `"deepseek"`); appears in errors and spans.
+    pub name: String,
+    /// Which adapter.
+    pub kind: ProviderKind,
+    /// Base URL including the version prefix (`https://api.openai.com/v1`);
+    /// `/chat/completions` is appended.
+    pub base_url: String,
+    /// Default model for calls without [`crate::CallOptions::model`].
+    pub model: String,
+    /// API key; `None` sends no `Authorization` header (local servers).
+    pub api_key: Option<SecretString>,
+    /// Default deadlines.
+    pub timeouts: Timeouts,
+    /// DeepSeek: per-model reasoning passback; models not listed use
+    /// [`ProviderSettings::default_reasoning_passback`]. Ignored by other kinds.
+    pub reasoning_passback: HashMap<String, ReasoningPassback>,
+    /// DeepSeek: passback for models not listed.
+    pub default_reasoning_passback: ReasoningPassback,
+    /// Ask for usage in streams (`stream_options.include_usage`). Some
+    /// compatible servers reject the field; switch it off for them.
+    pub stream_usage: bool,
+}
+
+impl fmt::Debug for ProviderSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderSettings")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
+            .field("timeouts", &self.timeouts)
+            .field("reasoning_passback", &self.reasoning_passback)
+            .field(
+                "default_reasoning_passback",
+                &self.default_reasoning_passback,
+            )
+            .field("stream_usage", &self.stream_usage)
+            .finish()
+    }
+}
+
+impl ProviderSettings {
+    /// Settings with the kind's default base URL (empty for
+    /// `OpenAiCompatible`: set one), no key and default timeouts. DeepSeek
+    /// settings pre-register `deepseek-reasoner` as
+    /// [`ReasoningPassback::Never`] and default other models to
+    /// [`ReasoningPassback::OnToolCallTurns`].
+    pub fn new(name: impl Into<String>, kind: ProviderKind, model: impl Into<String>) -> Self {
+        let mut reasoning_passback = HashMap::new();
+        let default_reasoning_passback = if kind == ProviderKind::DeepSeek {
+            reasoning_passback.insert("deepseek-reasoner".to_owned(), ReasoningPassback::Never);
+            ReasoningPassback::OnToolCallTurns
+        } else {
+            ReasoningPassback::Never
+        };
+        Self {
+            name: name.into(),
+            kind,
+            base_url: kind.default_base_url().unwrap_or_default().to_owned(),
+            model: model.into(),
+            api_key: None,
+            timeouts: Timeouts::default(),
+            reasoning_passback,
+            default_reasoning_passback,
+            stream_usage: true,
+        }
+    }
+
+    /// Sets the base URL.
+    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into();
+        self
+    }
+
+    /// Sets the API key.
+    pub fn with_api_key(mut self, key: SecretString) -> Self {
+        self.api_key = Some(key);
+        self
+    }
+
+    /// Reads the API key from environment variable `var`; an unset or empty
+    /// variable is an error naming it (never its value).
+    pub fn with_api_key_from_env(mut self, var: &str) -> Result<Self, ProviderError> {
+        match std::env::var(var) {
+            Ok(v) if !v.is_empty() => {
+                self.api_key = Some(SecretString::from(v));
+                Ok(self)
+            }
+            _ => Err(ProviderError::InvalidSettings {
+                field: "api_key_env".into(),
+                reason: format!("environment variable {var} is not set or empty"),
+            }),
+        }
+    }
+
+    /// Sets the default timeouts.
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Sets DeepSeek reasoning passback for one model.
+    pub fn with_reasoning_passback(
+        mut self,
+        model: impl Into<String>,
+        mode: ReasoningPassback,
+    ) -> Self {
+        self.reasoning_passback.insert(model.into(), mode);
+        self
+    }
+
+    /// The passback mode for `model` (always `Never` for non-DeepSeek kinds).
+    pub fn passback_for(&self, model: &str) -> ReasoningPassback {
+        if self.kind != ProviderKind::DeepSeek {
+            return ReasoningPassback::Never;
+        }
+        self.reasoning_passback
+            .get(model)
+            .copied()
+            .unwrap_or(self.default_reasoning_passback)
+    }
+
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), ProviderError> {
+        let bad = |field: &str, reason: &str| {
+            Err(ProviderError::InvalidSettings {
+                field: field.into(),
+                reason: reason.into(),
+            })
+        };
+        if self.name.trim().is_empty() {
+            return bad("name", "must not be empty");
+        }
+        if self.model.trim().is_empty() {
+            return bad("model", "must not be empty");
+        }
+        if self.base_url.is_empty() {
+            return bad("base_url", "must be set for this provider kind");
+        }
+        match reqwest::Url::parse(&self.base_url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
+            Ok(_) => return bad("base_url", "must be an http or https URL with a host"),
+            Err(_) => return bad("base_url", "is not a valid URL"),
+        }
+        self.timeouts.validate()
+    }
+}

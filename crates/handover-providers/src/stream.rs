@@ -1,0 +1,274 @@
+//! Our stream semantics over an SSE body (parsed by eventsource-stream).
+//!
+//! * Only **data** events count as progress: SSE comments (`: keep-alive`)
+//!   and blank lines never produce an event, so they cannot reset the
+//!   first-token or idle deadline.
+//! * `[DONE]` ends the stream. A body that closes without `[DONE]` is
+//!   complete if a finish reason arrived, otherwise
+//!   [`ProviderError::StreamInterrupted`] with the number of data events.
+//! * `{"error": ...}` inside a 200 stream ends it with
+//!   [`ProviderError::Api`]. A malformed event yields
+//!   [`ProviderError::MalformedStream`] and the stream stays usable (the
+//!   caller decides whether to skip it).
+//! * Any deadline (first token, idle, total) ends the stream.
+
+use std::{collections::VecDeque, pin::Pin, sync::Arc};
+
+use eventsource_stream::{Event, EventStreamError, Eventsource};
+use futures::{Stream, StreamExt};
+use secrecy::SecretString;
+use tokio::time::{Instant, timeout_at};
+use tracing::{Instrument, Span};
+
+use crate::{
+    classify,
+    error::{ProviderError, TimeoutPhase},
+    settings::Timeouts,
+    telemetry,
+    types::{StreamEvent, Usage},
+    wire::{WireChunk, WireError},
+};
+
+type Events = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<reqwest::Error>>> + Send>>;
+
+pub(crate) struct SseState {
+    events: Events,
+    provider: Arc<str>,
+    key: Option<SecretString>,
+    status: u16,
+    request_id: Option<String>,
+    timeouts: Timeouts,
+    opened_at: Instant,
+    total_deadline: Instant,
+    last_data: Option<Instant>,
+    data_events: usize,
+    saw_finish: bool,
+    done: bool,
+    model_seen: bool,
+    queue: VecDeque<StreamEvent>,
+    scratch: Vec<StreamEvent>,
+    span: Span,
+    // For the span, recorded when the stream ends.
+    model: Option<String>,
+    usage: Option<Usage>,
+    finish: Option<String>,
+}
+
+/// Everything [`sse`] needs besides the response.
+pub(crate) struct SseSetup {
+    pub(crate) provider: Arc<str>,
+    pub(crate) key: Option<SecretString>,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) total_deadline: Instant,
+    pub(crate) span: Span,
+}
+
+/// Turns an opened 2xx SSE response into our event stream.
+pub(crate) fn sse(
+    response: reqwest::Response,
+    status: u16,
+    request_id: Option<String>,
+    opened_at: Instant,
+    setup: SseSetup,
+) -> impl Stream<Item = Result<StreamEvent, ProviderError>> + Send + 'static {
+    let state = SseState {
+        events: Box::pin(response.bytes_stream().eventsource()),
+        provider: setup.provider,
+        key: setup.key,
+        status,
+        request_id,
+        timeouts: setup.timeouts,
+        opened_at,
+        total_deadline: setup.total_deadline,
+        last_data: None,
+        data_events: 0,
+        saw_finish: false,
+        done: false,
+        model_seen: false,
+        queue: VecDeque::new(),
+        scratch: Vec::new(),
+        span: setup.span,
+        model: None,
+        usage: None,
+        finish: None,
+    };
+    futures::stream::unfold(state, |mut s| async move {
+        let span = s.span.clone();
+        let item = s.next_item().instrument(span).await?;
+        Some((item, s))
+    })
+}
+
+impl SseState {
+    fn provider(&self) -> String {
+        self.provider.to_string()
+    }
+
+    /// Ends the stream with `err` (recorded on the span).
+    fn fail(&mut self, err: ProviderError) -> Option<Result<StreamEvent, ProviderError>> {
+        self.done = true;
+        telemetry::record_error(&self.span, &err);
+        self.record_progress();
+        tracing::debug!(error = %err, "stream ended with an error");
+        Some(Err(err))
+    }
+
+    /// Ends the stream successfully.
+    fn complete(&mut self) -> Option<Result<StreamEvent, ProviderError>> {
+        self.done = true;
+        self.record_progress();
+        None
+    }
+
+    fn record_progress(&self) {
+        telemetry::record_stream_end(
+            &self.span,
+            self.model.as_deref(),
+            self.usage.as_ref(),
+            self.finish.as_deref(),
+            self.data_events,
+        );
+    }
+
+    fn deadline(&self) -> (Instant, TimeoutPhase, std::time::Duration) {
+        let (data_deadline, phase, after) = match self.last_data {
+            None => (
+                self.opened_at + self.timeouts.first_token,
+                TimeoutPhase::FirstToken,
+                self.timeouts.first_token,
+            ),
+            Some(at) => (
+                at + self.timeouts.idle,
+                TimeoutPhase::Idle,
+                self.timeouts.idle,
+            ),
+        };
+        if self.total_deadline <= data_deadline {
+            (
+                self.total_deadline,
+                TimeoutPhase::Total,
+                self.timeouts.total,
+            )
+        } else {
+            (data_deadline, phase, after)
+        }
+    }
+
+    async fn next_item(&mut self) -> Option<Result<StreamEvent, ProviderError>> {
+        loop {
+            if let Some(ev) = self.queue.pop_front() {
+                return Some(Ok(ev));
+            }
+            if self.done {
+                return None;
+            }
+            let (deadline, phase, after) = self.deadline();
+            let next = match timeout_at(deadline, self.events.next()).await {
+                Err(_) => {
+                    let err = ProviderError::Timeout {
+                        provider: self.provider(),
+                        phase,
+                        after,
+                        events: self.data_events,
+                    };
+                    return self.fail(err);
+                }
+                Ok(next) => next,
+            };
+            let event = match next {
+                None if self.saw_finish => return self.complete(),
+                None => {
+                    let err = ProviderError::StreamInterrupted {
+                        provider: self.provider(),
+                        events: self.data_events,
+                        source: None,
+                    };
+                    return self.fail(err);
+                }
+                Some(Err(EventStreamError::Transport(source))) => {
+                    if self.saw_finish {
+                        // The answer was complete; only the tail broke.
+                        return self.complete();
+                    }
+                    let err = ProviderError::StreamInterrupted {
+                        provider: self.provider(),
+                        events: self.data_events,
+                        source: Some(source),
+                    };
+                    return self.fail(err);
+                }
+                Some(Err(e)) => {
+                    let detail = match e {
+                        EventStreamError::Utf8(_) => "event is not valid utf-8".to_owned(),
+                        _ => "event is not valid server-sent-events syntax".to_owned(),
+                    };
+                    return self.fail(ProviderError::MalformedStream {
+                        provider: self.provider(),
+                        events: self.data_events,
+                        detail,
+                    });
+                }
+                Some(Ok(event)) => event,
+            };
+            self.data_events += 1;
+            self.last_data = Some(Instant::now());
+            if let Some(item) = self.handle(event) {
+                return Some(item);
+            }
+        }
+    }
+
+    /// Processes one data event; returns an item to yield now, if any.
+    fn handle(&mut self, event: Event) -> Option<Result<StreamEvent, ProviderError>> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            return self.complete();
+        }
+        let chunk: WireChunk = match serde_json::from_str(data) {
+            Ok(c) => c,
+            Err(e) => {
+                // Not terminal: the caller may skip this event.
+                let err = ProviderError::MalformedStream {
+                    provider: self.provider(),
+                    events: self.data_events,
+                    detail: format!("event data is not a chat completion chunk: {e}"),
+                };
+                tracing::debug!(error = %err, "malformed stream event");
+                return Some(Err(err));
+            }
+        };
+        if let Some(error) = chunk.error.clone().or_else(|| {
+            (event.event == "error").then(|| serde_json::Value::String(data.to_owned()))
+        }) {
+            let failure = classify::failure_from(
+                self.status,
+                WireError::from_value(error),
+                None,
+                self.key.as_ref(),
+            );
+            let err = ProviderError::Api {
+                provider: self.provider(),
+                failure,
+                events: self.data_events,
+                request_id: self.request_id.clone(),
+            };
+            return self.fail(err);
+        }
+        let mut out = std::mem::take(&mut self.scratch);
+        chunk.push_events(&mut self.model_seen, &mut out);
+        for ev in out.drain(..) {
+            match &ev {
+                StreamEvent::Model(m) => self.model = Some(m.clone()),
+                StreamEvent::Usage(u) => self.usage = Some(*u),
+                StreamEvent::Finish { reason } => {
+                    self.saw_finish = true;
+                    self.finish = Some(reason.as_str().to_owned());
+                }
+                _ => {}
+            }
+            self.queue.push_back(ev);
+        }
+        self.scratch = out;
+        None
+    }
+}
