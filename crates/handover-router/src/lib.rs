@@ -8,6 +8,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod admission;
+mod backoff;
+pub mod breaker;
+pub mod budget;
 pub mod config;
 mod error;
 

@@ -120,6 +120,10 @@ pub struct ProviderConfig {
     pub max_concurrency: usize,
     /// Requests allowed to wait for a slot; beyond this, fail fast.
     pub max_queue: usize,
+    /// Share (0..=1] of this provider's slots that traffic failing over from
+    /// an earlier provider in a chain may hold at once, so a failing
+    /// primary's queue is not dumped onto this provider all at once.
+    pub fallback_share: f64,
     /// Prices for cost accounting, if known.
     pub prices: Option<Prices>,
     /// Timeouts.
@@ -191,9 +195,6 @@ pub struct PolicySettings {
     pub max_attempts_per_provider: u32,
     /// Streaming commit point.
     pub commit_point: CommitPoint,
-    /// Share (0..=1] of a fallback provider's concurrency that traffic failing
-    /// over from an earlier provider may use at once.
-    pub fallback_share: f64,
     /// Data classes this policy serves (each accepted by a provider in the chain).
     pub data_classes: BTreeSet<String>,
     /// Backoff schedule.

@@ -47,6 +47,7 @@ pub(crate) struct RawProvider {
     pub(crate) data_classes: Vec<String>,
     pub(crate) max_concurrency: Option<u64>,
     pub(crate) max_queue: Option<u64>,
+    pub(crate) fallback_share: Option<f64>,
     pub(crate) price_input_per_mtok: Option<f64>,
     pub(crate) price_output_per_mtok: Option<f64>,
     pub(crate) timeouts: Option<RawTimeouts>,
@@ -92,7 +93,6 @@ pub(crate) struct RawPolicy {
     pub(crate) max_cost: Option<f64>,
     pub(crate) max_attempts_per_provider: Option<u64>,
     pub(crate) commit_point: Option<String>,
-    pub(crate) fallback_share: Option<f64>,
     #[serde(default)]
     pub(crate) data_classes: Vec<String>,
     pub(crate) backoff: Option<RawBackoff>,

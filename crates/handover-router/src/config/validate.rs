@@ -275,6 +275,17 @@ fn provider(
             })
         }
     };
+    let fallback_share = match raw.fallback_share {
+        None => d::FALLBACK_SHARE,
+        Some(s) if s > 0.0 && s <= 1.0 => s,
+        Some(s) => {
+            issues.push(
+                format!("{path}.fallback_share"),
+                format!("{s} is not in (0, 1]"),
+            );
+            d::FALLBACK_SHARE
+        }
+    };
     let t = raw.timeouts.unwrap_or_default();
     let tp = |field: &str| format!("{path}.timeouts.{field}");
     let timeouts = TimeoutSettings {
@@ -349,6 +360,7 @@ fn provider(
             d::MAX_CONCURRENCY as u64,
         ) as usize,
         max_queue: raw.max_queue.map_or(d::MAX_QUEUE, |q| q as usize),
+        fallback_share,
         prices,
         timeouts,
         breaker,
@@ -418,17 +430,6 @@ fn policy(
             None
         }
         c => c,
-    };
-    let fallback_share = match raw.fallback_share {
-        None => d::FALLBACK_SHARE,
-        Some(s) if s > 0.0 && s <= 1.0 => s,
-        Some(s) => {
-            issues.push(
-                format!("{path}.fallback_share"),
-                format!("{s} is not in (0, 1]"),
-            );
-            d::FALLBACK_SHARE
-        }
     };
     let commit_point = match raw.commit_point.as_deref() {
         None | Some("first_token") => CommitPoint::FirstToken,
@@ -513,7 +514,6 @@ fn policy(
             per_provider,
         ),
         commit_point,
-        fallback_share,
         data_classes,
         backoff,
         on,
