@@ -1,1 +1,54 @@
-//! Placeholder: see the issue that builds this crate.
+//! The Handover operation ledger: the durable record that makes "sent but
+//! unconfirmed" a real, blocking state.
+//!
+//! Every business write in Handover goes through a [`Ledger`]:
+//! [`Ledger::begin`] atomically checks an operation's identity `(scope, key)`
+//! and claims it; the holder marks it [`dispatched`](Ledger::mark_dispatched)
+//! *before* sending a byte, then records `confirmed`, `rejected` or
+//! `unknown`. A retry, a reconnect or a fallback model that re-proposes the
+//! same action gets the recorded outcome replayed — or, while the outcome is
+//! unknown, a refusal — never a second execution.
+//!
+//! How it fits: the router's write gate drives this trait; the CLI reads and
+//! resolves operations through it. Semantics live in a pure state machine
+//! (no I/O) shared by every backend:
+//! * [`MemoryLedger`] — tests and demos, not durable;
+//! * [`SqliteLedger`] — the embedded default (one file, WAL, `synchronous=FULL`,
+//!   group commit);
+//! * PostgreSQL — planned, same machine and the same [`conformance`] suite.
+//!
+//! See `docs/ledger.md` for states, guarantees and what is not guaranteed.
+
+mod clock;
+mod error;
+mod exec;
+mod identity;
+mod ledger;
+mod machine;
+mod memory;
+mod model;
+mod retention;
+mod row;
+mod sqlite;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use error::{LedgerError, ValidationError};
+pub use identity::{
+    ActionName, Fingerprint, Key, Limits, MAX_IDENT_BYTES, OperationId, OperationRequest, Scope,
+    destination_key,
+};
+pub use ledger::{
+    BeginOptions, BeginOutcome, BlockWidth, Dispatch, Ledger, ListFilter, NewAttempt,
+    ReleaseReason, Resolution, ResolvedAs, UnknownReport, UnknownUpdate,
+};
+pub use machine::RESEND_CLAIM_LAPSED;
+pub use memory::MemoryLedger;
+pub use model::{
+    AttemptKind, AttemptOutcome, AttemptRecord, Claim, Epoch, LEASE_EXPIRED_AFTER_DISPATCH,
+    OperationRecord, Owner, State, StateKind, Terminal, UnknownInfo,
+};
+pub use retention::{PurgeReport, Retention};
+pub use sqlite::{SqliteLedger, SqliteOptions};

@@ -1,0 +1,332 @@
+//! The [`Ledger`] trait: the one door every business write goes through.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::clock::Timestamp;
+use crate::error::LedgerError;
+use crate::identity::{ActionName, Fingerprint, OperationId, OperationRequest, Scope};
+use crate::model::{
+    AttemptKind, AttemptOutcome, AttemptRecord, Claim, OperationRecord, Owner, State, StateKind,
+    Terminal, UnknownInfo,
+};
+use crate::retention::PurgeReport;
+
+/// How far an unresolved operation blocks other writes, from narrowest to widest.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum BlockWidth {
+    /// Only the operation itself (it answers `unresolved`).
+    #[default]
+    Operation,
+    /// Also every other operation of the same action in the same scope.
+    Scope,
+    /// Also every other operation of the same action in any scope.
+    Action,
+}
+
+/// Who is claiming, for how long, and how widely unknown operations block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BeginOptions {
+    /// Holder name (executor instance), recorded in the claim.
+    pub holder: String,
+    /// Lease length; after it a pre-dispatch claim can be taken over.
+    pub lease: Duration,
+    /// Block width for this action.
+    pub block: BlockWidth,
+}
+
+impl BeginOptions {
+    /// Options with [`BlockWidth::Operation`].
+    pub fn new(holder: impl Into<String>, lease: Duration) -> Self {
+        Self {
+            holder: holder.into(),
+            lease,
+            block: BlockWidth::Operation,
+        }
+    }
+}
+
+/// The answer to [`Ledger::begin`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum BeginOutcome {
+    /// The caller holds the claim and may dispatch.
+    Started(Claim),
+    /// Someone else holds it; no result yet.
+    InProgress {
+        /// Current holder.
+        holder: String,
+        /// `claimed` or `dispatched`.
+        state: StateKind,
+        /// When that lease runs out.
+        lease_until: Timestamp,
+    },
+    /// Same identity, different parameters. Nothing changed.
+    Conflict {
+        /// Fingerprint on record.
+        recorded: Fingerprint,
+        /// Fingerprint requested.
+        requested: Fingerprint,
+    },
+    /// The recorded outcome (or its tombstone).
+    Replayed(Terminal),
+    /// The outcome is unknown: writes are blocked.
+    Unresolved(UnknownInfo),
+    /// Another unresolved operation within the block width blocks this one. Nothing written.
+    Suspended {
+        /// The blocking operation.
+        blocked_by: OperationId,
+        /// Its unknown state.
+        info: UnknownInfo,
+    },
+    /// Approval was withdrawn.
+    Cancelled {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Details recorded when marking an operation dispatched.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Dispatch {
+    /// Executor name (non-empty).
+    pub executor: String,
+    /// Metadata, e.g. the provider's tool-call id (attempt metadata, never identity).
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// Why an outcome is unknown.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownReport {
+    /// Reason (non-empty).
+    pub reason: String,
+    /// Evidence, e.g. the transport error.
+    pub evidence: Option<String>,
+    /// Who resolves it.
+    pub owner: Owner,
+    /// When to look again.
+    pub next_check_at: Option<Timestamp>,
+}
+
+/// Why a claim is given back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReleaseReason {
+    /// Proof that nothing was sent (connect refused, DNS failure). Allowed from
+    /// `claimed` or `dispatched`.
+    NotSent {
+        /// The proof (non-empty).
+        evidence: String,
+    },
+    /// The holder gives up before dispatch. Allowed from `claimed` only.
+    Abandoned,
+}
+
+/// An operator's or reconciler's decision on an unknown operation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ResolvedAs {
+    /// The effect happened.
+    Confirmed {
+        /// The result to record.
+        result: serde_json::Value,
+    },
+    /// The effect did not happen.
+    Rejected {
+        /// Why (non-empty).
+        reason: String,
+    },
+}
+
+/// A resolution with its evidence and author.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resolution {
+    /// The decision.
+    pub outcome: ResolvedAs,
+    /// Evidence (non-empty).
+    pub evidence: String,
+    /// Who decided (non-empty).
+    pub actor: String,
+}
+
+/// New bookkeeping for an unknown operation (the reconciler's notes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownUpdate {
+    /// New owner.
+    pub owner: Owner,
+    /// New reason (non-empty).
+    pub reason: String,
+    /// Next check.
+    pub next_check_at: Option<Timestamp>,
+    /// A lookup found diverging parameters.
+    pub diverged: bool,
+}
+
+/// An attempt appended without a claim (reconciler lookups).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewAttempt {
+    /// Usually [`AttemptKind::Lookup`].
+    pub kind: AttemptKind,
+    /// Who made it (non-empty).
+    pub executor: String,
+    /// Outcome class.
+    pub outcome: AttemptOutcome,
+    /// Evidence.
+    pub evidence: Option<String>,
+    /// Metadata.
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// Which operations [`Ledger::list`] returns; all set conditions must hold.
+/// Results are ordered by `(created_at, scope, key)`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    /// In this state.
+    pub state: Option<StateKind>,
+    /// Unknown and diverged (`Some(true)`) or not diverged (`Some(false)`).
+    pub diverged: Option<bool>,
+    /// In this scope.
+    pub scope: Option<Scope>,
+    /// Of this action.
+    pub action: Option<ActionName>,
+    /// At least this old: since `unknown.since` for unknown operations, else since `updated_at`.
+    pub older_than: Option<Duration>,
+    /// Unknown with `next_check_at <= t`.
+    pub due_at: Option<Timestamp>,
+    /// At most this many.
+    pub limit: Option<usize>,
+}
+
+impl ListFilter {
+    /// Whether `rec` matches at `now` (the reference semantics every backend's query implements).
+    pub(crate) fn matches(&self, rec: &OperationRecord, now: Timestamp) -> bool {
+        let unknown = match &rec.state {
+            State::Unknown(info) => Some(info),
+            _ => None,
+        };
+        if self.state.is_some_and(|s| s != rec.state.kind()) {
+            return false;
+        }
+        if let Some(d) = self.diverged
+            && unknown.is_some_and(|u| u.diverged) != d
+        {
+            return false;
+        }
+        if self.scope.as_ref().is_some_and(|s| *s != rec.id.scope) {
+            return false;
+        }
+        if self.action.as_ref().is_some_and(|a| *a != rec.action) {
+            return false;
+        }
+        if let Some(age) = self.older_than {
+            let since = unknown.map_or(rec.updated_at, |u| u.since);
+            if since > now.minus(age) {
+                return false;
+            }
+        }
+        if let Some(t) = self.due_at
+            && unknown.and_then(|u| u.next_check_at).is_none_or(|n| n > t)
+        {
+            return false;
+        }
+        true
+    }
+}
+
+/// The operation ledger. Object-safe: pick the backend at run time and hold
+/// an `Arc<dyn Ledger>`.
+///
+/// Contract for every implementation (checked by [`crate::conformance`]):
+/// * `begin` is one atomic check-and-claim: concurrent callers on one
+///   identity get exactly one `Started`.
+/// * Every write after a claim is fenced by the claim's epoch and lease; any
+///   error changes nothing.
+/// * A `dispatched` operation whose lease passed is `unknown` (recorded
+///   lazily by the next call that touches it), never claimable again.
+/// * Returned values are owned copies; nothing the caller does to them or to
+///   its inputs changes what is stored.
+/// * If the store cannot be reached the call fails with
+///   [`LedgerError::Unavailable`]: no claim, no send.
+#[async_trait]
+pub trait Ledger: Send + Sync + std::fmt::Debug {
+    /// Atomically checks the identity and claims it if it may run now.
+    async fn begin(
+        &self,
+        req: &OperationRequest,
+        opts: &BeginOptions,
+    ) -> Result<BeginOutcome, LedgerError>;
+    /// Extends a live claim's lease to `now + lease`.
+    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<Claim, LedgerError>;
+    /// Records, durably, that the request is about to be sent; call before the first byte.
+    /// Appends a `pending` dispatch attempt and returns its id.
+    async fn mark_dispatched(
+        &self,
+        claim: &Claim,
+        dispatch: Dispatch,
+    ) -> Result<uuid::Uuid, LedgerError>;
+    /// Records a definitive success.
+    async fn confirm(
+        &self,
+        claim: &Claim,
+        result: serde_json::Value,
+        evidence: Option<String>,
+    ) -> Result<OperationRecord, LedgerError>;
+    /// Records a definitive "not applied".
+    async fn reject(
+        &self,
+        claim: &Claim,
+        reason: String,
+        evidence: Option<String>,
+    ) -> Result<OperationRecord, LedgerError>;
+    /// Records that the outcome is unknown (timeout, reset, 5xx, lost response).
+    async fn mark_unknown(
+        &self,
+        claim: &Claim,
+        report: UnknownReport,
+    ) -> Result<OperationRecord, LedgerError>;
+    /// Gives a claim back; the operation returns to `planned`.
+    async fn release(
+        &self,
+        claim: &Claim,
+        why: ReleaseReason,
+    ) -> Result<OperationRecord, LedgerError>;
+    /// Re-claims an unknown operation for a re-send with the same destination key,
+    /// only while `first_dispatched_at + window > now` (the destination's
+    /// idempotency-key retention). `None` (and no change) otherwise.
+    async fn claim_for_resend(
+        &self,
+        id: &OperationId,
+        opts: &BeginOptions,
+        window: Duration,
+    ) -> Result<Option<Claim>, LedgerError>;
+    /// Resolves an unknown operation with evidence; appends an operator attempt.
+    async fn resolve(
+        &self,
+        id: &OperationId,
+        resolution: Resolution,
+    ) -> Result<OperationRecord, LedgerError>;
+    /// Updates the owner, reason, next check and divergence of an unknown operation.
+    async fn update_unknown(
+        &self,
+        id: &OperationId,
+        update: UnknownUpdate,
+    ) -> Result<OperationRecord, LedgerError>;
+    /// Appends an attempt without a claim (e.g. a reconciler lookup). The operation must exist.
+    async fn append_attempt(
+        &self,
+        id: &OperationId,
+        attempt: NewAttempt,
+    ) -> Result<uuid::Uuid, LedgerError>;
+    /// Withdraws approval of a `planned` or `claimed` operation.
+    async fn cancel(
+        &self,
+        id: &OperationId,
+        reason: String,
+    ) -> Result<OperationRecord, LedgerError>;
+    /// The current record.
+    async fn get(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError>;
+    /// Records matching `filter`.
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError>;
+    /// The attempt log of one operation, oldest first.
+    async fn attempts(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError>;
+    /// Applies retention: tombstones past the replay window, deletes past the horizon.
+    async fn purge(&self) -> Result<PurgeReport, LedgerError>;
+}

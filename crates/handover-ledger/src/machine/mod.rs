@@ -1,0 +1,255 @@
+//! The pure state machine (DESIGN §4). No I/O: every function takes the
+//! current record(s) and the time and returns a [`Step`] — what to write and
+//! what to answer. Every backend loads, calls these, and persists the
+//! effect in one transaction, so all backends share one set of semantics.
+//!
+//! Errors never carry an effect: a refused command changes nothing.
+//! Answers are computed on the *settled* view of a record (see [`settle`]),
+//! so they never depend on whether a lease expiry was already persisted.
+
+mod admin;
+mod begin;
+mod holder;
+
+pub(crate) use admin::{append_attempt, cancel, get, resolve, update_unknown};
+pub(crate) use begin::{begin, claim_for_resend};
+pub(crate) use holder::{confirm, mark_dispatched, mark_unknown, reject, release, renew};
+
+use crate::clock::Timestamp;
+use crate::error::{LedgerError, ValidationError};
+use crate::identity::{Limits, OperationId, canonical_json};
+use crate::model::{
+    AttemptOutcome, AttemptRecord, Claim, Epoch, LEASE_EXPIRED_AFTER_DISPATCH, OperationRecord,
+    Owner, State, UnknownInfo,
+};
+use crate::retention::Retention;
+
+/// Reason recorded when a re-send claim (taken on an operation that was
+/// dispatched before) lapses or is given back: the earlier dispatch is still
+/// unresolved, so the operation returns to `unknown`, never to `planned`.
+pub const RESEND_CLAIM_LAPSED: &str = "re-send claim lapsed; an earlier dispatch is unresolved";
+
+/// Inputs every transition needs besides the record.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ctx<'a> {
+    pub(crate) now: Timestamp,
+    pub(crate) retention: &'a Retention,
+    pub(crate) limits: &'a Limits,
+}
+
+/// Closes the pending dispatch attempt of `(id, epoch)`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct AttemptFinish {
+    pub(crate) id: OperationId,
+    pub(crate) epoch: Epoch,
+    pub(crate) outcome: AttemptOutcome,
+    pub(crate) at: Timestamp,
+    pub(crate) evidence: Option<String>,
+}
+
+/// What a backend must write, in order: record upserts, new attempts, finished attempts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Effect {
+    pub(crate) saves: Vec<OperationRecord>,
+    pub(crate) attempts: Vec<AttemptRecord>,
+    pub(crate) finishes: Vec<AttemptFinish>,
+}
+
+impl Effect {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.saves.is_empty() && self.attempts.is_empty() && self.finishes.is_empty()
+    }
+
+    fn absorb(&mut self, settled: Option<Settled>) {
+        if let Some(s) = settled {
+            self.saves.push(s.record);
+            self.finishes.extend(s.finish);
+        }
+    }
+}
+
+/// One transition: what to write and what to answer.
+#[derive(Debug)]
+pub(crate) struct Step<T> {
+    pub(crate) effect: Effect,
+    pub(crate) answer: Result<T, LedgerError>,
+}
+
+impl<T> Step<T> {
+    pub(crate) fn fail(e: impl Into<LedgerError>) -> Self {
+        Self {
+            effect: Effect::default(),
+            answer: Err(e.into()),
+        }
+    }
+
+    fn answer(effect: Effect, answer: T) -> Self {
+        Self {
+            effect,
+            answer: Ok(answer),
+        }
+    }
+}
+
+/// A lease expiry that must be recorded.
+#[derive(Clone, Debug)]
+pub(crate) struct Settled {
+    pub(crate) record: OperationRecord,
+    pub(crate) finish: Option<AttemptFinish>,
+}
+
+/// Applies lease expiry as of `now`, if it changes anything:
+/// * `dispatched` past its lease → `unknown` (owner reconciler, since the lease end);
+/// * a re-send claim (earlier dispatches exist) past its lease → `unknown`.
+///
+/// A first claim past its lease stays `claimed` (visibly expired) and is
+/// taken over by the next `begin`.
+pub(crate) fn settle(rec: &OperationRecord, now: Timestamp) -> Option<Settled> {
+    let (epoch, lease_until, reason, pending) = match &rec.state {
+        State::Dispatched {
+            epoch, lease_until, ..
+        } if *lease_until <= now => (*epoch, *lease_until, LEASE_EXPIRED_AFTER_DISPATCH, true),
+        State::Claimed {
+            epoch, lease_until, ..
+        } if *lease_until <= now && rec.dispatch_count > 0 => {
+            (*epoch, *lease_until, RESEND_CLAIM_LAPSED, false)
+        }
+        _ => return None,
+    };
+    let mut record = rec.clone();
+    record.state = State::Unknown(UnknownInfo {
+        owner: Owner::Reconciler,
+        reason: reason.to_owned(),
+        since: lease_until,
+        next_check_at: Some(lease_until),
+        diverged: false,
+    });
+    record.updated_at = lease_until;
+    let finish = pending.then(|| AttemptFinish {
+        id: rec.id.clone(),
+        epoch,
+        outcome: AttemptOutcome::Unknown,
+        at: lease_until,
+        evidence: Some(LEASE_EXPIRED_AFTER_DISPATCH.to_owned()),
+    });
+    Some(Settled { record, finish })
+}
+
+/// The settled view of `rec` and the write that records it, if any.
+pub(crate) fn view(rec: &OperationRecord, now: Timestamp) -> (OperationRecord, Option<Settled>) {
+    match settle(rec, now) {
+        Some(s) => (s.record.clone(), Some(s)),
+        None => (rec.clone(), None),
+    }
+}
+
+/// Checks a claim against the record (fencing) and returns the settled view.
+pub(crate) fn fence(
+    cur: Option<&OperationRecord>,
+    claim: &Claim,
+    now: Timestamp,
+    op: &'static str,
+) -> Result<OperationRecord, LedgerError> {
+    let rec = cur.ok_or_else(|| LedgerError::NotFound {
+        id: claim.id.clone(),
+    })?;
+    if rec.fingerprint != claim.fingerprint {
+        return Err(LedgerError::ParamsMismatch {
+            id: rec.id.clone(),
+            recorded: rec.fingerprint,
+            given: claim.fingerprint,
+        });
+    }
+    if claim.epoch != rec.epoch {
+        return Err(LedgerError::StaleEpoch {
+            id: rec.id.clone(),
+            given: claim.epoch,
+            current: rec.epoch,
+        });
+    }
+    let (view, _) = view(rec, now);
+    let expired = LedgerError::LeaseExpired {
+        id: rec.id.clone(),
+        epoch: claim.epoch,
+    };
+    match &view.state {
+        State::Claimed { lease_until, .. } | State::Dispatched { lease_until, .. } => {
+            if *lease_until <= now {
+                return Err(expired);
+            }
+        }
+        State::Unknown(info)
+            if info.reason == LEASE_EXPIRED_AFTER_DISPATCH
+                || info.reason == RESEND_CLAIM_LAPSED =>
+        {
+            return Err(expired);
+        }
+        other => {
+            return Err(LedgerError::IllegalTransition {
+                id: rec.id.clone(),
+                from: other.kind(),
+                op,
+            });
+        }
+    }
+    Ok(view)
+}
+
+pub(crate) fn illegal(rec: &OperationRecord, op: &'static str) -> LedgerError {
+    LedgerError::IllegalTransition {
+        id: rec.id.clone(),
+        from: rec.state.kind(),
+        op,
+    }
+}
+
+pub(crate) fn require_text(field: &'static str, s: &str) -> Result<(), ValidationError> {
+    if s.trim().is_empty() {
+        return Err(ValidationError::new(field, "must not be empty"));
+    }
+    Ok(())
+}
+
+pub(crate) fn require_opt_text(
+    field: &'static str,
+    s: Option<&str>,
+) -> Result<(), ValidationError> {
+    match s {
+        Some(s) => require_text(field, s),
+        None => Ok(()),
+    }
+}
+
+/// Validates a JSON document and returns its canonical (owned) value.
+pub(crate) fn canonical_value(
+    field: &'static str,
+    v: &serde_json::Value,
+    limits: &Limits,
+) -> Result<serde_json::Value, ValidationError> {
+    let text = canonical_json(field, v, limits)?;
+    serde_json::from_str(&text)
+        .map_err(|e| ValidationError::new(field, format!("does not round-trip: {e}")))
+}
+
+pub(crate) fn require_lease(lease: std::time::Duration) -> Result<(), ValidationError> {
+    if lease.as_millis() == 0 {
+        return Err(ValidationError::new("lease", "must be at least 1 ms"));
+    }
+    Ok(())
+}
+
+/// Drops params and result, keeping identity, fingerprint and terminal state.
+pub(crate) fn tombstone(rec: &mut OperationRecord) {
+    rec.params = None;
+    rec.tombstone = true;
+    match &mut rec.state {
+        State::Confirmed {
+            result, evidence, ..
+        } => {
+            *result = serde_json::Value::Null;
+            *evidence = None;
+        }
+        State::Rejected { evidence, .. } => *evidence = None,
+        _ => {}
+    }
+}

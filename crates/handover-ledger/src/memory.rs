@@ -1,0 +1,315 @@
+//! In-memory backend: **for tests and demos only — nothing is durable.**
+//! Same semantics as every other backend (it runs the same driver); one
+//! mutex makes every command atomic.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::Mutex;
+
+use crate::clock::{Clock, SystemClock, Timestamp};
+use crate::error::LedgerError;
+use crate::exec::{Answer, Command, Config, Store, execute};
+use crate::identity::{ActionName, Limits, OperationId, OperationRequest, Scope};
+use crate::ledger::{
+    BeginOptions, BeginOutcome, Dispatch, Ledger, ListFilter, NewAttempt, ReleaseReason,
+    Resolution, UnknownReport, UnknownUpdate,
+};
+use crate::machine::{self, AttemptFinish};
+use crate::model::{AttemptOutcome, AttemptRecord, Claim, OperationRecord, State};
+use crate::retention::{PurgeReport, Retention};
+
+#[derive(Debug, Default)]
+struct Inner {
+    ops: HashMap<OperationId, OperationRecord>,
+    attempts: HashMap<OperationId, Vec<AttemptRecord>>,
+}
+
+/// A ledger held in process memory. **Not durable**: everything is lost
+/// when it is dropped. Use it in tests and demos; use
+/// [`crate::SqliteLedger`] for anything real.
+///
+/// ```
+/// # tokio_test_block_on(async {
+/// use handover_ledger::*;
+/// use serde_json::json;
+/// use std::time::Duration;
+///
+/// let ledger = MemoryLedger::default();
+/// let req = OperationRequest::new("tenant-1", "K-701", "create_shipment",
+///     &json!({"order": 42}), &Limits::default())?;
+/// let opts = BeginOptions::new("executor-a", Duration::from_secs(30));
+/// let BeginOutcome::Started(claim) = ledger.begin(&req, &opts).await? else { panic!() };
+/// ledger.mark_dispatched(&claim, Dispatch { executor: "executor-a".into(), metadata: None }).await?;
+/// ledger.confirm(&claim, json!({"shipment": "S-1"}), None).await?;
+/// assert!(matches!(ledger.begin(&req, &opts).await?, BeginOutcome::Replayed(_)));
+/// # Ok::<(), LedgerError>(()) }).unwrap();
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct MemoryLedger {
+    inner: Mutex<Inner>,
+    cfg: Config,
+}
+
+impl Default for MemoryLedger {
+    fn default() -> Self {
+        Self::new(
+            Arc::new(SystemClock),
+            Retention::default(),
+            Limits::default(),
+        )
+    }
+}
+
+impl MemoryLedger {
+    /// A ledger reading time from `clock`.
+    pub fn new(clock: Arc<dyn Clock>, retention: Retention, limits: Limits) -> Self {
+        Self {
+            inner: Mutex::new(Inner::default()),
+            cfg: Config {
+                clock,
+                retention,
+                limits,
+            },
+        }
+    }
+
+    async fn run(&self, cmd: Command) -> Result<Answer, LedgerError> {
+        let mut inner = self.inner.lock().await;
+        // The memory store cannot fail a write, so there is never a partial effect.
+        execute(&mut *inner, cmd, &self.cfg).await?
+    }
+}
+
+fn blocks(rec: &OperationRecord, now: Timestamp) -> bool {
+    match &rec.state {
+        State::Unknown(_) => true,
+        State::Dispatched { lease_until, .. } => *lease_until <= now,
+        _ => false,
+    }
+}
+
+fn order_key(rec: &OperationRecord) -> (crate::clock::Timestamp, &OperationId) {
+    (rec.created_at, &rec.id)
+}
+
+#[async_trait]
+impl Store for Inner {
+    async fn load(&mut self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+        Ok(self.ops.get(id).cloned())
+    }
+
+    async fn find_blocker(
+        &mut self,
+        except: &OperationId,
+        action: &ActionName,
+        scope: Option<&Scope>,
+        now: Timestamp,
+    ) -> Result<Option<OperationRecord>, LedgerError> {
+        Ok(self
+            .ops
+            .values()
+            .filter(|r| {
+                r.id != *except
+                    && r.action == *action
+                    && scope.is_none_or(|s| r.id.scope == *s)
+                    && blocks(r, now)
+            })
+            .min_by(|a, b| order_key(a).cmp(&order_key(b)))
+            .cloned())
+    }
+
+    async fn due_expired(&mut self, now: Timestamp) -> Result<Vec<OperationRecord>, LedgerError> {
+        Ok(self
+            .ops
+            .values()
+            .filter(|r| machine::settle(r, now).is_some())
+            .cloned()
+            .collect())
+    }
+
+    async fn save(&mut self, rec: &OperationRecord) -> Result<(), LedgerError> {
+        self.ops.insert(rec.id.clone(), rec.clone());
+        Ok(())
+    }
+
+    async fn insert_attempt(&mut self, a: &AttemptRecord) -> Result<(), LedgerError> {
+        self.attempts
+            .entry(a.id.clone())
+            .or_default()
+            .push(a.clone());
+        Ok(())
+    }
+
+    async fn finish_attempt(&mut self, f: &AttemptFinish) -> Result<(), LedgerError> {
+        if let Some(list) = self.attempts.get_mut(&f.id) {
+            for a in list.iter_mut().filter(|a| {
+                a.epoch == Some(f.epoch)
+                    && a.kind == crate::model::AttemptKind::Dispatch
+                    && a.outcome == AttemptOutcome::Pending
+            }) {
+                a.outcome = f.outcome;
+                a.finished_at = Some(f.at);
+                if f.evidence.is_some() {
+                    a.evidence.clone_from(&f.evidence);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn purge(
+        &mut self,
+        tombstone_cutoff: Timestamp,
+        delete_cutoff: Timestamp,
+    ) -> Result<PurgeReport, LedgerError> {
+        let mut report = PurgeReport::default();
+        let mut doomed = Vec::new();
+        for rec in self.ops.values_mut() {
+            let Some(at) = rec.state.decided_at() else {
+                continue;
+            };
+            if at <= delete_cutoff {
+                doomed.push(rec.id.clone());
+            } else if at <= tombstone_cutoff && !rec.tombstone {
+                machine::tombstone(rec);
+                report.tombstoned += 1;
+            }
+        }
+        for id in doomed {
+            self.ops.remove(&id);
+            self.attempts.remove(&id);
+            report.deleted += 1;
+        }
+        Ok(report)
+    }
+}
+
+#[async_trait]
+impl Ledger for MemoryLedger {
+    async fn begin(
+        &self,
+        req: &OperationRequest,
+        opts: &BeginOptions,
+    ) -> Result<BeginOutcome, LedgerError> {
+        Answer::begin(self.run(Command::Begin(req.clone(), opts.clone())).await)
+    }
+    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<Claim, LedgerError> {
+        Answer::claim(self.run(Command::Renew(claim.clone(), lease)).await)
+    }
+    async fn mark_dispatched(
+        &self,
+        claim: &Claim,
+        dispatch: Dispatch,
+    ) -> Result<uuid::Uuid, LedgerError> {
+        Answer::uuid(
+            self.run(Command::MarkDispatched(claim.clone(), dispatch))
+                .await,
+        )
+    }
+    async fn confirm(
+        &self,
+        claim: &Claim,
+        result: serde_json::Value,
+        evidence: Option<String>,
+    ) -> Result<OperationRecord, LedgerError> {
+        Answer::record(
+            self.run(Command::Confirm(claim.clone(), result, evidence))
+                .await,
+        )
+    }
+    async fn reject(
+        &self,
+        claim: &Claim,
+        reason: String,
+        evidence: Option<String>,
+    ) -> Result<OperationRecord, LedgerError> {
+        Answer::record(
+            self.run(Command::Reject(claim.clone(), reason, evidence))
+                .await,
+        )
+    }
+    async fn mark_unknown(
+        &self,
+        claim: &Claim,
+        report: UnknownReport,
+    ) -> Result<OperationRecord, LedgerError> {
+        Answer::record(self.run(Command::MarkUnknown(claim.clone(), report)).await)
+    }
+    async fn release(
+        &self,
+        claim: &Claim,
+        why: ReleaseReason,
+    ) -> Result<OperationRecord, LedgerError> {
+        Answer::record(self.run(Command::Release(claim.clone(), why)).await)
+    }
+    async fn claim_for_resend(
+        &self,
+        id: &OperationId,
+        opts: &BeginOptions,
+        window: Duration,
+    ) -> Result<Option<Claim>, LedgerError> {
+        let cmd = Command::ClaimForResend(id.clone(), opts.clone(), window);
+        Answer::maybe_claim(self.run(cmd).await)
+    }
+    async fn resolve(
+        &self,
+        id: &OperationId,
+        resolution: Resolution,
+    ) -> Result<OperationRecord, LedgerError> {
+        Answer::record(self.run(Command::Resolve(id.clone(), resolution)).await)
+    }
+    async fn update_unknown(
+        &self,
+        id: &OperationId,
+        update: UnknownUpdate,
+    ) -> Result<OperationRecord, LedgerError> {
+        Answer::record(self.run(Command::UpdateUnknown(id.clone(), update)).await)
+    }
+    async fn append_attempt(
+        &self,
+        id: &OperationId,
+        attempt: NewAttempt,
+    ) -> Result<uuid::Uuid, LedgerError> {
+        Answer::uuid(self.run(Command::AppendAttempt(id.clone(), attempt)).await)
+    }
+    async fn cancel(
+        &self,
+        id: &OperationId,
+        reason: String,
+    ) -> Result<OperationRecord, LedgerError> {
+        Answer::record(self.run(Command::Cancel(id.clone(), reason)).await)
+    }
+    async fn get(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+        Answer::maybe_record(self.run(Command::Get(id.clone())).await)
+    }
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
+        let mut inner = self.inner.lock().await;
+        execute(&mut *inner, Command::SettleDue, &self.cfg).await??;
+        let now = self.cfg.clock.now();
+        let mut out: Vec<OperationRecord> = inner
+            .ops
+            .values()
+            .filter(|r| filter.matches(r, now))
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| order_key(a).cmp(&order_key(b)));
+        if let Some(n) = filter.limit {
+            out.truncate(n);
+        }
+        Ok(out)
+    }
+    async fn attempts(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {
+        let mut inner = self.inner.lock().await;
+        execute(&mut *inner, Command::Get(id.clone()), &self.cfg).await??;
+        Ok(inner.attempts.get(id).cloned().unwrap_or_default())
+    }
+    async fn purge(&self) -> Result<PurgeReport, LedgerError> {
+        Answer::purge(self.run(Command::Purge).await)
+    }
+}

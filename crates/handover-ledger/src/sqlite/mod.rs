@@ -1,0 +1,320 @@
+//! SQLite backend: one file, WAL journal, `synchronous = FULL` (every commit
+//! is fsync'd before anyone is answered), `BEGIN IMMEDIATE` for every write,
+//! versioned migrations (`migrations/sqlite`).
+//!
+//! Reads (`get`, `list`, `attempts`) use a connection pool and only go
+//! through a write transaction when a lease expiry must be recorded first.
+//! Several `SqliteLedger`s (in one process or many) may open the same file:
+//! every check-and-claim runs under SQLite's write lock.
+
+mod store;
+mod writer;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{ConnectOptions, SqlitePool};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::LedgerError;
+use crate::exec::{Answer, Command, Config};
+use crate::identity::{Limits, OperationId, OperationRequest};
+use crate::ledger::{
+    BeginOptions, BeginOutcome, Dispatch, Ledger, ListFilter, NewAttempt, ReleaseReason,
+    Resolution, UnknownReport, UnknownUpdate,
+};
+use crate::machine;
+use crate::model::{AttemptRecord, Claim, OperationRecord};
+use crate::retention::{PurgeReport, Retention};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// Maps a driver error to a portable kind; nothing above sees SQLite codes.
+pub(crate) fn map_err(context: &'static str, e: sqlx::Error) -> LedgerError {
+    match e {
+        sqlx::Error::ColumnDecode { .. }
+        | sqlx::Error::Decode(_)
+        | sqlx::Error::ColumnNotFound(_) => LedgerError::corrupt(format!("while {context}: {e}")),
+        other => LedgerError::unavailable(context, other),
+    }
+}
+
+/// How to open a [`SqliteLedger`].
+#[derive(Clone, Debug)]
+pub struct SqliteOptions {
+    /// Time source for leases and retention.
+    pub clock: Arc<dyn Clock>,
+    /// Retention windows.
+    pub retention: Retention,
+    /// Size/depth limits for results and metadata.
+    pub limits: Limits,
+    /// Read pool size (and, without group commit, the writers' pool) (default 4).
+    pub max_connections: u32,
+    /// How long a write waits for SQLite's lock held by another connection (default 5 s).
+    pub busy_timeout: Duration,
+    /// Group commit: batch concurrent writes into one durable transaction (default on).
+    pub group_commit: bool,
+    /// Largest group-commit batch (default 256).
+    pub max_batch: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            clock: Arc::new(SystemClock),
+            retention: Retention::default(),
+            limits: Limits::default(),
+            max_connections: 4,
+            busy_timeout: Duration::from_secs(5),
+            group_commit: true,
+            max_batch: 256,
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Writes {
+    Batched(mpsc::Sender<writer::Job>),
+    Direct,
+}
+
+/// The durable, embedded ledger.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use handover_ledger::*;
+/// use serde_json::json;
+/// use std::time::Duration;
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let ledger = SqliteLedger::open(dir.path().join("ledger.db"), SqliteOptions::default()).await?;
+/// let req = OperationRequest::new("tenant-1", "K-701", "create_shipment",
+///     &json!({"order": 42}), &Limits::default())?;
+/// let opts = BeginOptions::new("executor-a", Duration::from_secs(30));
+/// assert!(matches!(ledger.begin(&req, &opts).await?, BeginOutcome::Started(_)));
+/// assert!(matches!(ledger.begin(&req, &opts).await?, BeginOutcome::InProgress { .. }));
+/// # Ok::<(), LedgerError>(()) }).unwrap();
+/// ```
+#[derive(Debug)]
+pub struct SqliteLedger {
+    pool: SqlitePool,
+    writes: Writes,
+    cfg: Config,
+}
+
+impl SqliteLedger {
+    /// Opens (creating if missing) the ledger file at `path` and applies migrations.
+    pub async fn open(path: impl AsRef<Path>, opts: SqliteOptions) -> Result<Self, LedgerError> {
+        let connect = SqliteConnectOptions::new()
+            .filename(path.as_ref())
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(opts.busy_timeout);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(opts.max_connections.max(1))
+            .connect_with(connect.clone())
+            .await
+            .map_err(|e| map_err("opening the ledger file", e))?;
+        MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|e| LedgerError::unavailable("applying migrations", e))?;
+        let cfg = Config {
+            clock: opts.clock,
+            retention: opts.retention,
+            limits: opts.limits,
+        };
+        let writes = if opts.group_commit {
+            let conn = connect
+                .connect()
+                .await
+                .map_err(|e| map_err("opening the write connection", e))?;
+            let (tx, rx) = mpsc::channel(opts.max_batch.max(1) * 4);
+            tokio::spawn(writer::group_commit(
+                conn,
+                rx,
+                cfg.clone(),
+                opts.max_batch.max(1),
+            ));
+            Writes::Batched(tx)
+        } else {
+            Writes::Direct
+        };
+        Ok(Self { pool, writes, cfg })
+    }
+
+    /// Closes the pool (the group-commit task ends when the ledger is dropped).
+    pub async fn close(self) {
+        self.pool.close().await;
+    }
+
+    async fn run(&self, cmd: Command) -> Result<Answer, LedgerError> {
+        match &self.writes {
+            Writes::Direct => writer::run_pooled(&self.pool, cmd, &self.cfg).await,
+            Writes::Batched(tx) => {
+                let (reply, rx) = oneshot::channel();
+                tx.send(writer::Job { cmd, reply })
+                    .await
+                    .map_err(|_| LedgerError::unavailable("queueing a write", "writer stopped"))?;
+                rx.await
+                    .map_err(|_| LedgerError::unavailable("awaiting a write", "writer stopped"))?
+            }
+        }
+    }
+
+    async fn read(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+        let row = sqlx::query(
+            "SELECT scope, key, action, params, fingerprint, state, epoch, holder, lease_until, \
+             dispatched_at, result, reason, evidence, decided_at, unknown_owner, unknown_since, \
+             next_check_at, diverged, destination_key, created_at, updated_at, \
+             first_dispatched_at, dispatch_count, tombstone FROM operations \
+             WHERE scope = ?1 AND key = ?2",
+        )
+        .bind(id.scope.as_str())
+        .bind(id.key.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| map_err("reading an operation", e))?;
+        let rec = row.as_ref().map(store::op_from_row).transpose()?;
+        match rec {
+            Some(r) if machine::settle(&r, self.cfg.clock.now()).is_some() => {
+                Answer::maybe_record(self.run(Command::Get(id.clone())).await)
+            }
+            other => Ok(other),
+        }
+    }
+}
+
+#[async_trait]
+impl Ledger for SqliteLedger {
+    async fn begin(
+        &self,
+        req: &OperationRequest,
+        opts: &BeginOptions,
+    ) -> Result<BeginOutcome, LedgerError> {
+        Answer::begin(self.run(Command::Begin(req.clone(), opts.clone())).await)
+    }
+    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<Claim, LedgerError> {
+        Answer::claim(self.run(Command::Renew(claim.clone(), lease)).await)
+    }
+    async fn mark_dispatched(
+        &self,
+        claim: &Claim,
+        dispatch: Dispatch,
+    ) -> Result<uuid::Uuid, LedgerError> {
+        Answer::uuid(
+            self.run(Command::MarkDispatched(claim.clone(), dispatch))
+                .await,
+        )
+    }
+    async fn confirm(
+        &self,
+        claim: &Claim,
+        result: serde_json::Value,
+        evidence: Option<String>,
+    ) -> Result<OperationRecord, LedgerError> {
+        Answer::record(
+            self.run(Command::Confirm(claim.clone(), result, evidence))
+                .await,
+        )
+    }
+    async fn reject(
+        &self,
+        claim: &Claim,
+        reason: String,
+        evidence: Option<String>,
+    ) -> Result<OperationRecord, LedgerError> {
+        Answer::record(
+            self.run(Command::Reject(claim.clone(), reason, evidence))
+                .await,
+        )
+    }
+    async fn mark_unknown(
+        &self,
+        claim: &Claim,
+        report: UnknownReport,
+    ) -> Result<OperationRecord, LedgerError> {
+        Answer::record(self.run(Command::MarkUnknown(claim.clone(), report)).await)
+    }
+    async fn release(
+        &self,
+        claim: &Claim,
+        why: ReleaseReason,
+    ) -> Result<OperationRecord, LedgerError> {
+        Answer::record(self.run(Command::Release(claim.clone(), why)).await)
+    }
+    async fn claim_for_resend(
+        &self,
+        id: &OperationId,
+        opts: &BeginOptions,
+        window: Duration,
+    ) -> Result<Option<Claim>, LedgerError> {
+        let cmd = Command::ClaimForResend(id.clone(), opts.clone(), window);
+        Answer::maybe_claim(self.run(cmd).await)
+    }
+    async fn resolve(
+        &self,
+        id: &OperationId,
+        resolution: Resolution,
+    ) -> Result<OperationRecord, LedgerError> {
+        Answer::record(self.run(Command::Resolve(id.clone(), resolution)).await)
+    }
+    async fn update_unknown(
+        &self,
+        id: &OperationId,
+        update: UnknownUpdate,
+    ) -> Result<OperationRecord, LedgerError> {
+        Answer::record(self.run(Command::UpdateUnknown(id.clone(), update)).await)
+    }
+    async fn append_attempt(
+        &self,
+        id: &OperationId,
+        attempt: NewAttempt,
+    ) -> Result<uuid::Uuid, LedgerError> {
+        Answer::uuid(self.run(Command::AppendAttempt(id.clone(), attempt)).await)
+    }
+    async fn cancel(
+        &self,
+        id: &OperationId,
+        reason: String,
+    ) -> Result<OperationRecord, LedgerError> {
+        Answer::record(self.run(Command::Cancel(id.clone(), reason)).await)
+    }
+    async fn get(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+        self.read(id).await
+    }
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
+        let now = self.cfg.clock.now();
+        let due = sqlx::query(store::ANY_DUE)
+            .bind(now.0)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| map_err("listing operations", e))?;
+        if due.is_some() {
+            self.run(Command::SettleDue).await?;
+        }
+        let rows = store::list_query(filter, now)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map_err("listing operations", e))?;
+        rows.iter().map(store::op_from_row).collect()
+    }
+    async fn attempts(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {
+        self.read(id).await?;
+        let rows = sqlx::query(store::ATTEMPTS)
+            .bind(id.scope.as_str())
+            .bind(id.key.as_str())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map_err("reading attempts", e))?;
+        rows.iter().map(store::attempt_from_row).collect()
+    }
+    async fn purge(&self) -> Result<PurgeReport, LedgerError> {
+        Answer::purge(self.run(Command::Purge).await)
+    }
+}
