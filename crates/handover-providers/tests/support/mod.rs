@@ -1,0 +1,124 @@
+//! Shared helpers for the provider tests: realistic provider bodies,
+//! adapters pointed at a local server, a counting send gate, a raw TCP
+//! server for streams wiremock cannot produce, and log capture.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod bodies;
+pub mod raw;
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use handover_providers::{
+    AnyProvider, ProviderKind, ProviderSettings, SendGate, SendInfo, SendRefused, Timeouts,
+};
+use secrecy::SecretString;
+
+pub const KEY: &str = "sk-test-key-0001";
+
+/// The default model each adapter kind is configured with in tests.
+pub fn model_for(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::OpenAi => "gpt-4o-mini",
+        ProviderKind::DeepSeek => "deepseek-chat",
+        ProviderKind::OpenAiCompatible => "Qwen/Qwen2.5-7B-Instruct",
+    }
+}
+
+/// Generous real-time timeouts: they never fire unless a test wants them to.
+pub fn relaxed() -> Timeouts {
+    Timeouts {
+        connect: Duration::from_secs(5),
+        first_byte: Duration::from_secs(10),
+        first_token: Duration::from_secs(10),
+        idle: Duration::from_secs(10),
+        total: Duration::from_secs(20),
+    }
+}
+
+pub fn settings(kind: ProviderKind, base: &str) -> ProviderSettings {
+    ProviderSettings::new(format!("{kind}-test"), kind, model_for(kind))
+        .with_base_url(base)
+        .with_api_key(SecretString::from(KEY))
+        .with_timeouts(relaxed())
+}
+
+pub fn provider(kind: ProviderKind, base: &str) -> AnyProvider {
+    AnyProvider::new(settings(kind, base)).expect("valid settings")
+}
+
+/// Counts admissions and refunds; refuses when `limit` is reached.
+#[derive(Default)]
+pub struct CountingGate {
+    pub admitted: AtomicUsize,
+    pub refunded: AtomicUsize,
+    pub limit: Option<usize>,
+    pub seen: Mutex<Vec<SendInfo>>,
+}
+
+impl CountingGate {
+    pub fn limited(limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            limit: Some(limit),
+            ..Self::default()
+        })
+    }
+    pub fn admitted(&self) -> usize {
+        self.admitted.load(Ordering::SeqCst)
+    }
+    pub fn refunded(&self) -> usize {
+        self.refunded.load(Ordering::SeqCst)
+    }
+}
+
+impl SendGate for CountingGate {
+    fn before_send(&self, info: &SendInfo) -> Result<(), SendRefused> {
+        self.seen.lock().unwrap().push(info.clone());
+        if self.limit.is_some_and(|l| self.admitted() >= l) {
+            return Err(SendRefused::new("request budget exhausted"));
+        }
+        self.admitted.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn not_sent(&self, _info: &SendInfo) {
+        self.refunded.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A `tracing` writer into a shared buffer.
+#[derive(Clone, Default)]
+pub struct LogBuf(pub Arc<Mutex<Vec<u8>>>);
+
+impl LogBuf {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for LogBuf {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Installs a TRACE subscriber (with span close events) for this thread.
+pub fn capture_logs() -> (LogBuf, tracing::subscriber::DefaultGuard) {
+    let buf = LogBuf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .with_writer(move || writer.clone())
+        .finish();
+    (buf, tracing::subscriber::set_default(subscriber))
+}
