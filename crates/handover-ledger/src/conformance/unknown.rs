@@ -1,0 +1,644 @@
+//! Unresolved operations: listing, blocking, resolution, re-send, cancel.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{LEASE, Setup, Subject, T0, env, opts, req};
+use crate::{
+    ActionName, AttemptKind, AttemptOutcome, BeginOptions, BeginOutcome, BlockWidth, LedgerError,
+    Limits, ListFilter, OperationRequest, Owner, ReleaseReason, Resolution, ResolvedAs, Retention,
+    Scope, State, StateKind, Terminal, UnknownReport, UnknownUpdate,
+};
+
+fn report(owner: Owner, next: Option<crate::Timestamp>) -> UnknownReport {
+    UnknownReport {
+        reason: "timeout after send".into(),
+        evidence: Some("read timed out".into()),
+        owner,
+        next_check_at: next,
+    }
+}
+
+fn keys(recs: &[crate::OperationRecord]) -> Vec<String> {
+    recs.iter().map(|r| r.id.key.as_str().to_owned()).collect()
+}
+
+/// Unknown operations are listed with owner, reason, since (age) and next check.
+pub async fn list_unknown_with_owner_and_age<F: Fn(Setup) -> Fut, Fut: Future<Output = Subject>>(
+    make: F,
+) {
+    let e = env(make, Retention::default()).await;
+    let min = Duration::from_secs(60);
+    let u1 = req("s1", "u1", json!({"n": 1}));
+    let c = e.in_flight(&u1).await;
+    e.ledger
+        .mark_unknown(&c, report(Owner::Reconciler, Some(T0.plus(min))))
+        .await
+        .expect("u1");
+    e.clock.advance(10 * min);
+    let u2 = req("s2", "u2", json!({"n": 1}));
+    let c = e.in_flight(&u2).await;
+    e.ledger
+        .mark_unknown(&c, report(Owner::Reconciler, None))
+        .await
+        .expect("u2");
+    let done = req("s1", "done", json!({"n": 1}));
+    let c = e.in_flight(&done).await;
+    e.ledger.confirm(&c, json!(1), None).await.expect("done");
+    e.start(&req("s1", "busy", json!({"n": 1})), "x").await;
+    let err = e
+        .ledger
+        .update_unknown(
+            u2.id(),
+            UnknownUpdate {
+                owner: Owner::Review,
+                reason: "".into(),
+                next_check_at: None,
+                diverged: true,
+            },
+        )
+        .await
+        .expect_err("empty reason");
+    assert_eq!(err.field(), Some("reason"));
+    let upd = e
+        .ledger
+        .update_unknown(
+            u2.id(),
+            UnknownUpdate {
+                owner: Owner::Review,
+                reason: "lookup found other params".into(),
+                next_check_at: None,
+                diverged: true,
+            },
+        )
+        .await
+        .expect("update");
+    assert!(
+        matches!(&upd.state, State::Unknown(i) if i.since == T0.plus(10 * min) && i.diverged && i.owner == Owner::Review)
+    );
+    assert!(matches!(
+        e.ledger
+            .update_unknown(
+                done.id(),
+                UnknownUpdate {
+                    owner: Owner::Review,
+                    reason: "x".into(),
+                    next_check_at: None,
+                    diverged: false
+                }
+            )
+            .await,
+        Err(LedgerError::IllegalTransition {
+            from: StateKind::Confirmed,
+            ..
+        })
+    ));
+    e.clock.advance(5 * min);
+    let now = T0.plus(15 * min);
+
+    let unknown = e
+        .ledger
+        .list(&ListFilter {
+            state: Some(StateKind::Unknown),
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(keys(&unknown), ["u1", "u2"]);
+    let info = |r: &crate::OperationRecord| match &r.state {
+        State::Unknown(i) => i.clone(),
+        other => panic!("not unknown: {other:?}"),
+    };
+    let (i1, i2) = (info(&unknown[0]), info(&unknown[1]));
+    assert_eq!(
+        (i1.owner, i1.since, i1.next_check_at, i1.diverged),
+        (Owner::Reconciler, T0, Some(T0.plus(min)), false)
+    );
+    assert_eq!(i1.reason, "timeout after send");
+    assert_eq!(
+        (i2.owner, i2.since, i2.diverged),
+        (Owner::Review, T0.plus(10 * min), true)
+    );
+    assert_eq!(now.saturating_since(i1.since), 15 * min, "age");
+
+    let q = |f: ListFilter| {
+        let ledger = e.ledger.clone();
+        async move { keys(&ledger.list(&f).await.expect("list")) }
+    };
+    let unk = || ListFilter {
+        state: Some(StateKind::Unknown),
+        ..Default::default()
+    };
+    assert_eq!(
+        q(ListFilter {
+            older_than: Some(15 * min),
+            ..unk()
+        })
+        .await,
+        ["u1"]
+    );
+    assert!(
+        q(ListFilter {
+            older_than: Some(15 * min + Duration::from_millis(1)),
+            ..unk()
+        })
+        .await
+        .is_empty()
+    );
+    assert_eq!(
+        q(ListFilter {
+            older_than: Some(5 * min),
+            ..unk()
+        })
+        .await,
+        ["u1", "u2"]
+    );
+    assert_eq!(
+        q(ListFilter {
+            diverged: Some(true),
+            ..Default::default()
+        })
+        .await,
+        ["u2"]
+    );
+    assert_eq!(
+        q(ListFilter {
+            diverged: Some(false),
+            ..unk()
+        })
+        .await,
+        ["u1"]
+    );
+    assert_eq!(
+        q(ListFilter {
+            due_at: Some(now),
+            ..Default::default()
+        })
+        .await,
+        ["u1"]
+    );
+    assert!(
+        q(ListFilter {
+            due_at: Some(T0),
+            ..Default::default()
+        })
+        .await
+        .is_empty()
+    );
+    assert_eq!(
+        q(ListFilter {
+            scope: Some(Scope::new("s2").expect("scope")),
+            ..Default::default()
+        })
+        .await,
+        ["u2"]
+    );
+    assert_eq!(
+        q(ListFilter {
+            limit: Some(1),
+            ..unk()
+        })
+        .await,
+        ["u1"]
+    );
+    assert!(
+        q(ListFilter {
+            action: Some(ActionName::new("other").expect("action")),
+            ..Default::default()
+        })
+        .await
+        .is_empty()
+    );
+    assert_eq!(
+        q(ListFilter {
+            state: Some(StateKind::Claimed),
+            ..Default::default()
+        })
+        .await,
+        ["busy"]
+    );
+    assert_eq!(q(ListFilter::default()).await.len(), 4);
+}
+
+/// Another unresolved operation blocks new ones within the block width;
+/// nothing is written for the suspended request.
+pub async fn suspended_by_block_width<F: Fn(Setup) -> Fut, Fut: Future<Output = Subject>>(make: F) {
+    let e = env(make, Retention::default()).await;
+    let ship = |scope: &str, key: &str| req(scope, key, json!({"order": 1}));
+    let width = |block| BeginOptions {
+        holder: "w".into(),
+        lease: LEASE,
+        block,
+    };
+    let a1 = ship("order-1", "ship-a");
+    let c = e.in_flight(&a1).await;
+    let unknown = e
+        .ledger
+        .mark_unknown(&c, report(Owner::Reconciler, None))
+        .await
+        .expect("unknown");
+    let State::Unknown(info) = unknown.state else {
+        panic!("not unknown")
+    };
+
+    let a2 = ship("order-1", "ship-b");
+    assert!(matches!(
+        e.ledger
+            .begin(&a2, &width(BlockWidth::Operation))
+            .await
+            .expect("begin"),
+        BeginOutcome::Started(_)
+    ));
+    let a3 = ship("order-1", "ship-c");
+    match e
+        .ledger
+        .begin(&a3, &width(BlockWidth::Scope))
+        .await
+        .expect("begin")
+    {
+        BeginOutcome::Suspended {
+            blocked_by,
+            info: i,
+        } => {
+            assert_eq!(&blocked_by, a1.id());
+            assert_eq!(i, info);
+        }
+        other => panic!("expected suspended, got {other:?}"),
+    }
+    assert_eq!(
+        e.get(&a3).await,
+        None,
+        "nothing written for a suspended request"
+    );
+    assert!(matches!(
+        e.ledger
+            .begin(&a1, &width(BlockWidth::Scope))
+            .await
+            .expect("begin"),
+        BeginOutcome::Unresolved(_)
+    ));
+    let other_action = OperationRequest::new(
+        "order-1",
+        "refund-1",
+        "refund",
+        &json!({}),
+        &Limits::default(),
+    )
+    .expect("req");
+    assert!(matches!(
+        e.ledger
+            .begin(&other_action, &width(BlockWidth::Scope))
+            .await
+            .expect("begin"),
+        BeginOutcome::Started(_)
+    ));
+    let other_scope = ship("order-2", "ship-a");
+    assert!(matches!(
+        e.ledger
+            .begin(&other_scope, &width(BlockWidth::Scope))
+            .await
+            .expect("begin"),
+        BeginOutcome::Started(_)
+    ));
+    let wide = ship("order-3", "ship-a");
+    assert!(matches!(
+        e.ledger
+            .begin(&wide, &width(BlockWidth::Action))
+            .await
+            .expect("begin"),
+        BeginOutcome::Suspended { .. }
+    ));
+
+    // A dispatched operation whose lease lapsed blocks too.
+    let r1 = OperationRequest::new(
+        "order-9",
+        "refund-a",
+        "refund",
+        &json!({}),
+        &Limits::default(),
+    )
+    .expect("req");
+    e.in_flight(&r1).await;
+    e.clock.advance(LEASE);
+    let r2 = OperationRequest::new(
+        "order-9",
+        "refund-b",
+        "refund",
+        &json!({}),
+        &Limits::default(),
+    )
+    .expect("req");
+    match e
+        .ledger
+        .begin(&r2, &width(BlockWidth::Scope))
+        .await
+        .expect("begin")
+    {
+        BeginOutcome::Suspended { blocked_by, .. } => assert_eq!(&blocked_by, r1.id()),
+        other => panic!("expected suspended, got {other:?}"),
+    }
+
+    // Resolution lifts the block.
+    e.ledger
+        .resolve(
+            a1.id(),
+            Resolution {
+                outcome: ResolvedAs::Rejected {
+                    reason: "not found at carrier".into(),
+                },
+                evidence: "carrier lookup empty after 1h".into(),
+                actor: "ops".into(),
+            },
+        )
+        .await
+        .expect("resolve");
+    assert!(matches!(
+        e.ledger
+            .begin(&a3, &width(BlockWidth::Scope))
+            .await
+            .expect("begin"),
+        BeginOutcome::Started(_)
+    ));
+}
+
+/// Approval can be withdrawn while nothing was sent, never after.
+pub async fn cancel_before_dispatch_only<F: Fn(Setup) -> Fut, Fut: Future<Output = Subject>>(
+    make: F,
+) {
+    let e = env(make, Retention::default()).await;
+    let planned = req("t", "planned", json!({}));
+    let c = e.start(&planned, "x").await;
+    e.ledger
+        .release(&c, ReleaseReason::Abandoned)
+        .await
+        .expect("release");
+    let rec = e
+        .ledger
+        .cancel(planned.id(), "user withdrew".into())
+        .await
+        .expect("cancel planned");
+    assert!(
+        matches!(rec.state, State::Cancelled { ref reason, at } if reason == "user withdrew" && at == T0)
+    );
+
+    let claimed = req("t", "claimed", json!({}));
+    let holder = e.start(&claimed, "x").await;
+    assert_eq!(
+        e.ledger
+            .cancel(claimed.id(), " ".into())
+            .await
+            .expect_err("empty")
+            .field(),
+        Some("reason")
+    );
+    e.ledger
+        .cancel(claimed.id(), "withdrawn".into())
+        .await
+        .expect("cancel claimed");
+    let err = e
+        .ledger
+        .mark_dispatched(
+            &holder,
+            crate::Dispatch {
+                executor: "x".into(),
+                metadata: None,
+            },
+        )
+        .await
+        .expect_err("holder after cancel");
+    assert!(
+        matches!(
+            err,
+            LedgerError::IllegalTransition {
+                from: StateKind::Cancelled,
+                ..
+            }
+        ),
+        "got {err:?}"
+    );
+    assert_eq!(
+        e.begin(&claimed, "y").await,
+        BeginOutcome::Cancelled {
+            reason: "withdrawn".into()
+        }
+    );
+    assert!(matches!(
+        e.ledger.cancel(claimed.id(), "again".into()).await,
+        Err(LedgerError::IllegalTransition { .. })
+    ));
+
+    let sent = req("t", "sent", json!({}));
+    e.in_flight(&sent).await;
+    let before = e.snapshot(&sent).await;
+    assert!(matches!(
+        e.ledger.cancel(sent.id(), "too late".into()).await,
+        Err(LedgerError::IllegalTransition {
+            from: StateKind::Dispatched,
+            ..
+        })
+    ));
+    assert_eq!(e.snapshot(&sent).await, before);
+}
+
+/// Resolution needs evidence and an actor; it appends an operator attempt
+/// and the outcome is replayed afterwards.
+pub async fn resolve_needs_actor_and_evidence<
+    F: Fn(Setup) -> Fut,
+    Fut: Future<Output = Subject>,
+>(
+    make: F,
+) {
+    let e = env(make, Retention::default()).await;
+    let r = req("t", "k", json!({"n": 1}));
+    let c = e.in_flight(&r).await;
+    let live = req("t", "live", json!({"n": 1}));
+    e.in_flight(&live).await;
+    let res = |evidence: &str, actor: &str, outcome| Resolution {
+        outcome,
+        evidence: evidence.into(),
+        actor: actor.into(),
+    };
+    let confirmed = || ResolvedAs::Confirmed {
+        result: json!({"shipment": "S-9"}),
+    };
+    assert!(matches!(
+        e.ledger
+            .resolve(live.id(), res("e", "a", confirmed()))
+            .await,
+        Err(LedgerError::IllegalTransition {
+            from: StateKind::Dispatched,
+            ..
+        })
+    ));
+    e.ledger
+        .mark_unknown(&c, report(Owner::Review, None))
+        .await
+        .expect("unknown");
+    let before = e.snapshot(&r).await;
+    for (bad, field) in [
+        (res("", "ops", confirmed()), "evidence"),
+        (res("seen in portal", " ", confirmed()), "actor"),
+        (
+            res("seen", "ops", ResolvedAs::Rejected { reason: "".into() }),
+            "reason",
+        ),
+    ] {
+        let err = e
+            .ledger
+            .resolve(r.id(), bad)
+            .await
+            .expect_err("invalid resolution");
+        assert_eq!(err.field(), Some(field));
+    }
+    assert_eq!(e.snapshot(&r).await, before);
+    e.clock.advance(Duration::from_secs(5));
+    let rec = e
+        .ledger
+        .resolve(
+            r.id(),
+            res(
+                "shipment S-9 found in carrier portal",
+                "ops@example",
+                confirmed(),
+            ),
+        )
+        .await
+        .expect("resolve");
+    assert_eq!(
+        rec.state,
+        State::Confirmed {
+            result: json!({"shipment": "S-9"}),
+            evidence: Some("shipment S-9 found in carrier portal".into()),
+            at: T0.plus(Duration::from_secs(5))
+        }
+    );
+    let log = e.ledger.attempts(r.id()).await.expect("attempts");
+    let op = log.last().expect("operator attempt");
+    assert_eq!(
+        (op.kind, op.outcome, op.executor.as_str()),
+        (
+            AttemptKind::Operator,
+            AttemptOutcome::Confirmed,
+            "ops@example"
+        )
+    );
+    assert_eq!(
+        op.evidence.as_deref(),
+        Some("shipment S-9 found in carrier portal")
+    );
+    assert!(
+        matches!(e.begin(&r, "y").await, BeginOutcome::Replayed(Terminal::Confirmed { ref result, .. }) if *result == json!({"shipment": "S-9"}))
+    );
+    assert!(matches!(
+        e.ledger
+            .resolve(r.id(), res("again", "ops", confirmed()))
+            .await,
+        Err(LedgerError::IllegalTransition {
+            from: StateKind::Confirmed,
+            ..
+        })
+    ));
+    let missing = req("t", "missing", json!({}));
+    assert!(matches!(
+        e.ledger
+            .resolve(missing.id(), res("e", "a", confirmed()))
+            .await,
+        Err(LedgerError::NotFound { .. })
+    ));
+}
+
+/// An unknown operation may be re-sent (same destination key) only inside
+/// the destination's idempotency window, and never when diverged.
+pub async fn claim_for_resend_window<F: Fn(Setup) -> Fut, Fut: Future<Output = Subject>>(make: F) {
+    let e = env(make, Retention::default()).await;
+    let window = Duration::from_secs(600);
+    let inside = req("t", "inside", json!({"n": 1}));
+    let outside = req("t", "outside", json!({"n": 1}));
+    let diverged = req("t", "diverged", json!({"n": 1}));
+    for r in [&inside, &outside, &diverged] {
+        let c = e.in_flight(r).await;
+        e.ledger
+            .mark_unknown(&c, report(Owner::Reconciler, None))
+            .await
+            .expect("unknown");
+    }
+    e.ledger
+        .update_unknown(
+            diverged.id(),
+            UnknownUpdate {
+                owner: Owner::Review,
+                reason: "other params found".into(),
+                next_check_at: None,
+                diverged: true,
+            },
+        )
+        .await
+        .expect("diverge");
+    e.clock.advance(window - Duration::from_millis(1));
+    assert_eq!(
+        e.ledger
+            .claim_for_resend(diverged.id(), &opts("re"), window)
+            .await
+            .expect("diverged"),
+        None
+    );
+    let c2 = e
+        .ledger
+        .claim_for_resend(inside.id(), &opts("re"), window)
+        .await
+        .expect("resend")
+        .expect("inside window");
+    assert_eq!(c2.epoch.0, 2);
+    assert_eq!(c2.attempt_number, 2);
+    assert_eq!(c2.destination_key, crate::destination_key(inside.id()));
+    e.dispatch(&c2).await;
+    e.ledger
+        .confirm(&c2, json!({"ok": 1}), None)
+        .await
+        .expect("confirm re-send");
+    let log = e.ledger.attempts(inside.id()).await.expect("attempts");
+    let outcomes: Vec<_> = log
+        .iter()
+        .map(|a| (a.epoch.map(|x| x.0), a.outcome))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            (Some(1), AttemptOutcome::Unknown),
+            (Some(2), AttemptOutcome::Confirmed)
+        ]
+    );
+    assert!(log.iter().all(|a| a.destination_key == c2.destination_key));
+
+    e.clock.advance(Duration::from_millis(1));
+    let before = e.snapshot(&outside).await;
+    assert_eq!(
+        e.ledger
+            .claim_for_resend(outside.id(), &opts("re"), window)
+            .await
+            .expect("outside"),
+        None
+    );
+    assert_eq!(
+        e.snapshot(&outside).await,
+        before,
+        "nothing changes outside the window"
+    );
+    assert!(matches!(
+        e.ledger
+            .claim_for_resend(inside.id(), &opts("re"), window)
+            .await,
+        Err(LedgerError::IllegalTransition {
+            from: StateKind::Confirmed,
+            ..
+        })
+    ));
+    let missing = req("t", "missing", json!({}));
+    assert!(matches!(
+        e.ledger
+            .claim_for_resend(missing.id(), &opts("re"), window)
+            .await,
+        Err(LedgerError::NotFound { .. })
+    ));
+}
