@@ -182,7 +182,7 @@ impl Engine {
                         detail: "transport returned no decoded response".into(),
                     }
                 }),
-                Err(e) => Err(self.from_openai(e)),
+                Err(e) => Err(self.map_openai_error(e)),
             }
         }
         .instrument(span.clone())
@@ -201,7 +201,7 @@ impl Engine {
         result
     }
 
-    fn from_openai(&self, e: OpenAIError) -> ProviderError {
+    fn map_openai_error(&self, e: OpenAIError) -> ProviderError {
         match e {
             OpenAIError::Boxed(b) => match b.downcast::<ProviderError>() {
                 Ok(pe) => *pe,

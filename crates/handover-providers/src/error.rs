@@ -272,8 +272,8 @@ pub enum ProviderError {
     Api {
         /// Configured provider name.
         provider: String,
-        /// What the provider said.
-        failure: ApiFailure,
+        /// What the provider said (boxed to keep the error small).
+        failure: Box<ApiFailure>,
         /// Data events delivered before an in-stream error, else 0.
         events: usize,
         /// The provider's request id (`x-request-id`), when it sent one.
@@ -396,14 +396,11 @@ impl ProviderError {
         match self {
             ProviderError::StreamInterrupted { events, .. }
             | ProviderError::MalformedStream { events, .. } => Some(*events),
-            ProviderError::Timeout { events, phase, .. }
-                if matches!(
-                    phase,
-                    TimeoutPhase::FirstToken | TimeoutPhase::Idle | TimeoutPhase::Total
-                ) =>
-            {
-                Some(*events)
-            }
+            ProviderError::Timeout {
+                events,
+                phase: TimeoutPhase::FirstToken | TimeoutPhase::Idle | TimeoutPhase::Total,
+                ..
+            } => Some(*events),
             ProviderError::Api {
                 events, failure, ..
             } if failure.status < 300 => Some(*events),

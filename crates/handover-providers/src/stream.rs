@@ -248,7 +248,7 @@ impl SseState {
             );
             let err = ProviderError::Api {
                 provider: self.provider(),
-                failure,
+                failure: Box::new(failure),
                 events: self.data_events,
                 request_id: self.request_id.clone(),
             };

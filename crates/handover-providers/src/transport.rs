@@ -107,7 +107,12 @@ impl Endpoint {
         let body = self.read_body(call, response, status).await?;
         Err(ProviderError::Api {
             provider: self.provider.to_string(),
-            failure: classify::api_failure(status, &body, retry_after, self.key.as_ref()),
+            failure: Box::new(classify::api_failure(
+                status,
+                &body,
+                retry_after,
+                self.key.as_ref(),
+            )),
             events: 0,
             request_id,
         })

@@ -52,7 +52,9 @@ async fn sent_body(server: &MockServer) -> Value {
     serde_json::from_slice(&reqs[0].body).unwrap()
 }
 
-async fn collect(stream: handover_providers::ChatStream) -> Vec<Result<StreamEvent, ProviderError>> {
+async fn collect(
+    stream: handover_providers::ChatStream,
+) -> Vec<Result<StreamEvent, ProviderError>> {
     stream.collect().await
 }
 
@@ -60,7 +62,10 @@ async fn success_reports_answer(kind: ProviderKind) {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
-        .and(header("authorization", format!("Bearer {}", support::KEY).as_str()))
+        .and(header(
+            "authorization",
+            format!("Bearer {}", support::KEY).as_str(),
+        ))
         .respond_with(
             ResponseTemplate::new(200)
                 .insert_header("x-request-id", "req_8f3a")
@@ -73,7 +78,10 @@ async fn success_reports_answer(kind: ProviderKind) {
     let p = provider(kind, &base(&server));
     let opts = CallOptions::default().with_send_gate(gate.clone());
     let resp = p.chat(&request(), &opts).await.unwrap();
-    assert_eq!(resp.content.as_deref(), Some("Hello! How can I help you today?"));
+    assert_eq!(
+        resp.content.as_deref(),
+        Some("Hello! How can I help you today?")
+    );
     assert_eq!(resp.model, bodies::answering_model(kind));
     assert_eq!(resp.request_id.as_deref(), Some("req_8f3a"));
     assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
@@ -99,30 +107,154 @@ async fn success_reports_answer(kind: ProviderKind) {
 async fn model_override_is_sent(kind: ProviderKind) {
     let server = server_with(ResponseTemplate::new(200).set_body_json(bodies::success(kind))).await;
     let p = provider(kind, &base(&server));
-    p.chat(&request(), &CallOptions::default().with_model("other-model"))
-        .await
-        .unwrap();
+    p.chat(
+        &request(),
+        &CallOptions::default().with_model("other-model"),
+    )
+    .await
+    .unwrap();
     assert_eq!(sent_body(&server).await["model"], "other-model");
 }
 
 /// (status, body, headers, expected class)
-fn error_cases() -> Vec<(u16, Value, Vec<(&'static str, &'static str)>, ErrorClass)> {
+type ErrorCase = (u16, Value, Vec<(&'static str, &'static str)>, ErrorClass);
+
+fn error_cases() -> Vec<ErrorCase> {
     vec![
-        (429, bodies::error("Rate limit reached for gpt-4o-mini in organization org-x on requests per min (RPM): Limit 3, Used 3, Requested 1.", Some("requests"), Some("rate_limit_exceeded")), vec![("retry-after", "20")], ErrorClass::RateLimited),
-        (429, bodies::error("Rate Limit Reached", Some("rate_limit_error"), None), vec![], ErrorClass::RateLimited),
-        (429, bodies::error("You exceeded your current quota, please check your plan and billing details.", Some("insufficient_quota"), Some("insufficient_quota")), vec![], ErrorClass::QuotaExhausted),
-        (503, bodies::error("Server overloaded, please try again later", Some("server_error"), None), vec![], ErrorClass::Overloaded),
-        (500, bodies::error("The server had an error while processing your request. Sorry about that!", Some("server_error"), None), vec![], ErrorClass::ServerError),
-        (502, json!("<html>Bad Gateway</html>"), vec![], ErrorClass::ServerError),
-        (401, bodies::error("Incorrect API key provided: sk-abc***xyz.", Some("invalid_request_error"), Some("invalid_api_key")), vec![], ErrorClass::Auth),
-        (403, bodies::error("Country, region, or territory not supported", Some("request_forbidden"), Some("unsupported_country_region_territory")), vec![], ErrorClass::Auth),
-        (402, bodies::error("Insufficient Balance", Some("unknown_error"), Some("invalid_request_error")), vec![], ErrorClass::Billing),
-        (400, bodies::error("Invalid value for 'temperature'", Some("invalid_request_error"), None), vec![], ErrorClass::InvalidRequest),
-        (422, bodies::error("Invalid Parameters", Some("invalid_request_error"), None), vec![], ErrorClass::InvalidRequest),
-        (400, bodies::error("This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.", Some("invalid_request_error"), Some("context_length_exceeded")), vec![], ErrorClass::ContextLengthExceeded),
-        (400, bodies::error("This model's maximum context length is 65536 tokens. However, you requested 70000 tokens.", Some("invalid_request_error"), Some("invalid_request_error")), vec![], ErrorClass::ContextLengthExceeded),
-        (400, bodies::error("Your request was rejected as a result of our safety system.", Some("invalid_request_error"), Some("content_policy_violation")), vec![], ErrorClass::ContentFiltered),
-        (400, bodies::error("Content Exists Risk", Some("invalid_request_error"), None), vec![], ErrorClass::ContentFiltered),
+        (
+            429,
+            bodies::error(
+                "Rate limit reached for gpt-4o-mini in organization org-x on requests per min (RPM): Limit 3, Used 3, Requested 1.",
+                Some("requests"),
+                Some("rate_limit_exceeded"),
+            ),
+            vec![("retry-after", "20")],
+            ErrorClass::RateLimited,
+        ),
+        (
+            429,
+            bodies::error("Rate Limit Reached", Some("rate_limit_error"), None),
+            vec![],
+            ErrorClass::RateLimited,
+        ),
+        (
+            429,
+            bodies::error(
+                "You exceeded your current quota, please check your plan and billing details.",
+                Some("insufficient_quota"),
+                Some("insufficient_quota"),
+            ),
+            vec![],
+            ErrorClass::QuotaExhausted,
+        ),
+        (
+            503,
+            bodies::error(
+                "Server overloaded, please try again later",
+                Some("server_error"),
+                None,
+            ),
+            vec![],
+            ErrorClass::Overloaded,
+        ),
+        (
+            500,
+            bodies::error(
+                "The server had an error while processing your request. Sorry about that!",
+                Some("server_error"),
+                None,
+            ),
+            vec![],
+            ErrorClass::ServerError,
+        ),
+        (
+            502,
+            json!("<html>Bad Gateway</html>"),
+            vec![],
+            ErrorClass::ServerError,
+        ),
+        (
+            401,
+            bodies::error(
+                "Incorrect API key provided: sk-abc***xyz.",
+                Some("invalid_request_error"),
+                Some("invalid_api_key"),
+            ),
+            vec![],
+            ErrorClass::Auth,
+        ),
+        (
+            403,
+            bodies::error(
+                "Country, region, or territory not supported",
+                Some("request_forbidden"),
+                Some("unsupported_country_region_territory"),
+            ),
+            vec![],
+            ErrorClass::Auth,
+        ),
+        (
+            402,
+            bodies::error(
+                "Insufficient Balance",
+                Some("unknown_error"),
+                Some("invalid_request_error"),
+            ),
+            vec![],
+            ErrorClass::Billing,
+        ),
+        (
+            400,
+            bodies::error(
+                "Invalid value for 'temperature'",
+                Some("invalid_request_error"),
+                None,
+            ),
+            vec![],
+            ErrorClass::InvalidRequest,
+        ),
+        (
+            422,
+            bodies::error("Invalid Parameters", Some("invalid_request_error"), None),
+            vec![],
+            ErrorClass::InvalidRequest,
+        ),
+        (
+            400,
+            bodies::error(
+                "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.",
+                Some("invalid_request_error"),
+                Some("context_length_exceeded"),
+            ),
+            vec![],
+            ErrorClass::ContextLengthExceeded,
+        ),
+        (
+            400,
+            bodies::error(
+                "This model's maximum context length is 65536 tokens. However, you requested 70000 tokens.",
+                Some("invalid_request_error"),
+                Some("invalid_request_error"),
+            ),
+            vec![],
+            ErrorClass::ContextLengthExceeded,
+        ),
+        (
+            400,
+            bodies::error(
+                "Your request was rejected as a result of our safety system.",
+                Some("invalid_request_error"),
+                Some("content_policy_violation"),
+            ),
+            vec![],
+            ErrorClass::ContentFiltered,
+        ),
+        (
+            400,
+            bodies::error("Content Exists Risk", Some("invalid_request_error"), None),
+            vec![],
+            ErrorClass::ContentFiltered,
+        ),
     ]
 }
 
@@ -139,9 +271,13 @@ async fn error_statuses_are_classified_with_one_request_each(kind: ProviderKind,
         let server = server_with(t).await;
         let p = provider(kind, &base(&server));
         let err = if stream {
-            p.chat_stream(&request(), &CallOptions::default()).await.unwrap_err()
+            p.chat_stream(&request(), &CallOptions::default())
+                .await
+                .unwrap_err()
         } else {
-            p.chat(&request(), &CallOptions::default()).await.unwrap_err()
+            p.chat(&request(), &CallOptions::default())
+                .await
+                .unwrap_err()
         };
         assert_eq!(err.class(), want, "status {status}: {err}");
         assert_eq!(err.status(), Some(status));
@@ -160,7 +296,11 @@ async fn error_statuses_are_classified_with_one_request_each(kind: ProviderKind,
                 "status {status}"
             );
         }
-        assert_eq!(server.received_requests().await.unwrap().len(), 1, "status {status}");
+        assert_eq!(
+            server.received_requests().await.unwrap().len(),
+            1,
+            "status {status}"
+        );
         server.verify().await;
     }
 }
@@ -180,7 +320,11 @@ async fn first_byte_timeout_sends_once(kind: ProviderKind) {
         .chat(&request(), &CallOptions::default().with_timeouts(t))
         .await
         .unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(err.class(), ErrorClass::Timeout);
     assert_eq!(err.timeout_phase(), Some(TimeoutPhase::FirstByte));
     assert!(err.was_sent());
@@ -254,15 +398,24 @@ async fn invalid_request_sends_nothing(kind: ProviderKind) {
     assert!(!err.was_sent());
     assert!(err.to_string().contains("messages"), "{err}");
     let bad = ChatRequest::new(vec![Message::user("x"), Message::tool_result("", "42")]);
-    let err = p.chat_stream(&bad, &CallOptions::default()).await.unwrap_err();
-    assert!(err.to_string().contains("messages[1].tool_call_id"), "{err}");
+    let err = p
+        .chat_stream(&bad, &CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("messages[1].tool_call_id"),
+        "{err}"
+    );
     server.verify().await;
 }
 
 async fn undecodable_success_body_is_decode_error(kind: ProviderKind) {
     let server = server_with(ResponseTemplate::new(200).set_body_string("{\"choices\": [")).await;
     let p = provider(kind, &base(&server));
-    let err = p.chat(&request(), &CallOptions::default()).await.unwrap_err();
+    let err = p
+        .chat(&request(), &CallOptions::default())
+        .await
+        .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Decode);
     assert!(!err.is_retryable());
     server.verify().await;
@@ -279,13 +432,19 @@ async fn blank_lines_before_json_body_are_tolerated(kind: ProviderKind) {
 async fn stream_with_keepalives_assembles(kind: ProviderKind) {
     let server = server_with(sse(bodies::text_stream(kind, true))).await;
     let p = provider(kind, &base(&server));
-    let stream = p.chat_stream(&request(), &CallOptions::default()).await.unwrap();
+    let stream = p
+        .chat_stream(&request(), &CallOptions::default())
+        .await
+        .unwrap();
     assert_eq!(stream.request_id(), Some("req_stream_1"));
     let resp = stream.into_response().await.unwrap();
     assert_eq!(resp.content.as_deref(), Some("Hello world"));
     assert_eq!(resp.model, bodies::answering_model(kind));
     assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
-    assert_eq!(resp.usage.map(|u| (u.input_tokens, u.output_tokens)), Some((16, 3)));
+    assert_eq!(
+        resp.usage.map(|u| (u.input_tokens, u.output_tokens)),
+        Some((16, 3))
+    );
     assert_eq!(resp.request_id.as_deref(), Some("req_stream_1"));
     let body = sent_body(&server).await;
     assert_eq!(body["stream"], true);
@@ -295,7 +454,10 @@ async fn stream_with_keepalives_assembles(kind: ProviderKind) {
 async fn stream_without_done_but_finished_is_complete(kind: ProviderKind) {
     let server = server_with(sse(bodies::text_stream(kind, false))).await;
     let p = provider(kind, &base(&server));
-    let stream = p.chat_stream(&request(), &CallOptions::default()).await.unwrap();
+    let stream = p
+        .chat_stream(&request(), &CallOptions::default())
+        .await
+        .unwrap();
     let resp = stream.into_response().await.unwrap();
     assert_eq!(resp.content.as_deref(), Some("Hello world"));
     assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
@@ -309,7 +471,10 @@ async fn stream_without_done_or_finish_is_interrupted(kind: ProviderKind) {
     );
     let server = server_with(sse(body)).await;
     let p = provider(kind, &base(&server));
-    let stream = p.chat_stream(&request(), &CallOptions::default()).await.unwrap();
+    let stream = p
+        .chat_stream(&request(), &CallOptions::default())
+        .await
+        .unwrap();
     let items = collect(stream).await;
     let last = items.last().unwrap().as_ref().unwrap_err();
     assert_eq!(last.class(), ErrorClass::StreamInterrupted);
@@ -326,11 +491,18 @@ async fn error_event_in_200_stream_is_an_error(kind: ProviderKind) {
     let body = format!(
         "{}data: {}\n\n",
         bodies::chunk(kind, json!({"role": "assistant", "content": "Hel"}), None),
-        bodies::error("Rate limit reached", Some("rate_limit_error"), Some("rate_limit_exceeded"))
+        bodies::error(
+            "Rate limit reached",
+            Some("rate_limit_error"),
+            Some("rate_limit_exceeded")
+        )
     );
     let server = server_with(sse(body)).await;
     let p = provider(kind, &base(&server));
-    let stream = p.chat_stream(&request(), &CallOptions::default()).await.unwrap();
+    let stream = p
+        .chat_stream(&request(), &CallOptions::default())
+        .await
+        .unwrap();
     let items = collect(stream).await;
     let err = items.last().unwrap().as_ref().unwrap_err();
     assert_eq!(err.class(), ErrorClass::RateLimited, "{err}");
@@ -348,7 +520,10 @@ async fn malformed_event_is_typed_and_skippable(kind: ProviderKind) {
     );
     let server = server_with(sse(body)).await;
     let p = provider(kind, &base(&server));
-    let mut stream = p.chat_stream(&request(), &CallOptions::default()).await.unwrap();
+    let mut stream = p
+        .chat_stream(&request(), &CallOptions::default())
+        .await
+        .unwrap();
     let mut a = StreamAssembler::default();
     let mut malformed = 0;
     while let Some(item) = stream.next().await {
@@ -364,10 +539,20 @@ async fn malformed_event_is_typed_and_skippable(kind: ProviderKind) {
     assert_eq!(malformed, 1);
     assert_eq!(a.finish("m", None).content.as_deref(), Some("Hello"));
     // The plain assembler refuses a stream with a malformed event.
-    let server = server_with(sse(format!("data: {{not json\n\n{}", bodies::text_stream(kind, true)))).await;
+    let server = server_with(sse(format!(
+        "data: {{not json\n\n{}",
+        bodies::text_stream(kind, true)
+    )))
+    .await;
     let p = provider(kind, &base(&server));
-    let stream = p.chat_stream(&request(), &CallOptions::default()).await.unwrap();
-    assert_eq!(stream.into_response().await.unwrap_err().class(), ErrorClass::MalformedStream);
+    let stream = p
+        .chat_stream(&request(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        stream.into_response().await.unwrap_err().class(),
+        ErrorClass::MalformedStream
+    );
 }
 
 async fn tool_call_deltas_assemble(kind: ProviderKind) {
@@ -411,8 +596,16 @@ async fn tool_call_deltas_assemble(kind: ProviderKind) {
     assert_eq!(
         resp.tool_calls,
         vec![
-            ToolCall { id: "call_a".into(), name: "create_shipment".into(), arguments: "{\"order\":\"K-701\"}".into() },
-            ToolCall { id: "call_b".into(), name: "notify".into(), arguments: "{\"to\":\"ops\"}".into() },
+            ToolCall {
+                id: "call_a".into(),
+                name: "create_shipment".into(),
+                arguments: "{\"order\":\"K-701\"}".into()
+            },
+            ToolCall {
+                id: "call_b".into(),
+                name: "notify".into(),
+                arguments: "{\"to\":\"ops\"}".into()
+            },
         ]
     );
     let body = sent_body(&server).await;
@@ -421,13 +614,18 @@ async fn tool_call_deltas_assemble(kind: ProviderKind) {
 }
 
 async fn non_streaming_tool_calls_and_reasoning(kind: ProviderKind) {
-    let server = server_with(ResponseTemplate::new(200).set_body_json(bodies::tool_call_response(kind))).await;
+    let server =
+        server_with(ResponseTemplate::new(200).set_body_json(bodies::tool_call_response(kind)))
+            .await;
     let p = provider(kind, &base(&server));
     let resp = p.chat(&request(), &CallOptions::default()).await.unwrap();
     assert_eq!(resp.finish_reason, Some(FinishReason::ToolCalls));
     assert_eq!(resp.tool_calls[0].id, "call_abc123");
     assert_eq!(resp.tool_calls[0].arguments, "{\"order\":\"K-701\"}");
-    assert_eq!(resp.reasoning_content.as_deref(), Some("The user wants a shipment; call the tool."));
+    assert_eq!(
+        resp.reasoning_content.as_deref(),
+        Some("The user wants a shipment; call the tool.")
+    );
     assert_eq!(resp.content, None);
 }
 
@@ -435,11 +633,18 @@ async fn stream_error_status_sends_once(kind: ProviderKind) {
     let server = server_with(
         ResponseTemplate::new(429)
             .insert_header("retry-after", "2")
-            .set_body_json(bodies::error("Rate limit reached", Some("requests"), Some("rate_limit_exceeded"))),
+            .set_body_json(bodies::error(
+                "Rate limit reached",
+                Some("requests"),
+                Some("rate_limit_exceeded"),
+            )),
     )
     .await;
     let p = provider(kind, &base(&server));
-    let err = p.chat_stream(&request(), &CallOptions::default()).await.unwrap_err();
+    let err = p
+        .chat_stream(&request(), &CallOptions::default())
+        .await
+        .unwrap_err();
     assert_eq!(err.class(), ErrorClass::RateLimited);
     assert_eq!(err.retry_after(), Some(Duration::from_secs(2)));
     server.verify().await;

@@ -108,7 +108,11 @@ pub fn usage_chunk(kind: ProviderKind) -> String {
 pub fn text_stream(kind: ProviderKind, done: bool) -> String {
     let mut s = String::new();
     s.push_str(": keep-alive\n\n\n");
-    s.push_str(&chunk(kind, json!({"role": "assistant", "content": ""}), None));
+    s.push_str(&chunk(
+        kind,
+        json!({"role": "assistant", "content": ""}),
+        None,
+    ));
     s.push_str(&chunk(kind, json!({"content": "Hello"}), None));
     s.push_str(": keep-alive\n\n");
     s.push('\n');

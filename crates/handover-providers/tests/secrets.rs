@@ -1,0 +1,184 @@
+//! The API key never appears in logs (TRACE, captured), errors (Display and
+//! Debug) or Debug output, on every error path — including providers that
+//! echo the key back in bodies and events.
+
+mod support;
+
+use std::{sync::Arc, time::Duration};
+
+use futures::StreamExt;
+use handover_providers::{
+    AnyProvider, CallOptions, ChatRequest, Message, Provider, ProviderError, ProviderKind,
+    ProviderSettings, Timeouts,
+};
+use secrecy::SecretString;
+use serde_json::json;
+use support::{CountingGate, bodies, raw};
+use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
+
+const SENTINEL: &str = "sk-SENTINEL-7f3c9e1b4d";
+
+fn settings(kind: ProviderKind, base: &str) -> ProviderSettings {
+    ProviderSettings::new("secret-test", kind, "gpt-4o-mini")
+        .with_base_url(base)
+        .with_api_key(SecretString::from(SENTINEL))
+        .with_timeouts(Timeouts {
+            first_byte: Duration::from_millis(200),
+            ..support::relaxed()
+        })
+}
+
+async fn mock(template: ResponseTemplate) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(template)
+        .mount(&server)
+        .await;
+    server
+}
+
+fn sse(body: String) -> ResponseTemplate {
+    ResponseTemplate::new(200)
+        .insert_header("content-type", "text/event-stream")
+        .set_body_string(body)
+}
+
+/// Runs both call styles; returns every error seen.
+async fn run_all(p: &AnyProvider, opts: &CallOptions) -> Vec<ProviderError> {
+    let req = ChatRequest::new(vec![Message::user("hello")]);
+    let mut errors = Vec::new();
+    if let Err(e) = p.chat(&req, opts).await {
+        errors.push(e);
+    }
+    match p.chat_stream(&req, opts).await {
+        Err(e) => errors.push(e),
+        Ok(mut s) => {
+            while let Some(item) = s.next().await {
+                if let Err(e) = item {
+                    errors.push(e);
+                }
+            }
+        }
+    }
+    errors
+}
+
+#[tokio::test]
+async fn sentinel_key_never_leaks() {
+    let (logs, _guard) = support::capture_logs();
+    let echo = format!("Incorrect API key provided: {SENTINEL}");
+    let kind = ProviderKind::OpenAi;
+
+    let servers = vec![
+        mock(ResponseTemplate::new(401).set_body_json(bodies::error(
+            &echo,
+            Some("invalid_request_error"),
+            Some("invalid_api_key"),
+        )))
+        .await,
+        mock(
+            ResponseTemplate::new(500)
+                .set_body_string(format!("upstream failed for key {SENTINEL}")),
+        )
+        .await,
+        mock(
+            ResponseTemplate::new(429)
+                .insert_header("retry-after", "3")
+                .set_body_json(bodies::error(
+                    &echo,
+                    Some("requests"),
+                    Some("rate_limit_exceeded"),
+                )),
+        )
+        .await,
+        mock(ResponseTemplate::new(503).set_body_json(bodies::error(&echo, None, None))).await,
+        mock(ResponseTemplate::new(200).set_body_string(format!("{{\"oops\": \"{SENTINEL}"))).await,
+        mock(sse(format!(
+            "data: {}\n\n",
+            bodies::error(&echo, Some("server_error"), None)
+        )))
+        .await,
+        mock(sse(format!("data: {{\"bad\": {SENTINEL}\n\n"))).await,
+        mock(sse(bodies::chunk(kind, json!({"content": "cut"}), None))).await,
+        mock(
+            ResponseTemplate::new(200)
+                .set_body_json(bodies::success(kind))
+                .set_delay(Duration::from_secs(2)),
+        )
+        .await,
+        mock(ResponseTemplate::new(200).set_body_json(bodies::success(kind))).await,
+    ];
+    let mut errors = Vec::new();
+    let mut debug_dumps = Vec::new();
+    for server in &servers {
+        let p = AnyProvider::new(settings(kind, &format!("{}/v1", server.uri()))).unwrap();
+        debug_dumps.push(format!("{p:?}"));
+        errors.extend(run_all(&p, &CallOptions::default()).await);
+    }
+    // Dropped connection, refused connection, refused send.
+    let dropper = raw::serve(|sock| async move { drop(sock) }).await;
+    let p = AnyProvider::new(settings(kind, &dropper.base)).unwrap();
+    errors.extend(run_all(&p, &CallOptions::default()).await);
+    let p = AnyProvider::new(settings(kind, "http://127.0.0.1:9/v1")).unwrap();
+    errors.extend(run_all(&p, &CallOptions::default()).await);
+    let gate = CountingGate::limited(0);
+    errors.extend(run_all(&p, &CallOptions::default().with_send_gate(gate)).await);
+    // Invalid settings carrying the key.
+    errors.push(AnyProvider::new(settings(kind, "not a url")).unwrap_err());
+    for kind in [ProviderKind::DeepSeek, ProviderKind::OpenAiCompatible] {
+        let p = AnyProvider::new(settings(kind, &format!("{}/v1", servers[0].uri()))).unwrap();
+        debug_dumps.push(format!("{p:?} {:?}", p.settings()));
+        errors.extend(run_all(&p, &CallOptions::default()).await);
+    }
+
+    // Every path above was taken.
+    let classes: std::collections::HashSet<&str> =
+        errors.iter().map(|e| e.class().as_str()).collect();
+    for want in [
+        "auth",
+        "server_error",
+        "rate_limited",
+        "overloaded",
+        "decode",
+        "malformed_stream",
+        "stream_interrupted",
+        "timeout",
+        "connection_lost",
+        "connect",
+        "send_refused",
+        "other",
+    ] {
+        assert!(classes.contains(want), "missing {want} in {classes:?}");
+    }
+    for e in &errors {
+        let shown = format!("{e} | {e:?} | {:?}", std::error::Error::source(e));
+        assert!(!shown.contains(SENTINEL), "error leaks the key: {shown}");
+    }
+    for d in &debug_dumps {
+        assert!(!d.contains(SENTINEL), "debug leaks the key: {d}");
+    }
+    let opts = CallOptions::default().with_send_gate(Arc::new(CountingGate::default()));
+    assert!(!format!("{opts:?}").contains(SENTINEL));
+
+    let text = logs.text();
+    assert!(text.contains("chat"), "logs were captured: {text}");
+    assert!(text.contains("error.type"), "error spans were recorded");
+    assert!(!text.contains(SENTINEL), "logs leak the key");
+    // The echoed message itself still reaches the caller, redacted.
+    assert!(errors.iter().any(|e| {
+        e.to_string()
+            .contains("Incorrect API key provided: [REDACTED]")
+    }));
+}
+
+#[test]
+fn key_from_missing_env_var_names_the_variable_only() {
+    let err = ProviderSettings::new("p", ProviderKind::OpenAi, "m")
+        .with_api_key_from_env("HANDOVER_TEST_SURELY_UNSET_VAR")
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("HANDOVER_TEST_SURELY_UNSET_VAR"),
+        "{err}"
+    );
+    assert!(!err.was_sent());
+}
