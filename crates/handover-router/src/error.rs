@@ -1,8 +1,11 @@
 //! The router's error type.
 
+use handover_ledger::LedgerError;
+
 use crate::config::ConfigIssues;
 
-/// Everything the router can fail with.
+/// Everything the router can fail with. Classify with methods
+/// ([`RouterError::is_ledger_unavailable`]), never by message.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RouterError {
@@ -18,4 +21,47 @@ pub enum RouterError {
         #[source]
         source: std::io::Error,
     },
+    /// The ledger refused or could not be reached; nothing was sent.
+    #[error("ledger: {0}")]
+    Ledger(#[from] LedgerError),
+    /// The destination answered but the ledger could not record it. The
+    /// operation stays `dispatched` and becomes `unknown` when its lease
+    /// passes; it is never re-executed automatically.
+    #[error("the destination's {outcome} answer could not be recorded: {source}")]
+    OutcomeNotRecorded {
+        /// What the destination said.
+        outcome: &'static str,
+        /// Why the ledger refused.
+        #[source]
+        source: LedgerError,
+    },
+    /// No approval covers a proposed tool call.
+    #[error("tool call {tool_call_id:?} proposes {action:?}, which no approval covers")]
+    NotApproved {
+        /// The proposed action.
+        action: String,
+        /// The provider's tool-call id.
+        tool_call_id: String,
+    },
+    /// A tool call could not be parsed.
+    #[error("invalid tool call: {0}")]
+    InvalidToolCall(String),
+    /// An internal invariant did not hold.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+}
+
+impl RouterError {
+    /// The ledger could not be reached: nothing was claimed or sent.
+    pub fn is_ledger_unavailable(&self) -> bool {
+        matches!(self, Self::Ledger(e) if e.is_unavailable())
+    }
+
+    /// The offending field of a validation error, if this is one.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            Self::Ledger(e) => e.field(),
+            _ => None,
+        }
+    }
 }

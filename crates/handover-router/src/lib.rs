@@ -4,7 +4,8 @@
 //!
 //! How it fits: [`config::Config`] is parsed once from TOML and builds the
 //! runtime parts. Content generation goes through `handover-providers`
-//! adapters; business actions go through `handover-ledger`.
+//! adapters; business actions go through the [`gate::WriteGate`], which
+//! drives a `handover-ledger` [`Ledger`](handover_ledger::Ledger).
 
 #![forbid(unsafe_code)]
 
@@ -14,5 +15,9 @@ pub mod breaker;
 pub mod budget;
 pub mod config;
 mod error;
+pub mod gate;
+mod metrics;
+pub mod operator;
+pub mod reconcile;
 
 pub use error::RouterError;

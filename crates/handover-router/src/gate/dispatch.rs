@@ -1,0 +1,207 @@
+//! From a held claim to a recorded outcome: mark dispatched (durably, before
+//! the executor runs), call the executor under a timeout, and record what it
+//! said — or `unknown` for anything that is not a definitive answer.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use handover_ledger::{
+    Claim, Dispatch, Ledger, OperationRequest, Owner, ReleaseReason, UnknownReport,
+};
+
+use super::executor::{DispatchContext, Executor, ExecutorError, ExecutorOutcome};
+use super::{PerformOptions, PerformOutcome, WriteGate};
+use crate::config::{ActionContract, defaults};
+use crate::error::RouterError;
+
+/// If the caller drops `perform` after the dispatch was recorded, the
+/// outcome is unknown: record it at once instead of waiting for the lease.
+struct DroppedAfterDispatch {
+    armed: Option<(Arc<dyn Ledger>, Claim, UnknownReport)>,
+}
+
+impl Drop for DroppedAfterDispatch {
+    fn drop(&mut self) {
+        if let Some((ledger, claim, report)) = self.armed.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            // Best effort: if this fails, lease expiry turns the dispatched
+            // operation into `unknown` anyway.
+            rt.spawn(async move {
+                let _ = ledger.mark_unknown(&claim, report).await;
+            });
+        }
+    }
+}
+
+impl WriteGate {
+    /// Who owns an unknown operation of this action, and when to look again.
+    fn unknown_report(
+        &self,
+        contract: &ActionContract,
+        reason: &str,
+        evidence: String,
+    ) -> UnknownReport {
+        let can_reconcile = contract.lookup.is_some() || contract.idempotency.is_some();
+        let next = contract
+            .lookup
+            .map_or(defaults::CHECK_EVERY, |l| l.check_every);
+        UnknownReport {
+            reason: reason.to_owned(),
+            evidence: Some(evidence),
+            owner: if can_reconcile {
+                Owner::Reconciler
+            } else {
+                Owner::Review
+            },
+            next_check_at: can_reconcile.then(|| self.now_plus(next)),
+        }
+    }
+
+    /// Runs one dispatch for a held claim and records its outcome.
+    pub(crate) async fn dispatch(
+        &self,
+        req: &OperationRequest,
+        claim: Claim,
+        contract: &ActionContract,
+        executor: &dyn Executor,
+        opts: PerformOptions<'_>,
+    ) -> Result<PerformOutcome, RouterError> {
+        let dispatch = Dispatch {
+            executor: self.holder.clone(),
+            metadata: opts.metadata.cloned(),
+        };
+        // Durable before the first byte: if this fails, nothing is sent.
+        self.ledger.mark_dispatched(&claim, dispatch).await?;
+        let mut guard = DroppedAfterDispatch {
+            armed: Some((
+                self.ledger.clone(),
+                claim.clone(),
+                self.unknown_report(
+                    contract,
+                    "caller cancelled after dispatch",
+                    "perform future dropped".into(),
+                ),
+            )),
+        };
+        let remaining = opts
+            .budget
+            .map_or(contract.timeout, |b| b.attempt_timeout(contract.timeout));
+        let ctx = DispatchContext {
+            operation: req.id().clone(),
+            action: req.action().clone(),
+            params: req.params(),
+            destination_key: claim.destination_key.clone(),
+            idempotency_header: contract.idempotency.as_ref().map(|i| i.header.clone()),
+            attempt: claim.attempt_number,
+            epoch: claim.epoch,
+            remaining,
+        };
+        let call = AssertUnwindSafe(executor.execute(ctx)).catch_unwind();
+        let result = tokio::time::timeout(remaining, call).await;
+        let outcome = match result {
+            Err(_elapsed) => {
+                self.record_unknown(
+                    &claim,
+                    contract,
+                    "executor timed out after dispatch",
+                    format!("no answer within {remaining:?}"),
+                )
+                .await
+            }
+            Ok(Err(_panic)) => {
+                self.record_unknown(
+                    &claim,
+                    contract,
+                    "executor panicked after dispatch",
+                    "panic".into(),
+                )
+                .await
+            }
+            Ok(Ok(Err(e))) if !e.was_sent() => self.record_not_sent(&claim, e).await,
+            Ok(Ok(Err(e))) => {
+                self.record_unknown(
+                    &claim,
+                    contract,
+                    "destination outcome unknown",
+                    e.evidence().to_owned(),
+                )
+                .await
+            }
+            Ok(Ok(Ok(ExecutorOutcome::Confirmed(result)))) => {
+                match self.ledger.confirm(&claim, result.clone(), None).await {
+                    Ok(_) => Ok(PerformOutcome::Confirmed {
+                        result,
+                        attempt: claim.attempt_number,
+                    }),
+                    Err(source) => Err(RouterError::OutcomeNotRecorded {
+                        outcome: "confirmed",
+                        source,
+                    }),
+                }
+            }
+            Ok(Ok(Ok(ExecutorOutcome::Rejected { reason, evidence }))) => {
+                match self
+                    .ledger
+                    .reject(&claim, reason.clone(), evidence.clone())
+                    .await
+                {
+                    Ok(_) => Ok(PerformOutcome::Rejected { reason, evidence }),
+                    Err(source) => Err(RouterError::OutcomeNotRecorded {
+                        outcome: "rejected",
+                        source,
+                    }),
+                }
+            }
+        };
+        // Recorded (or the ledger refused and lease expiry will take over):
+        // nothing left for the drop guard to do.
+        guard.armed = None;
+        outcome
+    }
+
+    async fn record_unknown(
+        &self,
+        claim: &Claim,
+        contract: &ActionContract,
+        reason: &str,
+        evidence: String,
+    ) -> Result<PerformOutcome, RouterError> {
+        let report = self.unknown_report(contract, reason, evidence);
+        match self.ledger.mark_unknown(claim, report).await {
+            Ok(rec) => match rec.state {
+                handover_ledger::State::Unknown(info) => Ok(PerformOutcome::Unresolved(info)),
+                other => Err(RouterError::Unsupported(format!(
+                    "ledger recorded {} instead of unknown",
+                    other.kind().as_str()
+                ))),
+            },
+            Err(source) => Err(RouterError::OutcomeNotRecorded {
+                outcome: "unknown",
+                source,
+            }),
+        }
+    }
+
+    async fn record_not_sent(
+        &self,
+        claim: &Claim,
+        e: ExecutorError,
+    ) -> Result<PerformOutcome, RouterError> {
+        let evidence = e.evidence().to_owned();
+        self.ledger
+            .release(
+                claim,
+                ReleaseReason::NotSent {
+                    evidence: evidence.clone(),
+                },
+            )
+            .await
+            .map_err(|source| RouterError::OutcomeNotRecorded {
+                outcome: "not sent",
+                source,
+            })?;
+        Ok(PerformOutcome::NotSent { evidence })
+    }
+}

@@ -1,0 +1,392 @@
+//! The reconciler and the operator queue, against a real mock destination
+//! with a lookup endpoint and real SQLite ledger files.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use handover_ledger::{AttemptKind, AttemptOutcome, Owner, ResolvedAs, State, StateKind, Terminal};
+use handover_router::gate::{PerformOptions, PerformOutcome};
+use handover_router::reconcile::{FoundRecord, LookupContext, Reconciler};
+use handover_testkit::{Behaviour, MockDestination};
+use serde_json::json;
+use support::*;
+
+const SHIP: &str = r#"
+[actions.create_shipment]
+block = "scope"
+timeout = "1s"
+[actions.create_shipment.lookup]
+visibility_lag = "30s"
+check_every = "5s"
+max_check_every = "1m"
+"#;
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    clock: handover_ledger::ManualClock,
+    dest: MockDestination,
+    gate: handover_router::gate::WriteGate,
+}
+
+async fn setup(actions: &str) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let dest = MockDestination::builder()
+        .visibility_lag(Duration::from_secs(30))
+        .clock(Arc::new(clock.clone()))
+        .start()
+        .await;
+    let gate = gate(
+        sqlite(&dir.path().join("l.db"), &clock).await,
+        &config(actions),
+        &clock,
+        "g",
+    );
+    Setup {
+        _dir: dir,
+        clock,
+        dest,
+        gate,
+    }
+}
+
+#[tokio::test]
+async fn lookup_inside_the_lag_is_not_proof_then_confirms_with_evidence() {
+    let s = setup(SHIP).await;
+    s.dest.script([Behaviour::ApplyAndDrop]);
+    let req = s
+        .gate
+        .request("t", "K-701", "create_shipment", &json!({"sku": "A"}))
+        .unwrap();
+    let first = s
+        .gate
+        .perform(&req, &http_executor(&s.dest), PerformOptions::default())
+        .await
+        .unwrap();
+    let PerformOutcome::Unresolved(info) = first else {
+        panic!("{first:?}")
+    };
+    assert_eq!(info.owner, Owner::Reconciler);
+
+    let rec = Reconciler::new(s.gate.clone(), Arc::new(s.clock.clone()))
+        .with_lookup("create_shipment", http_lookup(&s.dest));
+    // Not due yet: nothing looked up.
+    assert_eq!(rec.run_once().await.unwrap().checked, 0);
+    s.clock.advance(Duration::from_secs(5));
+    let r = rec.run_once().await.unwrap();
+    assert_eq!(
+        (r.checked, r.still_unknown),
+        (1, 1),
+        "empty inside the lag: still unknown"
+    );
+    let state = s.gate.ledger().get(req.id()).await.unwrap().unwrap().state;
+    assert_eq!(state.kind(), StateKind::Unknown);
+
+    s.clock.advance(Duration::from_secs(30));
+    let r = rec.run_once().await.unwrap();
+    assert_eq!(r.confirmed, 1, "{r:?}");
+    let record = s.gate.ledger().get(req.id()).await.unwrap().unwrap();
+    let State::Confirmed { result, .. } = &record.state else {
+        panic!("{:?}", record.state)
+    };
+    assert_eq!(result["id"], "rec-1");
+    let lookups: Vec<_> = s
+        .gate
+        .ledger()
+        .attempts(req.id())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.kind == AttemptKind::Lookup)
+        .map(|a| a.outcome)
+        .collect();
+    assert_eq!(lookups, [AttemptOutcome::NotFound, AttemptOutcome::Found]);
+    assert_eq!(s.dest.lookup_requests().await, 2);
+    assert_eq!(
+        s.dest.action_requests().await,
+        1,
+        "reconciliation never re-sent"
+    );
+
+    // The user's retry now gets the confirmed outcome replayed.
+    let replay = s
+        .gate
+        .perform(&req, &http_executor(&s.dest), PerformOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        matches!(replay, PerformOutcome::Replayed(Terminal::Confirmed { .. })),
+        "{replay:?}"
+    );
+}
+
+#[tokio::test]
+async fn found_with_other_params_is_diverged_and_goes_to_review() {
+    let s = setup(SHIP).await;
+    s.dest.script([Behaviour::ApplyAndDrop]);
+    let req = s
+        .gate
+        .request("t", "K-1", "create_shipment", &json!({"sku": "A"}))
+        .unwrap();
+    s.gate
+        .perform(&req, &http_executor(&s.dest), PerformOptions::default())
+        .await
+        .unwrap();
+    let other_params = |ctx: LookupContext| async move {
+        Ok(vec![FoundRecord {
+            params: json!({"sku": "B"}),
+            result: json!({"id": "rec-1", "key": ctx.destination_key}),
+        }])
+    };
+    let rec = Reconciler::new(s.gate.clone(), Arc::new(s.clock.clone()))
+        .with_lookup("create_shipment", other_params);
+    s.clock.advance(Duration::from_secs(60));
+    assert_eq!(rec.run_once().await.unwrap().diverged, 1);
+    let queue = s.gate.review_queue(true).await.unwrap();
+    assert_eq!(queue.len(), 1);
+    let State::Unknown(info) = &queue[0].record.state else {
+        panic!()
+    };
+    assert!(info.diverged && info.owner == Owner::Review, "{info:?}");
+    assert_eq!(queue[0].age, Duration::from_secs(60));
+    // A diverged operation is not looked up again automatically.
+    s.clock.advance(Duration::from_secs(600));
+    assert_eq!(rec.run_once().await.unwrap().checked, 0);
+}
+
+#[tokio::test]
+async fn failed_lookups_prove_nothing_and_absence_after_the_lag_rejects() {
+    let s = setup(SHIP).await;
+    // The request never reached the destination's records (it answered 503 without applying).
+    s.dest.script([Behaviour::FailWithoutApplying(503)]);
+    let req = s
+        .gate
+        .request("t", "K-1", "create_shipment", &json!({"sku": "A"}))
+        .unwrap();
+    let first = s
+        .gate
+        .perform(&req, &http_executor(&s.dest), PerformOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        matches!(first, PerformOutcome::Unresolved(_)),
+        "a 5xx is not proof of anything"
+    );
+
+    let broken = |_ctx: LookupContext| async {
+        Err::<Vec<FoundRecord>, _>("lookup service down".to_owned())
+    };
+    let failing = Reconciler::new(s.gate.clone(), Arc::new(s.clock.clone()))
+        .with_lookup("create_shipment", broken);
+    s.clock.advance(Duration::from_secs(60));
+    let r = failing.run_once().await.unwrap();
+    assert_eq!((r.still_unknown, r.rejected), (1, 0));
+    assert_eq!(
+        s.gate
+            .ledger()
+            .get(req.id())
+            .await
+            .unwrap()
+            .unwrap()
+            .state
+            .kind(),
+        StateKind::Unknown
+    );
+
+    let working = Reconciler::new(s.gate.clone(), Arc::new(s.clock.clone()))
+        .with_lookup("create_shipment", http_lookup(&s.dest));
+    s.clock.advance(Duration::from_secs(60));
+    assert_eq!(working.run_once().await.unwrap().rejected, 1);
+    let replay = s
+        .gate
+        .perform(&req, &http_executor(&s.dest), PerformOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        matches!(replay, PerformOutcome::Replayed(Terminal::Rejected { .. })),
+        "{replay:?}"
+    );
+    assert_eq!(s.dest.effect_count(), 0);
+    assert_eq!(s.dest.action_requests().await, 1);
+}
+
+#[tokio::test]
+async fn without_lookup_or_keys_the_operator_resolves_with_evidence_and_writes_resume() {
+    let s = setup("[actions.create_shipment]\nblock = \"scope\"\ntimeout = \"1s\"\n").await;
+    s.dest.script([Behaviour::ApplyAndDrop]);
+    let exec = http_executor(&s.dest);
+    let req = s
+        .gate
+        .request("order-1", "K-1", "create_shipment", &json!({"sku": "A"}))
+        .unwrap();
+    s.gate
+        .perform(&req, &exec, PerformOptions::default())
+        .await
+        .unwrap();
+    let sibling = s
+        .gate
+        .request("order-1", "K-2", "create_shipment", &json!({"sku": "B"}))
+        .unwrap();
+    assert!(matches!(
+        s.gate
+            .perform(&sibling, &exec, PerformOptions::default())
+            .await
+            .unwrap(),
+        PerformOutcome::Suspended { .. }
+    ));
+
+    let queue = s.gate.review_queue(false).await.unwrap();
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue[0].attempts.len(), 1);
+
+    // Refused without evidence or actor; nothing changes.
+    for (evidence, actor) in [("", "alice"), ("carrier portal shows SHP-1", "")] {
+        let err = s
+            .gate
+            .resolve(
+                req.id(),
+                ResolvedAs::Confirmed {
+                    result: json!({"id": "SHP-1"}),
+                },
+                evidence,
+                actor,
+            )
+            .await
+            .unwrap_err();
+        assert!(err.field().is_some(), "{err}");
+    }
+    assert_eq!(
+        s.gate
+            .ledger()
+            .get(req.id())
+            .await
+            .unwrap()
+            .unwrap()
+            .state
+            .kind(),
+        StateKind::Unknown
+    );
+
+    let resolved = s
+        .gate
+        .resolve(
+            req.id(),
+            ResolvedAs::Confirmed {
+                result: json!({"id": "SHP-1"}),
+            },
+            "carrier portal shows SHP-1",
+            "alice",
+        )
+        .await
+        .unwrap();
+    assert_eq!(resolved.state.kind(), StateKind::Confirmed);
+    let last = s
+        .gate
+        .ledger()
+        .attempts(req.id())
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+    assert_eq!(
+        (last.kind, last.executor.as_str()),
+        (AttemptKind::Operator, "alice")
+    );
+    assert_eq!(last.evidence.as_deref(), Some("carrier portal shows SHP-1"));
+    // A second resolve is a forbidden transition.
+    assert!(
+        s.gate
+            .resolve(
+                req.id(),
+                ResolvedAs::Rejected { reason: "x".into() },
+                "e",
+                "bob"
+            )
+            .await
+            .is_err()
+    );
+
+    // The blocked sibling proceeds.
+    assert!(matches!(
+        s.gate
+            .perform(&sibling, &exec, PerformOptions::default())
+            .await
+            .unwrap(),
+        PerformOutcome::Confirmed { .. }
+    ));
+    assert_eq!(s.dest.action_requests().await, 2);
+    assert!(s.gate.review_queue(false).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn reconciler_resends_with_the_same_key_while_the_destination_remembers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let dest = MockDestination::builder()
+        .idempotency("Idempotency-Key", Duration::from_secs(600))
+        .clock(Arc::new(clock.clone()))
+        .start()
+        .await;
+    dest.script([Behaviour::ApplyAndDrop]);
+    let config = config(
+        "[actions.pay]\ntimeout = \"1s\"\n[actions.pay.idempotency]\nheader = \"Idempotency-Key\"\nretention = \"10m\"\n",
+    );
+    let g = gate(
+        sqlite(&dir.path().join("l.db"), &clock).await,
+        &config,
+        &clock,
+        "g",
+    );
+    let req = g
+        .request("t", "P-1", "pay", &json!({"amount": 10}))
+        .unwrap();
+    g.perform(&req, &http_executor(&dest), PerformOptions::default())
+        .await
+        .unwrap();
+    let rec = Reconciler::new(g.clone(), Arc::new(clock.clone()))
+        .with_resender("pay", http_executor(&dest));
+    clock.advance(Duration::from_secs(10));
+    let r = rec.run_once().await.unwrap();
+    assert_eq!((r.resent, r.confirmed), (1, 1), "{r:?}");
+    assert_eq!(dest.effect_count(), 1);
+    assert_eq!(dest.action_requests().await, 2);
+}
+
+#[tokio::test]
+async fn after_the_idempotency_window_the_reconciler_hands_over_to_review() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let dest = MockDestination::builder().start().await;
+    dest.script([Behaviour::ApplyAndDrop]);
+    let config = config(
+        "[actions.pay]\ntimeout = \"1s\"\n[actions.pay.idempotency]\nheader = \"Idempotency-Key\"\nretention = \"10m\"\n",
+    );
+    let g = gate(
+        sqlite(&dir.path().join("l.db"), &clock).await,
+        &config,
+        &clock,
+        "g",
+    );
+    let req = g
+        .request("t", "P-1", "pay", &json!({"amount": 10}))
+        .unwrap();
+    g.perform(&req, &http_executor(&dest), PerformOptions::default())
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(11 * 60));
+    let rec = Reconciler::new(g.clone(), Arc::new(clock.clone()))
+        .with_resender("pay", http_executor(&dest));
+    let r = rec.run_once().await.unwrap();
+    assert_eq!((r.resent, r.to_review), (0, 1), "{r:?}");
+    assert_eq!(
+        dest.action_requests().await,
+        1,
+        "no automatic re-send after the window"
+    );
+    let State::Unknown(info) = g.ledger().get(req.id()).await.unwrap().unwrap().state else {
+        panic!()
+    };
+    assert_eq!(info.owner, Owner::Review);
+}
