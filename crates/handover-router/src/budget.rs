@@ -136,6 +136,14 @@ impl Budget {
             .map_err(|_| Exhausted::Requests)
     }
 
+    /// Returns one request taken by [`Budget::try_send`] that provably never
+    /// left (connection refused): it does not count as sent.
+    pub fn give_back(&self) {
+        let _ = self
+            .sent
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
     /// Adds the cost of an answered attempt.
     pub fn charge(&self, usd: f64) {
         if usd.is_finite() && usd > 0.0 {

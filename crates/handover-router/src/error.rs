@@ -46,6 +46,29 @@ pub enum RouterError {
     /// A tool call could not be parsed.
     #[error("invalid tool call: {0}")]
     InvalidToolCall(String),
+    /// The task produced no answer; the failure lists every attempt.
+    #[error("{0}")]
+    Task(Box<crate::route::TaskFailure>),
+    /// No policy of that name.
+    #[error("unknown policy {0:?}")]
+    UnknownPolicy(String),
+    /// A provider's API key variable is not set.
+    #[error("provider {provider}: environment variable {variable} (api_key_env) is not set")]
+    MissingApiKey {
+        /// The provider.
+        provider: String,
+        /// The variable.
+        variable: String,
+    },
+    /// A provider could not be built from its settings.
+    #[error("provider {provider}: {source}")]
+    Provider {
+        /// The provider.
+        provider: String,
+        /// Why.
+        #[source]
+        source: handover_providers::ProviderError,
+    },
     /// An internal invariant did not hold.
     #[error("unsupported: {0}")]
     Unsupported(String),
@@ -55,6 +78,14 @@ impl RouterError {
     /// The ledger could not be reached: nothing was claimed or sent.
     pub fn is_ledger_unavailable(&self) -> bool {
         matches!(self, Self::Ledger(e) if e.is_unavailable())
+    }
+
+    /// The failed task's details, if this is one.
+    pub fn task_failure(&self) -> Option<&crate::route::TaskFailure> {
+        match self {
+            Self::Task(f) => Some(f),
+            _ => None,
+        }
     }
 
     /// The offending field of a validation error, if this is one.

@@ -19,5 +19,6 @@ pub mod gate;
 mod metrics;
 pub mod operator;
 pub mod reconcile;
+pub mod route;
 
 pub use error::RouterError;

@@ -33,3 +33,42 @@ pub(crate) fn reconcile(report: &crate::reconcile::ReconcileReport) {
 pub(crate) fn review_queue(size: usize) {
     metrics::gauge!("handover_review_queue_size").set(size as f64);
 }
+
+/// Counts a user task (the denominator of the completion rate).
+pub(crate) fn task_started(policy: &str) {
+    metrics::counter!("handover_tasks_total", "policy" => policy.to_owned()).increment(1);
+}
+
+/// Counts one attempt by provider and result.
+pub(crate) fn attempt(provider: &str, result: &crate::route::AttemptResult) {
+    use crate::route::AttemptResult;
+    let class = match result {
+        AttemptResult::Answered => "answered",
+        AttemptResult::Failed(c) => c.as_str(),
+        AttemptResult::Skipped(_) => "skipped",
+    };
+    metrics::counter!("handover_attempts_total", "provider" => provider.to_owned(), "class" => class)
+        .increment(1);
+}
+
+/// Records an answered call: time to a usable answer and cost.
+pub(crate) fn answered(
+    policy: &str,
+    provider: &str,
+    elapsed: std::time::Duration,
+    cost: Option<f64>,
+) {
+    metrics::counter!("handover_answers_total", "policy" => policy.to_owned(), "provider" => provider.to_owned())
+        .increment(1);
+    metrics::histogram!("handover_time_to_usable_answer_seconds", "policy" => policy.to_owned())
+        .record(elapsed.as_secs_f64());
+    if let Some(c) = cost {
+        metrics::counter!("handover_provider_cost_micro_usd_total", "provider" => provider.to_owned())
+            .increment((c * 1e6).round() as u64);
+    }
+}
+
+/// Counts a call that produced no answer.
+pub(crate) fn call_failed(policy: &str) {
+    metrics::counter!("handover_failed_calls_total", "policy" => policy.to_owned()).increment(1);
+}

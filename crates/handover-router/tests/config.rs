@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use handover_router::RouterError;
-use handover_router::config::{BlockSetting, ClassAction, CommitPoint, Config, LedgerBackend};
+use handover_router::config::{
+    BlockSetting, ClassAction, CommitPoint, Config, ErrorClass, LedgerBackend,
+};
 
 /// Pretends every API-key variable is set.
 fn all_set(_: &str) -> Option<String> {
@@ -75,7 +77,14 @@ fn example_resolves_every_section() {
     assert_eq!(policy.chain, ["openai", "deepseek", "local"]);
     assert_eq!(policy.max_requests, 6);
     assert_eq!(policy.commit_point, CommitPoint::FirstToken);
-    assert_eq!(policy.on["invalid_request"], ClassAction::Fail);
+    assert_eq!(
+        policy.action_for(ErrorClass::InvalidRequest),
+        ClassAction::Fail
+    );
+    assert_eq!(
+        policy.action_for(ErrorClass::RateLimited),
+        ClassAction::Retry
+    );
     let deepseek = config.provider("deepseek").unwrap();
     assert!(deepseek.no_reasoning_passback.contains("deepseek-reasoner"));
     let ship = config.action("create_shipment").unwrap();

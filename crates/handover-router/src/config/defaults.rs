@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::model::ClassAction;
+use super::model::{ClassAction, ErrorClass};
 
 /// Default claim lease.
 pub const LEASE: Duration = Duration::from_secs(30);
@@ -61,24 +61,30 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(10);
 /// Default largest reconciliation interval.
 pub const MAX_CHECK_EVERY: Duration = Duration::from_secs(600);
 
-/// The error classes a policy's `on` table may name, with their default
-/// action. `rate_limited` honours Retry-After when it fits the budget and
-/// otherwise moves on; `auth` and `billing` also open the provider's breaker.
-pub const CLASS_ACTIONS: &[(&str, ClassAction)] = &[
-    ("connect", ClassAction::Retry),
-    ("timeout", ClassAction::Next),
-    ("rate_limited", ClassAction::Retry),
-    ("quota_exhausted", ClassAction::Next),
-    ("overloaded", ClassAction::Next),
-    ("server_error", ClassAction::Retry),
-    ("auth", ClassAction::Next),
-    ("billing", ClassAction::Next),
-    ("invalid_request", ClassAction::Fail),
-    ("context_length", ClassAction::Next),
-    ("content_filter", ClassAction::Fail),
-    ("stream_interrupted", ClassAction::Next),
-    ("stream_stalled", ClassAction::Next),
-    ("malformed_stream", ClassAction::Next),
-    ("decode", ClassAction::Next),
-    ("other", ClassAction::Fail),
-];
+/// The default action for each error class (every class the adapters
+/// produce). `rate_limited` waits for Retry-After only when it fits the
+/// budget, and otherwise moves on; `auth`, `billing` and `quota_exhausted`
+/// also open the provider's breaker; `send_refused` means the budget is spent.
+pub fn class_action(class: ErrorClass) -> ClassAction {
+    use ClassAction::{Fail, Next, Retry};
+    match class {
+        ErrorClass::ConnectBeforeSend => Retry,
+        ErrorClass::Timeout => Next,
+        ErrorClass::ConnectionLost => Retry,
+        ErrorClass::RateLimited => Retry,
+        ErrorClass::QuotaExhausted => Next,
+        ErrorClass::Overloaded => Next,
+        ErrorClass::ServerError => Retry,
+        ErrorClass::Auth => Next,
+        ErrorClass::Billing => Next,
+        ErrorClass::InvalidRequest => Fail,
+        ErrorClass::ContextLengthExceeded => Next,
+        ErrorClass::ContentFiltered => Fail,
+        ErrorClass::StreamInterrupted => Next,
+        ErrorClass::StreamStalled => Next,
+        ErrorClass::MalformedStream => Next,
+        ErrorClass::Decode => Next,
+        ErrorClass::SendRefused => Fail,
+        _ => Fail,
+    }
+}

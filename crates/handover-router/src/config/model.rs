@@ -1,8 +1,10 @@
 //! Validated, runtime configuration types. Built only by [`super::Config::parse`];
 //! every value here has passed validation.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
+
+pub use handover_providers::{ErrorClass, ProviderKind, Timeouts};
 
 /// Which ledger backend to open.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,43 +42,6 @@ pub struct LedgerSettings {
     pub max_params_bytes: usize,
     /// Maximum nesting depth of parameters.
     pub max_params_depth: usize,
-}
-
-/// The provider implementations Handover ships (a closed set).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProviderKind {
-    /// OpenAI, through async-openai.
-    OpenAi,
-    /// DeepSeek's OpenAI-compatible API.
-    DeepSeek,
-    /// Any other OpenAI-compatible endpoint (vLLM, Together, a local server).
-    OpenAiCompatible,
-}
-
-impl ProviderKind {
-    /// The name used in configuration files.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::OpenAi => "openai",
-            Self::DeepSeek => "deepseek",
-            Self::OpenAiCompatible => "openai_compatible",
-        }
-    }
-}
-
-/// Per-provider timeouts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TimeoutSettings {
-    /// TCP/TLS connect.
-    pub connect: Duration,
-    /// Until response headers arrive.
-    pub first_byte: Duration,
-    /// Until the first data event of a stream (keep-alives do not count).
-    pub first_token: Duration,
-    /// Between data events of a stream.
-    pub idle: Duration,
-    /// The whole call.
-    pub total: Duration,
 }
 
 /// Circuit breaker settings.
@@ -127,7 +92,7 @@ pub struct ProviderConfig {
     /// Prices for cost accounting, if known.
     pub prices: Option<Prices>,
     /// Timeouts.
-    pub timeouts: TimeoutSettings,
+    pub timeouts: Timeouts,
     /// Circuit breaker.
     pub breaker: BreakerSettings,
     /// Models whose reasoning content must never be passed back (e.g. the
@@ -145,6 +110,13 @@ pub enum ClassAction {
     Next,
     /// Stop and return the error.
     Fail,
+}
+
+impl PolicySettings {
+    /// What to do with an error of `class`.
+    pub fn action_for(&self, class: ErrorClass) -> ClassAction {
+        self.on.get(&class).copied().unwrap_or(ClassAction::Fail)
+    }
 }
 
 impl ClassAction {
@@ -199,8 +171,8 @@ pub struct PolicySettings {
     pub data_classes: BTreeSet<String>,
     /// Backoff schedule.
     pub backoff: BackoffSettings,
-    /// Error class name → action (defaults merged with the file's `on` table).
-    pub on: BTreeMap<String, ClassAction>,
+    /// Error class → action (defaults merged with the file's `on` table).
+    pub on: HashMap<ErrorClass, ClassAction>,
 }
 
 /// Width of the write block while an operation is unknown.

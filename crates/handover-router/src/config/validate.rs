@@ -1,6 +1,6 @@
 //! Raw → runtime: every check that a file can fail, each naming its path.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::defaults as d;
 use super::duration::{parse, parse_or};
@@ -200,11 +200,10 @@ fn provider(
 ) -> Option<ProviderConfig> {
     let path = format!("providers.{name}");
     name_ok(issues, &path, name);
-    let kind = match raw.kind.as_str() {
-        "openai" => ProviderKind::OpenAi,
-        "deepseek" => ProviderKind::DeepSeek,
-        "openai_compatible" => ProviderKind::OpenAiCompatible,
-        other => {
+    let kind = match raw.kind.parse::<ProviderKind>() {
+        Ok(kind) => kind,
+        Err(_) => {
+            let other = &raw.kind;
             issues.push(
                 format!("{path}.kind"),
                 format!("unknown provider kind {other:?} (expected \"openai\", \"deepseek\" or \"openai_compatible\")"),
@@ -288,7 +287,7 @@ fn provider(
     };
     let t = raw.timeouts.unwrap_or_default();
     let tp = |field: &str| format!("{path}.timeouts.{field}");
-    let timeouts = TimeoutSettings {
+    let timeouts = Timeouts {
         connect: parse_or(issues, &tp("connect"), t.connect.as_deref(), d::CONNECT),
         first_byte: parse_or(
             issues,
@@ -466,23 +465,19 @@ fn policy(
             "must not be shorter than backoff.initial",
         );
     }
-    let mut on: BTreeMap<String, ClassAction> = d::CLASS_ACTIONS
-        .iter()
-        .map(|(c, a)| ((*c).to_owned(), *a))
+    let mut on: HashMap<ErrorClass, ClassAction> = ErrorClass::ALL
+        .into_iter()
+        .map(|c| (c, d::class_action(c)))
         .collect();
-    for (class, action) in &raw.on {
-        let cpath = format!("{path}.on.{class}");
-        if !on.contains_key(class) {
-            let known: Vec<_> = d::CLASS_ACTIONS.iter().map(|(c, _)| *c).collect();
-            issues.push(
-                cpath,
-                format!(
-                    "unknown error class {class:?} (known: {})",
-                    known.join(", ")
-                ),
-            );
-            continue;
-        }
+    for (class_name, action) in &raw.on {
+        let cpath = format!("{path}.on.{class_name}");
+        let class = match class_name.parse::<ErrorClass>() {
+            Ok(c) => c,
+            Err(e) => {
+                issues.push(cpath, e.to_string());
+                continue;
+            }
+        };
         let parsed = match action.as_str() {
             "retry" => ClassAction::Retry,
             "next" => ClassAction::Next,
@@ -495,7 +490,7 @@ fn policy(
                 continue;
             }
         };
-        on.insert(class.clone(), parsed);
+        on.insert(class, parsed);
     }
     PolicySettings {
         name: name.to_owned(),

@@ -1,0 +1,92 @@
+//! Content generation (DESIGN §7): answer a user task through a chain of
+//! providers under one shared budget.
+//!
+//! Each call walks the policy's chain, skipping providers that may not
+//! receive the request's data class or whose breaker is open. On one
+//! provider, an error's class picks the action from the policy's table:
+//! retry (with backoff that must fit the budget, never before Retry-After),
+//! move to the next provider, or fail. Every HTTP request is counted at the
+//! transport against the task's budget; every wait is cut at its deadline.
+
+mod attempt;
+mod chat;
+mod run;
+mod slot;
+mod stream;
+mod task;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use attempt::{
+    Attempt, AttemptResult, Completion, FailureReason, Partial, SkipReason, TaskFailure,
+};
+pub use stream::{RoutedStream, StreamBroken};
+pub use task::Task;
+
+use crate::breaker::BreakerState;
+use crate::budget::Budget;
+use crate::config::Config;
+use crate::error::RouterError;
+use slot::Slot;
+
+/// Routes chat calls over configured providers. Cheap to clone; build once
+/// per process from a [`Config`].
+#[derive(Debug, Clone)]
+pub struct Router {
+    config: Config,
+    slots: Arc<HashMap<String, Arc<Slot>>>,
+}
+
+impl Router {
+    /// Builds every provider of `config`, with API keys from the process
+    /// environment. A missing key is an error now, not at the first call.
+    pub fn new(config: &Config) -> Result<Self, RouterError> {
+        Self::with_env(config, &|var| std::env::var(var).ok())
+    }
+
+    /// Like [`Router::new`] with an explicit environment lookup.
+    pub fn with_env(
+        config: &Config,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, RouterError> {
+        let slots = config
+            .providers()
+            .values()
+            .map(|p| Ok((p.name.clone(), Arc::new(Slot::build(p, env)?))))
+            .collect::<Result<HashMap<_, _>, RouterError>>()?;
+        Ok(Self {
+            config: config.clone(),
+            slots: Arc::new(slots),
+        })
+    }
+
+    /// Starts a user task under `policy`: its budget starts now.
+    pub fn task(&self, policy: &str) -> Result<Task, RouterError> {
+        let policy = self
+            .config
+            .policy(policy)
+            .ok_or_else(|| RouterError::UnknownPolicy(policy.to_owned()))?
+            .clone();
+        crate::metrics::task_started(&policy.name);
+        Ok(Task {
+            id: uuid::Uuid::now_v7(),
+            budget: Arc::new(Budget::new(
+                policy.deadline,
+                policy.max_requests,
+                policy.max_cost,
+            )),
+            policy,
+        })
+    }
+
+    /// The breaker state of a provider (for health endpoints and tests).
+    pub fn breaker_state(&self, provider: &str) -> Option<BreakerState> {
+        self.slots.get(provider).map(|s| s.breaker.state())
+    }
+
+    /// The configuration this router was built from.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+}

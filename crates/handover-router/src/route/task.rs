@@ -1,0 +1,51 @@
+//! One user task: a policy and the budget every LLM call of the task
+//! shares (an agent turn may make several calls under one budget).
+
+use std::sync::Arc;
+
+use handover_providers::{SendGate, SendInfo, SendRefused};
+
+use crate::budget::Budget;
+use crate::config::PolicySettings;
+
+/// A user task: the unit that is completed or not (the denominator of the
+/// completion rate), with its one budget.
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub(crate) id: uuid::Uuid,
+    pub(crate) policy: PolicySettings,
+    pub(crate) budget: Arc<Budget>,
+}
+
+impl Task {
+    /// The task's id (UUID v7).
+    pub fn id(&self) -> uuid::Uuid {
+        self.id
+    }
+
+    /// The policy it runs under.
+    pub fn policy(&self) -> &PolicySettings {
+        &self.policy
+    }
+
+    /// Its budget (shared by every call, retry, sleep and switch).
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+}
+
+/// Counts HTTP requests at the transport: the adapters call it right before
+/// a request is written, and give the slot back when it provably never left.
+pub(crate) struct BudgetGate(pub(crate) Arc<Budget>);
+
+impl SendGate for BudgetGate {
+    fn before_send(&self, _info: &SendInfo) -> Result<(), SendRefused> {
+        self.0
+            .try_send()
+            .map_err(|e| SendRefused::new(format!("task budget exhausted ({})", e.as_str())))
+    }
+
+    fn not_sent(&self, _info: &SendInfo) {
+        self.0.give_back();
+    }
+}
