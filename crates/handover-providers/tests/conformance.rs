@@ -77,7 +77,18 @@ async fn success_reports_answer(kind: ProviderKind) {
     let gate = Arc::new(CountingGate::default());
     let p = provider(kind, &base(&server));
     let opts = CallOptions::default().with_send_gate(gate.clone());
-    let resp = p.chat(&request(), &opts).await.unwrap();
+    let resp = p
+        .chat(&request().with_data_class("customer"), &opts)
+        .await
+        .unwrap();
+    {
+        let seen = gate.seen.lock().unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].provider, p.name());
+        assert_eq!(seen[0].model, support::model_for(kind));
+        assert_eq!(seen[0].data_class.as_deref(), Some("customer"));
+        assert!(!seen[0].stream);
+    }
     assert_eq!(
         resp.content.as_deref(),
         Some("Hello! How can I help you today?")
