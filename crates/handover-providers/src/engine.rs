@@ -187,18 +187,19 @@ impl Engine {
         }
         .instrument(span.clone())
         .await;
-        match &result {
-            Ok(resp) => {
-                telemetry::record_status(&span, 200, resp.request_id.as_deref());
-                telemetry::record_response(&span, resp);
+        match result {
+            Ok((resp, status)) => {
+                telemetry::record_status(&span, status, resp.request_id.as_deref());
+                telemetry::record_response(&span, &resp);
+                Ok(resp)
             }
             Err(e) => {
                 let _g = span.enter();
-                telemetry::record_error(&span, e);
+                telemetry::record_error(&span, &e);
                 tracing::debug!(error = %e, class = e.class().as_str(), "chat attempt failed");
+                Err(e)
             }
         }
-        result
     }
 
     fn map_openai_error(&self, e: OpenAIError) -> ProviderError {

@@ -224,7 +224,7 @@ impl SseState {
         if data == "[DONE]" {
             return self.complete();
         }
-        let chunk: WireChunk = match serde_json::from_str(data) {
+        let mut chunk: WireChunk = match serde_json::from_str(data) {
             Ok(c) => c,
             Err(e) => {
                 // Not terminal: the caller may skip this event.
@@ -237,7 +237,7 @@ impl SseState {
                 return Some(Err(err));
             }
         };
-        if let Some(error) = chunk.error.clone().or_else(|| {
+        if let Some(error) = chunk.error.take().or_else(|| {
             (event.event == "error").then(|| serde_json::Value::String(data.to_owned()))
         }) {
             let failure = classify::failure_from(

@@ -178,8 +178,8 @@ pub(crate) struct TransportService {
     pub(crate) requested_model: Arc<str>,
 }
 
-/// What the service decoded from a 2xx body.
-pub(crate) type Decoded = crate::types::ChatResponse;
+/// What the service decoded from a 2xx body, with the HTTP status.
+pub(crate) type Decoded = (crate::types::ChatResponse, u16);
 
 type BoxFut = std::pin::Pin<
     Box<
@@ -223,7 +223,7 @@ impl tower::Service<async_openai::middleware::HttpRequestFactory> for TransportS
                 })?;
             let decoded = wire.into_response(&this.requested_model, opened.request_id);
             if let Ok(mut slot) = this.slot.lock() {
-                *slot = Some(decoded);
+                *slot = Some((decoded, opened.status));
             }
             let rebuilt = http::Response::builder()
                 .status(opened.status)
