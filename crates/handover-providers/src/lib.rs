@@ -44,6 +44,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod assemble;
+mod class;
 mod classify;
 mod engine;
 mod error;

@@ -1,0 +1,96 @@
+//! One conformance suite, run against every adapter kind on wiremock (and
+//! the raw TCP server for a dropped connection). Each case counts the HTTP
+//! requests the mock actually received.
+//!
+//! `chat.rs` holds the non-streaming and transport cases, `stream.rs` the
+//! streaming ones; the macro below instantiates every case per adapter.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod chat;
+mod stream;
+
+use futures::StreamExt;
+use handover_providers::{ChatRequest, Message, ProviderError, ProviderKind, StreamEvent};
+use serde_json::Value;
+use wiremock::{
+    Mock, MockServer, ResponseTemplate,
+    matchers::{method, path},
+};
+
+pub(crate) fn request() -> ChatRequest {
+    ChatRequest::new(vec![Message::system("be brief"), Message::user("hello")])
+        .with_max_tokens(50)
+        .with_user("user-42")
+}
+
+pub(crate) async fn server_with(template: ResponseTemplate) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(template)
+        .expect(1)
+        .mount(&server)
+        .await;
+    server
+}
+
+pub(crate) fn base(server: &MockServer) -> String {
+    format!("{}/v1", server.uri())
+}
+
+pub(crate) fn sse(body: String) -> ResponseTemplate {
+    ResponseTemplate::new(200)
+        .insert_header("content-type", "text/event-stream")
+        .insert_header("x-request-id", "req_stream_1")
+        .set_body_string(body)
+}
+
+pub(crate) async fn sent_body(server: &MockServer) -> Value {
+    let reqs = server.received_requests().await.unwrap();
+    assert_eq!(reqs.len(), 1, "exactly one HTTP request");
+    serde_json::from_slice(&reqs[0].body).unwrap()
+}
+
+pub(crate) async fn collect(
+    stream: handover_providers::ChatStream,
+) -> Vec<Result<StreamEvent, ProviderError>> {
+    stream.collect().await
+}
+
+macro_rules! conformance {
+    ($($module:ident => $kind:expr),* $(,)?) => {$(
+        mod $module {
+            use super::*;
+            const KIND: ProviderKind = $kind;
+
+            #[tokio::test] async fn success_reports_answer() { chat::success_reports_answer(KIND).await }
+            #[tokio::test] async fn model_override_is_sent() { super::chat::model_override_is_sent(KIND).await }
+            #[tokio::test] async fn error_statuses_chat() { super::chat::error_statuses_are_classified_with_one_request_each(KIND, false).await }
+            #[tokio::test] async fn error_statuses_stream() { super::chat::error_statuses_are_classified_with_one_request_each(KIND, true).await }
+            #[tokio::test] async fn first_byte_timeout_sends_once() { super::chat::first_byte_timeout_sends_once(KIND).await }
+            #[tokio::test] async fn dropped_connection_chat() { super::chat::dropped_connection_sends_once(KIND, false).await }
+            #[tokio::test] async fn dropped_connection_stream() { super::chat::dropped_connection_sends_once(KIND, true).await }
+            #[tokio::test] async fn connect_refused_is_not_sent() { super::chat::connect_refused_is_not_sent(KIND).await }
+            #[tokio::test] async fn send_gate_refusal_sends_nothing() { super::chat::send_gate_refusal_sends_nothing(KIND).await }
+            #[tokio::test] async fn invalid_request_sends_nothing() { super::chat::invalid_request_sends_nothing(KIND).await }
+            #[tokio::test] async fn undecodable_success_body() { super::chat::undecodable_success_body_is_decode_error(KIND).await }
+            #[tokio::test] async fn blank_lines_before_json_body() { super::chat::blank_lines_before_json_body_are_tolerated(KIND).await }
+            #[tokio::test] async fn stream_with_keepalives() { super::stream::stream_with_keepalives_assembles(KIND).await }
+            #[tokio::test] async fn stream_without_done_but_finished() { super::stream::stream_without_done_but_finished_is_complete(KIND).await }
+            #[tokio::test] async fn stream_without_done_or_finish() { super::stream::stream_without_done_or_finish_is_interrupted(KIND).await }
+            #[tokio::test] async fn error_event_in_200_stream() { super::stream::error_event_in_200_stream_is_an_error(KIND).await }
+            #[tokio::test] async fn malformed_event() { super::stream::malformed_event_is_typed_and_skippable(KIND).await }
+            #[tokio::test] async fn tool_call_deltas() { super::stream::tool_call_deltas_assemble(KIND).await }
+            #[tokio::test] async fn non_streaming_tool_calls() { super::stream::non_streaming_tool_calls_and_reasoning(KIND).await }
+            #[tokio::test] async fn stream_error_status_sends_once() { super::stream::stream_error_status_sends_once(KIND).await }
+        }
+    )*};
+}
+
+conformance!(
+    openai => ProviderKind::OpenAi,
+    deepseek => ProviderKind::DeepSeek,
+    openai_compatible => ProviderKind::OpenAiCompatible,
+);
