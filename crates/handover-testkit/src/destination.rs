@@ -326,6 +326,20 @@ impl MockDestination {
         lock(&self.state).records.len()
     }
 
+    /// Records created for one operation: those whose idempotency key or
+    /// `reference` body field is `key` (the operation's destination key).
+    /// More than one means the action took effect more than once.
+    pub fn effects_for(&self, key: &str) -> usize {
+        lock(&self.state)
+            .records
+            .iter()
+            .filter(|r| {
+                r.idempotency_key.as_deref() == Some(key)
+                    || r.body.get("reference").and_then(Value::as_str) == Some(key)
+            })
+            .count()
+    }
+
     /// Every record created, in order.
     pub fn records(&self) -> Vec<Record> {
         lock(&self.state).records.clone()

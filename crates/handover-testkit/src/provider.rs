@@ -35,7 +35,7 @@ pub enum Reply {
         retry_after: Option<u64>,
     },
     /// A complete SSE body (wiremock sends it at once; for streams that
-    /// break or stall use [`crate::StreamServer`]).
+    /// break or stall after N events use [`crate::TcpProvider`]).
     Sse(Vec<String>),
     /// The inner reply, sent after a delay (past a timeout, it is lost).
     Delayed(Duration, Box<Reply>),
@@ -47,6 +47,33 @@ impl Reply {
     /// A text answer.
     pub fn text(t: &str) -> Self {
         Reply::Text(t.to_owned())
+    }
+
+    /// An answer proposing one tool call (`arguments` is the JSON object the
+    /// model passes; it is sent as a string, as providers do).
+    pub fn tool_call(id: &str, name: &str, arguments: Value) -> Self {
+        Reply::ToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments,
+        }
+    }
+
+    /// This reply, sent only after `delay` (past the client's timeout the
+    /// answer is lost; within it, it arrives late).
+    pub fn after(self, delay: Duration) -> Self {
+        Reply::Delayed(delay, Box::new(self))
+    }
+
+    /// A complete SSE body of a text answer split into `parts`, with
+    /// `: keep-alive` comments between the events (wiremock sends the body at
+    /// once, so this shows keep-alives are skipped, not that they time out).
+    pub fn sse_text_with_keepalives(flavor: Flavor, parts: &[&str]) -> Self {
+        let events = bodies::text_stream(flavor, parts, true, true)
+            .into_iter()
+            .flat_map(|e| [": keep-alive\n\n".to_owned(), e])
+            .collect();
+        Reply::Sse(events)
     }
 
     /// 429 with an optional Retry-After.

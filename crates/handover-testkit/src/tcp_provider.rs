@@ -61,6 +61,11 @@ impl Plan {
         Self::json(200, &bodies::answer(flavor, text))
     }
 
+    /// An answer proposing one tool call, in `flavor`'s format.
+    pub fn tool_call(flavor: Flavor, id: &str, name: &str, arguments: &Value) -> Self {
+        Self::json(200, &bodies::tool_call(flavor, id, name, arguments))
+    }
+
     /// An SSE stream of `events` (written one by one), then `after`.
     pub fn sse(events: Vec<String>, after: After) -> Self {
         Self {
