@@ -7,9 +7,10 @@
 //!   complete if a finish reason arrived, otherwise
 //!   [`ProviderError::StreamInterrupted`] with the number of data events.
 //! * `{"error": ...}` inside a 200 stream ends it with
-//!   [`ProviderError::Api`]. A malformed event yields
+//!   [`ProviderError::Api`]. An event whose data is not a chunk yields
 //!   [`ProviderError::MalformedStream`] and the stream stays usable (the
-//!   caller decides whether to skip it).
+//!   caller decides whether to skip it); invalid UTF-8 or SSE syntax yields
+//!   the same class but ends the stream.
 //! * Any deadline (first token, idle, total) ends the stream.
 
 use std::{collections::VecDeque, pin::Pin, sync::Arc};
