@@ -22,3 +22,8 @@ pub use handover_ledger::{Ledger, MemoryLedger, OperationRequest, SqliteLedger};
 pub use handover_router::config::Config;
 pub use handover_router::gate::{PerformOptions, PerformOutcome, WriteGate};
 pub use handover_router::route::Router;
+
+/// The README's examples, compiled as doc tests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,8 +1,8 @@
 //! The `adapter` benchmark: what the provider adapter costs on top of a
 //! plain reqwest POST.
 //!
-//! One local mock HTTP/1.1 server (a tiny keep-alive server on its own
-//! thread) answers a fixed chat completion, or a fixed SSE stream when the
+//! One local mock HTTP/1.1 server ([`crate::mock_http`], a tiny keep-alive
+//! server on its own thread) answers a fixed chat completion, or a fixed SSE stream when the
 //! request asks for one. In the same run, interleaved call by call, we time:
 //!
 //! * baseline: `reqwest` POST of a prebuilt JSON body, read the body, parse
@@ -16,117 +16,20 @@
 //! a correct SSE client must do, so the adapter's own cost is visible apart
 //! from the unavoidable parsing cost.
 
-use std::{sync::Arc, time::Instant};
+use std::time::Instant;
 
 use futures::StreamExt;
 use handover_providers::{
     AnyProvider, CallOptions, ChatRequest, Message, Provider, ProviderKind, ProviderSettings,
 };
 use secrecy::SecretString;
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::{TcpListener, TcpStream},
-};
 
 use crate::{
     BenchResult,
     args::Args,
+    mock_http,
     stats::{Samples, emit, round2},
 };
-
-const COMPLETION: &str = r#"{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion","created":1741569952,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I assist you today?","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":"fp_06737a9306"}"#;
-
-fn sse_body() -> String {
-    let mut s = String::new();
-    let words = [
-        "Hello", "!", " How", " can", " I", " assist", " you", " today", "?",
-    ];
-    let chunk = |delta: &str, finish: &str| {
-        format!(
-            "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1741569952,\"model\":\"gpt-4o-mini-2024-07-18\",\"system_fingerprint\":\"fp_06737a9306\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"logprobs\":null,\"finish_reason\":{finish}}}]}}\n\n"
-        )
-    };
-    s.push_str(&chunk(r#"{"role":"assistant","content":""}"#, "null"));
-    for w in words {
-        s.push_str(&chunk(&format!("{{\"content\":\"{w}\"}}"), "null"));
-    }
-    s.push_str(&chunk("{}", "\"stop\""));
-    s.push_str("data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1741569952,\"model\":\"gpt-4o-mini-2024-07-18\",\"choices\":[],\"usage\":{\"prompt_tokens\":19,\"completion_tokens\":10,\"total_tokens\":29}}\n\n");
-    s.push_str("data: [DONE]\n\n");
-    s
-}
-
-/// Serves one keep-alive connection: fixed JSON, or fixed SSE if the body
-/// asks for a stream.
-async fn serve_conn(mut sock: TcpStream, json: Arc<[u8]>, sse: Arc<[u8]>) {
-    let _ = sock.set_nodelay(true);
-    let mut buf: Vec<u8> = Vec::with_capacity(8192);
-    let mut tmp = [0u8; 8192];
-    loop {
-        let head_end = loop {
-            if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break p + 4;
-            }
-            match sock.read(&mut tmp).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&tmp[..n]),
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-        let len = head
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap_or(0);
-        while buf.len() < head_end + len {
-            match sock.read(&mut tmp).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&tmp[..n]),
-            }
-        }
-        let body = &buf[head_end..head_end + len];
-        let stream = body.windows(13).any(|w| w == b"\"stream\":true");
-        let (ctype, payload) = if stream {
-            ("text/event-stream", &sse)
-        } else {
-            ("application/json", &json)
-        };
-        let resp_head = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nx-request-id: req_bench\r\n\r\n",
-            payload.len()
-        );
-        let mut out = Vec::with_capacity(resp_head.len() + payload.len());
-        out.extend_from_slice(resp_head.as_bytes());
-        out.extend_from_slice(payload);
-        if sock.write_all(&out).await.is_err() {
-            return;
-        }
-        buf.drain(..head_end + len);
-    }
-}
-
-/// Starts the mock server on its own thread and runtime; returns its base URL.
-fn start_server() -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
-    let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    std_listener.set_nonblocking(true)?;
-    let addr = std_listener.local_addr()?;
-    let json: Arc<[u8]> = COMPLETION.as_bytes().into();
-    let sse: Arc<[u8]> = sse_body().into_bytes().into();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    std::thread::spawn(move || {
-        rt.block_on(async move {
-            let Ok(listener) = TcpListener::from_std(std_listener) else {
-                return;
-            };
-            while let Ok((sock, _)) = listener.accept().await {
-                tokio::spawn(serve_conn(sock, json.clone(), sse.clone()));
-            }
-        });
-    });
-    Ok(format!("http://{addr}/v1"))
-}
 
 fn report(
     mode: &str,
@@ -167,7 +70,10 @@ fn report(
 pub(crate) async fn run(args: Args) -> BenchResult {
     let ops = args.number("ops", 10_000)? as usize;
     let warmup = (ops / 10).clamp(100, 1_000);
-    let base = start_server()?;
+    let base = format!(
+        "{}/v1",
+        mock_http::start(mock_http::llm_answers())?
+    );
     let key = "sk-bench-not-a-real-key";
     let provider = AnyProvider::new(
         ProviderSettings::new("bench", ProviderKind::OpenAi, "gpt-4o-mini")

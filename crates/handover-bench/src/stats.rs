@@ -1,6 +1,7 @@
 //! Latency percentiles and the one-JSON-object-per-line report.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Latency samples of one measured series.
 #[derive(Default)]
@@ -47,3 +48,32 @@ pub(crate) fn emit(line: serde_json::Value) {
 pub(crate) fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
+
+/// Runs `ops` operations on `concurrency` workers; `op(i)` returns its latency.
+pub(crate) async fn measure<F, Fut>(ops: usize, concurrency: usize, op: F) -> Result<(Samples, Duration), Box<dyn std::error::Error + Send + Sync>>
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Duration, Box<dyn std::error::Error + Send + Sync>>> + Send,
+{
+    let op = Arc::new(op);
+    let per_worker = ops / concurrency;
+    let start = Instant::now();
+    let workers: Vec<_> = (0..concurrency)
+        .map(|w| {
+            let op = op.clone();
+            tokio::spawn(async move {
+                let mut s = Samples::with_capacity(per_worker);
+                for i in 0..per_worker {
+                    s.push(op(w * per_worker + i).await?);
+                }
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(s)
+            })
+        })
+        .collect();
+    let mut all = Samples::with_capacity(ops);
+    for w in workers {
+        all.extend(w.await??);
+    }
+    Ok((all, start.elapsed()))
+}
+

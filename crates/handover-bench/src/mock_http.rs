@@ -1,0 +1,117 @@
+//! A minimal keep-alive HTTP/1.1 server on its own thread and runtime, for
+//! benchmarks: it answers every request with a fixed JSON body, or with a
+//! fixed SSE body when the request body asks for `"stream":true`. Being
+//! this small keeps the server's own cost out of the comparison.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The fixed answers.
+#[derive(Clone)]
+pub(crate) struct Answers {
+    /// Body for ordinary requests (`application/json`).
+    pub(crate) json: Arc<[u8]>,
+    /// Body for `"stream":true` requests (`text/event-stream`).
+    pub(crate) sse: Arc<[u8]>,
+}
+
+const COMPLETION: &str = r#"{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion","created":1741569952,"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I assist you today?","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":"fp_06737a9306"}"#;
+
+fn sse_body() -> String {
+    let mut s = String::new();
+    let words = [
+        "Hello", "!", " How", " can", " I", " assist", " you", " today", "?",
+    ];
+    let chunk = |delta: &str, finish: &str| {
+        format!(
+            "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1741569952,\"model\":\"gpt-4o-mini-2024-07-18\",\"system_fingerprint\":\"fp_06737a9306\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"logprobs\":null,\"finish_reason\":{finish}}}]}}\n\n"
+        )
+    };
+    s.push_str(&chunk(r#"{"role":"assistant","content":""}"#, "null"));
+    for w in words {
+        s.push_str(&chunk(&format!("{{\"content\":\"{w}\"}}"), "null"));
+    }
+    s.push_str(&chunk("{}", "\"stop\""));
+    s.push_str("data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1741569952,\"model\":\"gpt-4o-mini-2024-07-18\",\"choices\":[],\"usage\":{\"prompt_tokens\":19,\"completion_tokens\":10,\"total_tokens\":29}}\n\n");
+    s.push_str("data: [DONE]\n\n");
+    s
+}
+
+/// A chat completion and its streamed form, as OpenAI sends them.
+pub(crate) fn llm_answers() -> Answers {
+    Answers {
+        json: COMPLETION.as_bytes().into(),
+        sse: sse_body().into_bytes().into(),
+    }
+}
+
+/// Starts the server; returns `http://127.0.0.1:PORT`.
+pub(crate) fn start(answers: Answers) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    std_listener.set_nonblocking(true)?;
+    let addr = std_listener.local_addr()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::spawn(move || {
+        rt.block_on(async move {
+            let Ok(listener) = TcpListener::from_std(std_listener) else {
+                return;
+            };
+            while let Ok((sock, _)) = listener.accept().await {
+                tokio::spawn(serve_conn(sock, answers.clone()));
+            }
+        });
+    });
+    Ok(format!("http://{addr}"))
+}
+
+/// Serves one keep-alive connection.
+async fn serve_conn(mut sock: TcpStream, answers: Answers) {
+    let _ = sock.set_nodelay(true);
+    let mut buf: Vec<u8> = Vec::with_capacity(8192);
+    let mut tmp = [0u8; 8192];
+    loop {
+        let head_end = loop {
+            if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break p + 4;
+            }
+            match sock.read(&mut tmp).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        let len = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        while buf.len() < head_end + len {
+            match sock.read(&mut tmp).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+        }
+        let body = &buf[head_end..head_end + len];
+        let stream = body.windows(13).any(|w| w == b"\"stream\":true");
+        let (ctype, payload) = if stream {
+            ("text/event-stream", &answers.sse)
+        } else {
+            ("application/json", &answers.json)
+        };
+        let resp_head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nx-request-id: req_bench\r\n\r\n",
+            payload.len()
+        );
+        let mut out = Vec::with_capacity(resp_head.len() + payload.len());
+        out.extend_from_slice(resp_head.as_bytes());
+        out.extend_from_slice(payload);
+        if sock.write_all(&out).await.is_err() {
+            return;
+        }
+        buf.drain(..head_end + len);
+    }
+}

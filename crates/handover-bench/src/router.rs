@@ -1,0 +1,115 @@
+//! The `router` benchmark: what routing adds to a provider call. In one run,
+//! against the same local mock, it measures the direct adapter call (the
+//! baseline) and a router call through a chain of three providers whose
+//! first is healthy (a new task, i.e. a new budget, per call), non-streaming
+//! and streaming, at the requested concurrency.
+//!
+//! ```text
+//! cargo run --release -p handover-bench -- router --concurrency 64
+//! ```
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use handover_providers::{AnyProvider, CallOptions, ChatRequest, Message, Provider, ProviderKind, ProviderSettings};
+use handover_router::config::Config;
+use handover_router::route::Router;
+
+use crate::stats::{emit, measure, round2};
+use crate::{BenchResult, args::Args, mock_http};
+
+type Err = Box<dyn std::error::Error + Send + Sync>;
+
+/// Runs the `router` benchmark.
+pub(crate) async fn run(args: Args) -> BenchResult {
+    let concurrency = args.number("concurrency", 1)?.max(1) as usize;
+    let ops = args.number("ops", 10_000)? as usize / concurrency * concurrency;
+    let base = format!("{}/v1", mock_http::start(mock_http::llm_answers())?);
+    let provider = Arc::new(AnyProvider::new(
+        ProviderSettings::new("direct", ProviderKind::OpenAi, "gpt-4o-mini").with_base_url(&base),
+    )?);
+    let provider_toml = |name: &str| {
+        format!("[providers.{name}]\nkind = \"openai\"\nbase_url = \"{base}\"\nmodel = \"gpt-4o-mini\"\nmax_concurrency = 1024\n")
+    };
+    let config = Config::parse(
+        &format!(
+            "[ledger]\nbackend = \"memory\"\n{}{}{}[policies.default]\nchain = [\"a\", \"b\", \"c\"]\n",
+            provider_toml("a"),
+            provider_toml("b"),
+            provider_toml("c")
+        ),
+        &|_| None,
+    )?;
+    let router = Arc::new(Router::with_env(&config, &|_| None)?);
+    let req = Arc::new(ChatRequest::new(vec![
+        Message::system("You are a helpful assistant."),
+        Message::user("Hello!"),
+    ]));
+
+    for stream in [false, true] {
+        let direct = {
+            let (provider, req) = (provider.clone(), req.clone());
+            move |_i: usize| {
+                let (provider, req) = (provider.clone(), req.clone());
+                async move {
+                    let t = Instant::now();
+                    let opts = CallOptions::default();
+                    if stream {
+                        std::hint::black_box(provider.chat_stream(&req, &opts).await?.into_response().await?);
+                    } else {
+                        std::hint::black_box(provider.chat(&req, &opts).await?);
+                    }
+                    Ok::<_, Err>(t.elapsed())
+                }
+            }
+        };
+        let routed = {
+            let (router, req) = (router.clone(), req.clone());
+            move |_i: usize| {
+                let (router, req) = (router.clone(), req.clone());
+                async move {
+                    let t = Instant::now();
+                    let task = router.task("default")?;
+                    if stream {
+                        use futures::StreamExt;
+                        let mut s = router.chat_stream(&task, &req).await?;
+                        while let Some(ev) = s.next().await {
+                            std::hint::black_box(ev?);
+                        }
+                    } else {
+                        std::hint::black_box(router.chat(&task, &req).await?);
+                    }
+                    Ok::<_, Err>(t.elapsed())
+                }
+            }
+        };
+        let warm = (ops / 10).clamp(concurrency, 1_000);
+        measure(warm, concurrency, direct.clone()).await?;
+        measure(warm, concurrency, routed.clone()).await?;
+        // Alternate halves so drift hits both series equally.
+        let half = ops / 2 / concurrency * concurrency;
+        let (mut d, _) = measure(half, concurrency, direct.clone()).await?;
+        let (mut r, w1) = measure(half, concurrency, routed.clone()).await?;
+        let (d2, _) = measure(half, concurrency, direct).await?;
+        let (r2, w2) = measure(half, concurrency, routed).await?;
+        d.extend(d2);
+        r.extend(r2);
+        let (p50, p99, b50, b99) = (r.quantile_us(0.5), r.quantile_us(0.99), d.quantile_us(0.5), d.quantile_us(0.99));
+        emit(serde_json::json!({
+            "bench": "router",
+            "mode": if stream { "chat_stream" } else { "chat" },
+            "backend": "local-mock-http1",
+            "chain": 3,
+            "concurrency": concurrency,
+            "ops": r.len(),
+            "ops_per_s": round2(r.len() as f64 / (w1 + w2).as_secs_f64()),
+            "p50_us": round2(p50),
+            "p99_us": round2(p99),
+            "baseline_p50_us": round2(b50),
+            "baseline_p99_us": round2(b99),
+            "ratio_p50": round2(p50 / b50),
+            "ratio_p99": round2(p99 / b99),
+        }));
+    }
+    Ok(())
+}
