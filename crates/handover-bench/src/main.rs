@@ -12,6 +12,9 @@
 mod adapter;
 mod args;
 mod ledger;
+mod mock_http;
+mod perform;
+mod router;
 mod stats;
 
 type BenchResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
@@ -28,10 +31,12 @@ fn main() -> BenchResult {
     match command.as_str() {
         "ledger" => runtime.block_on(ledger::run(rest)),
         "adapter" => runtime.block_on(adapter::run(rest)),
+        "perform" => runtime.block_on(perform::run(rest)),
+        "router" => runtime.block_on(router::run(rest)),
         other => Err(format!("unknown benchmark {other:?}\n{}", usage()).into()),
     }
 }
 
 fn usage() -> String {
-    "usage: handover-bench <ledger|adapter> [--backend B] [--concurrency N] [--ops N]".to_owned()
+    "usage: handover-bench <ledger|adapter|router|perform> [--backend B] [--concurrency N] [--ops N]".to_owned()
 }
