@@ -74,10 +74,22 @@ pub(super) async fn group_commit(
     let mut batch: Vec<Job> = Vec::with_capacity(max_batch);
     while let Some(first) = rx.recv().await {
         batch.push(first);
-        while batch.len() < max_batch {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
+        // Gather: callers answered by the previous commit are usually about
+        // to enqueue their next command. Yield (never sleep) while new jobs
+        // keep arriving, so one commit serves all of them.
+        loop {
+            while batch.len() < max_batch {
+                match rx.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            if batch.len() >= max_batch {
+                break;
+            }
+            tokio::task::yield_now().await;
+            if rx.is_empty() {
+                break;
             }
         }
         run_batch(&mut conn, &mut batch, &cfg).await;
