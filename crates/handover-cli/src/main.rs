@@ -1,3 +1,97 @@
-//! The `handover` command-line tool.
+//! The `handover` command-line tool: the first thing a newcomer runs
+//! (`handover demo`), the config checker (`handover check`), the on-call
+//! operator's view of the ledger (`handover ops ...`) and a one-shot chat
+//! through a configured fallback chain (`handover chat`).
+//!
+//! How it fits: every command is a thin layer over the library crates
+//! (re-exported by the `handover` facade). Nothing here decides anything the
+//! ledger or the router would not: `ops resolve` goes through the ledger's
+//! state machine, so a transition it forbids is refused here too.
 
-fn main() {}
+#![forbid(unsafe_code)]
+
+mod chat;
+mod check;
+mod demo;
+mod open;
+mod ops;
+mod term;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Handover: LLM fallback that never performs a user's business action twice.
+#[derive(Debug, Parser)]
+#[command(name = "handover", version, about, long_about = None)]
+#[command(
+    after_help = "Start here:\n  handover demo\n\nThen:\n  handover check --config config/handover.example.toml"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Play the lost-confirmation story end to end on a local SQLite ledger
+    /// (mock providers and destination in process; no network, no keys).
+    #[command(
+        after_help = "Examples:\n  handover demo\n  handover demo --ledger /tmp/demo.db --json"
+    )]
+    Demo(demo::DemoArgs),
+    /// Validate a configuration file and print the resolved settings.
+    #[command(after_help = "Example:\n  handover check --config config/handover.example.toml")]
+    Check(check::CheckArgs),
+    /// Inspect and resolve operations in the ledger (the review queue).
+    #[command(subcommand)]
+    Ops(ops::OpsCommand),
+    /// Send one prompt through a policy's fallback chain (real providers, real keys).
+    #[command(
+        after_help = "Example:\n  OPENAI_API_KEY=... handover chat --config handover.toml --policy default \"Say hi\" --stream"
+    )]
+    Chat(chat::ChatArgs),
+}
+
+/// Where `ops` commands find the ledger: the one a config file names, or a
+/// SQLite file given directly.
+#[derive(Debug, Clone, Args)]
+#[group(required = true, multiple = false)]
+pub(crate) struct LedgerSource {
+    /// Configuration file whose `[ledger]` section names the ledger.
+    #[arg(long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+    /// A SQLite ledger file, opened directly (default retention).
+    #[arg(long, value_name = "PATH", global = true)]
+    ledger: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Demo(args) => demo::run(args).await,
+            Command::Check(args) => check::run(&args),
+            Command::Ops(cmd) => ops::run(cmd).await,
+            Command::Chat(args) => chat::run(args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! `handover check --config FILE`: validate a configuration and print what
+//! it resolves to. Every problem is printed with its path; unset API-key
+//! variables are warnings (the router itself refuses to start without them).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use handover::Config;
+use handover::router::RouterError;
+use handover::router::config::{
+    ActionContract, ErrorClass, LedgerBackend, LedgerSettings, PolicySettings, ProviderConfig,
+};
+
+use crate::term::Style;
+
+/// Arguments of `handover check`.
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// The configuration file to validate.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+}
+
+pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let style = Style::stdout();
+    let path = args.config.display().to_string();
+    let text = match std::fs::read_to_string(&args.config) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot read {path}: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let env = |var: &str| std::env::var(var).ok().filter(|v| !v.is_empty());
+    let (config, missing) = match Config::check(&text, &env) {
+        Ok(ok) => ok,
+        Err(RouterError::Config(issues)) => {
+            let n = issues.iter().count();
+            eprintln!("{path}: {n} problem(s):");
+            for issue in issues.iter() {
+                eprintln!("  {path}: {issue}");
+            }
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(e) => {
+            eprintln!("error: {path}: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    for issue in missing.iter() {
+        eprintln!("warning: {path}: {issue} (the router will refuse to start without it)");
+    }
+    let warnings = missing.iter().count();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{path}: {}{}",
+        style.green("OK"),
+        if warnings > 0 {
+            format!(" ({warnings} warning(s))")
+        } else {
+            String::new()
+        }
+    );
+    render(&mut out, &config, &env, style);
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn d(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+fn list<'a>(items: impl IntoIterator<Item = &'a String>) -> String {
+    let v: Vec<&str> = items.into_iter().map(String::as_str).collect();
+    if v.is_empty() {
+        "(any)".to_owned()
+    } else {
+        v.join(", ")
+    }
+}
+
+fn render(out: &mut String, config: &Config, env: &dyn Fn(&str) -> Option<String>, s: Style) {
+    ledger(out, config.ledger(), s);
+    let _ = writeln!(out, "\n{}", s.bold("providers"));
+    for p in config.providers().values() {
+        provider(out, p, env);
+    }
+    let _ = writeln!(out, "\n{}", s.bold("policies"));
+    for p in config.policies().values() {
+        policy(out, p);
+    }
+    let _ = writeln!(out, "\n{}", s.bold("actions"));
+    if config.actions().is_empty() {
+        let _ = writeln!(
+            out,
+            "  (none: every action gets the careful default: block itself, no re-send, no lookup, operator resolves)"
+        );
+    }
+    for a in config.actions().values() {
+        action(out, a);
+    }
+}
+
+fn ledger(out: &mut String, l: &LedgerSettings, s: Style) {
+    let _ = writeln!(out, "\n{}", s.bold("ledger"));
+    let backend = match &l.backend {
+        LedgerBackend::Memory => {
+            "memory (in process, not durable: tests and demos only)".to_owned()
+        }
+        LedgerBackend::Sqlite { path } => format!("sqlite {path}"),
+        LedgerBackend::Postgres {
+            url_env,
+            pool_size,
+            statement_timeout,
+        } => format!(
+            "postgres (URL from ${url_env}, {}), pool {pool_size}, statement timeout {}",
+            if std::env::var_os(url_env).is_some() {
+                "set"
+            } else {
+                "not set"
+            },
+            d(*statement_timeout)
+        ),
+    };
+    let _ = writeln!(out, "  backend    {backend}");
+    let _ = writeln!(
+        out,
+        "  lease {}, replay window {}, tombstone horizon {}",
+        d(l.lease),
+        d(l.replay_window),
+        d(l.tombstone_horizon)
+    );
+    let _ = writeln!(
+        out,
+        "  params at most {} bytes, depth {}",
+        l.max_params_bytes, l.max_params_depth
+    );
+}
+
+fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<String>) {
+    let base = p
+        .base_url
+        .clone()
+        .or_else(|| p.kind.default_base_url().map(str::to_owned))
+        .unwrap_or_else(|| "(none)".to_owned());
+    let key = match &p.api_key_env {
+        Some(var) if env(var).is_some() => format!("${var} (set)"),
+        Some(var) => format!("${var} (NOT SET)"),
+        None => "none".to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "  {}  kind {}, model {}, base_url {base}",
+        p.name, p.kind, p.model
+    );
+    let _ = writeln!(out, "      api key: {key}");
+    let _ = writeln!(out, "      data classes: {}", list(&p.data_classes));
+    let prices = p.prices.map_or_else(
+        || "no prices".to_owned(),
+        |pr| {
+            format!(
+                "${}/Mtok in, ${}/Mtok out",
+                pr.input_per_mtok, pr.output_per_mtok
+            )
+        },
+    );
+    let _ = writeln!(
+        out,
+        "      concurrency {}, queue {}, fallback share {}, {prices}",
+        p.max_concurrency, p.max_queue, p.fallback_share
+    );
+    let t = &p.timeouts;
+    let _ = writeln!(
+        out,
+        "      timeouts: connect {}, first byte {}, first token {}, idle {}, total {}",
+        d(t.connect),
+        d(t.first_byte),
+        d(t.first_token),
+        d(t.idle),
+        d(t.total)
+    );
+    let b = &p.breaker;
+    let _ = writeln!(
+        out,
+        "      breaker: opens after {} failure(s) (at once on 503/auth/billing/quota), open {}, {} half-open probe(s)",
+        b.failure_threshold,
+        d(b.open_for),
+        b.half_open_probes
+    );
+    if !p.no_reasoning_passback.is_empty() {
+        let _ = writeln!(
+            out,
+            "      reasoning never passed back for: {}",
+            list(&p.no_reasoning_passback)
+        );
+    }
+}
+
+fn policy(out: &mut String, p: &PolicySettings) {
+    let _ = writeln!(out, "  {}  chain {}", p.name, p.chain.join(" -> "));
+    let cost = p.max_cost.map_or_else(
+        || "no cost ceiling".to_owned(),
+        |c| format!("max cost ${c}"),
+    );
+    let _ = writeln!(
+        out,
+        "      budget: deadline {}, max {} request(s) sent, {cost}, {} attempt(s) per provider",
+        d(p.deadline),
+        p.max_requests,
+        p.max_attempts_per_provider
+    );
+    let _ = writeln!(
+        out,
+        "      backoff {}..{}{}, commit point {}, data classes: {}",
+        d(p.backoff.initial),
+        d(p.backoff.max),
+        if p.backoff.jitter { " with jitter" } else { "" },
+        match p.commit_point {
+            handover::router::config::CommitPoint::FirstToken => "first_token",
+            handover::router::config::CommitPoint::Complete => "complete",
+        },
+        list(&p.data_classes)
+    );
+    let table: Vec<String> = ErrorClass::ALL
+        .iter()
+        .map(|c| format!("{}={}", c.as_str(), p.action_for(*c).as_str()))
+        .collect();
+    let _ = writeln!(out, "      on error:");
+    for chunk in table.chunks(6) {
+        let _ = writeln!(out, "        {}", chunk.join(", "));
+    }
+}
+
+fn action(out: &mut String, a: &ActionContract) {
+    let block = match a.block {
+        handover::router::config::BlockSetting::Operation => "operation",
+        handover::router::config::BlockSetting::Scope => "scope",
+        handover::router::config::BlockSetting::Action => "action",
+    };
+    let _ = writeln!(
+        out,
+        "  {}  block {block} while unknown, lease {}, timeout {}",
+        a.name,
+        d(a.lease),
+        d(a.timeout)
+    );
+    match &a.idempotency {
+        Some(i) => {
+            let _ = writeln!(
+                out,
+                "      idempotency: header {}, destination remembers keys {} (re-send only inside it)",
+                i.header,
+                d(i.retention)
+            );
+        }
+        None => {
+            let _ = writeln!(out, "      idempotency: none (never re-sent automatically)");
+        }
+    }
+    match &a.lookup {
+        Some(l) => {
+            let _ = writeln!(
+                out,
+                "      lookup: visibility lag {}, check every {} (backing off to {})",
+                d(l.visibility_lag),
+                d(l.check_every),
+                d(l.max_check_every)
+            );
+        }
+        None => {
+            let _ = writeln!(out, "      lookup: none");
+        }
+    }
+    if a.idempotency.is_none() && a.lookup.is_none() {
+        let _ = writeln!(
+            out,
+            "      an unknown outcome waits for an operator (handover ops resolve)"
+        );
+    }
+}

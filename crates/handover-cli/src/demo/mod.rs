@@ -1,0 +1,186 @@
+//! `handover demo`: the lost-confirmation story, end to end, on a real
+//! SQLite ledger with mock providers and a mock destination on loopback.
+//!
+//! An approved shipment is sent; the destination applies it but the
+//! connection drops before the confirmation; the primary provider then fails
+//! and the router falls back; the fallback model re-proposes the shipment
+//! under a new tool-call id; Handover refuses to execute it again; the
+//! reconciler's lookup finds nothing inside the destination's visibility
+//! lag, then finds the record after it; the operation is confirmed and the
+//! user's retry gets the confirmation replayed. One effect, no duplicate.
+//!
+//! Running it again on the same ledger is safe: each run uses a fresh key
+//! (`K-701`, `K-701-2`, ...) and first replays the previous run's operation,
+//! which the ledger answers without sending anything.
+
+mod app;
+mod story;
+mod timeline;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use serde::Serialize;
+
+use crate::term::{Spinner, Style};
+use timeline::Event;
+
+/// Arguments of `handover demo`.
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// The SQLite ledger file (created if missing; reusing it is safe).
+    #[arg(long, value_name = "PATH", default_value = "handover-demo.db")]
+    ledger: PathBuf,
+    /// Print one JSON document instead of the timeline.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What an earlier run left in the ledger.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Earlier {
+    scope: String,
+    key: String,
+    state: String,
+    /// When it was decided (RFC 3339), for terminal states.
+    decided_at: Option<String>,
+}
+
+/// The demo's result.
+#[derive(Debug, Serialize)]
+pub(crate) struct Report {
+    ledger: String,
+    /// This run's number on this ledger (1 for a new ledger).
+    run: usize,
+    scope: String,
+    key: String,
+    clock: &'static str,
+    earlier: Vec<Earlier>,
+    timeline: Vec<Event>,
+    summary: Summary,
+}
+
+/// Counts, taken where the effects happen: the mocks and the ledger.
+#[derive(Debug, Serialize)]
+pub(crate) struct Summary {
+    /// User tasks (one budget each).
+    tasks: usize,
+    /// Model calls within those tasks.
+    model_calls: usize,
+    /// Provider attempts (answered, failed and skipped).
+    attempts: usize,
+    /// HTTP requests received by the mock providers.
+    provider_requests: usize,
+    /// Action requests (`POST /records`) received by the destination.
+    destination_requests: usize,
+    /// Lookups (`GET /records`) received by the destination.
+    lookups: usize,
+    /// Records the destination created.
+    effects: usize,
+    /// Records beyond the first for one operation.
+    duplicates: usize,
+    /// Operations of the demo's scope still unknown in the ledger.
+    unresolved: usize,
+    /// This run's operation's final state.
+    final_state: String,
+    /// Times the write gate refused to execute again.
+    refused: usize,
+}
+
+impl Summary {
+    fn ok(&self) -> bool {
+        self.effects == 1
+            && self.duplicates == 0
+            && self.unresolved == 0
+            && self.final_state == "confirmed"
+    }
+}
+
+pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let spinner = Spinner::start("playing the lost-confirmation story...");
+    let report = story::play(&args.ledger).await;
+    drop(spinner);
+    let report = report?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report, Style::stdout()));
+    }
+    Ok(if report.summary.ok() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("error: the demo's guarantees did not hold (see the summary)");
+        ExitCode::FAILURE
+    })
+}
+
+fn render(r: &Report, s: Style) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} — ledger {} (SQLite), run {}, operation {} {}",
+        s.bold("Handover demo"),
+        r.ledger,
+        r.run,
+        r.scope,
+        r.key
+    );
+    let _ = writeln!(out, "{}", s.dim(&format!("times: {}", r.clock)));
+    if !r.earlier.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nThe ledger already has {} operation(s) from earlier runs:",
+            r.earlier.len()
+        );
+        for e in r.earlier.iter().rev().take(5) {
+            let _ = writeln!(
+                out,
+                "  {} {}  {}{}",
+                e.scope,
+                e.key,
+                s.state(&e.state),
+                e.decided_at
+                    .as_deref()
+                    .map(|t| format!(" at {t}"))
+                    .unwrap_or_default()
+            );
+        }
+        if r.earlier.len() > 5 {
+            let _ = writeln!(out, "  ... and {} more", r.earlier.len() - 5);
+        }
+    }
+    let _ = writeln!(out, "\n{}", s.bold("Timeline"));
+    out.push_str(&timeline::render(&r.timeline, s));
+    let m = &r.summary;
+    let _ = writeln!(out, "\n{}", s.bold("Summary"));
+    let rows = [
+        (
+            "user tasks",
+            format!("{} ({} model calls)", m.tasks, m.model_calls),
+        ),
+        (
+            "provider attempts",
+            format!("{} ({} requests sent)", m.attempts, m.provider_requests),
+        ),
+        (
+            "destination requests",
+            format!("{} action, {} lookups", m.destination_requests, m.lookups),
+        ),
+        ("re-executions refused", m.refused.to_string()),
+        ("effects at destination", m.effects.to_string()),
+        ("duplicates", m.duplicates.to_string()),
+        ("unresolved", m.unresolved.to_string()),
+        ("final state", s.state(&m.final_state)),
+    ];
+    for (k, v) in rows {
+        let _ = writeln!(out, "  {k:<24}{v}");
+    }
+    let _ = writeln!(
+        out,
+        "\nInspect it: handover ops show --ledger {} {} {}",
+        r.ledger, r.scope, r.key
+    );
+    out
+}

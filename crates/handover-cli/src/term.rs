@@ -1,0 +1,162 @@
+//! Terminal helpers: colour only on a terminal, time formatting, a spinner
+//! on stderr for commands that wait on the network.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use handover::ledger::Timestamp;
+
+/// ANSI styling, switched off when the stream is not a terminal or
+/// `NO_COLOR` is set.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Style {
+    on: bool,
+}
+
+impl Style {
+    /// Styling for stdout.
+    pub(crate) fn stdout() -> Self {
+        Self {
+            on: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        }
+    }
+
+    fn wrap(self, code: &str, text: &str) -> String {
+        if self.on {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    pub(crate) fn bold(self, t: &str) -> String {
+        self.wrap("1", t)
+    }
+    pub(crate) fn dim(self, t: &str) -> String {
+        self.wrap("2", t)
+    }
+    pub(crate) fn red(self, t: &str) -> String {
+        self.wrap("31", t)
+    }
+    pub(crate) fn green(self, t: &str) -> String {
+        self.wrap("32", t)
+    }
+    pub(crate) fn yellow(self, t: &str) -> String {
+        self.wrap("33", t)
+    }
+    pub(crate) fn blue(self, t: &str) -> String {
+        self.wrap("34", t)
+    }
+    pub(crate) fn magenta(self, t: &str) -> String {
+        self.wrap("35", t)
+    }
+    pub(crate) fn cyan(self, t: &str) -> String {
+        self.wrap("36", t)
+    }
+
+    /// A state name in its colour (green terminal success, red refusal, yellow unknown).
+    pub(crate) fn state(self, s: &str) -> String {
+        match s {
+            "confirmed" => self.green(s),
+            "rejected" | "cancelled" => self.red(s),
+            "unknown" | "diverged" => self.yellow(s),
+            _ => self.bold(s),
+        }
+    }
+}
+
+/// A ledger timestamp as RFC 3339 UTC with milliseconds.
+pub(crate) fn rfc3339(t: Timestamp) -> String {
+    let ms = u64::try_from(t.as_millis()).unwrap_or(0);
+    let st = UNIX_EPOCH + Duration::from_millis(ms);
+    humantime::format_rfc3339_millis(st).to_string()
+}
+
+/// A coarse human duration: `12m 5s`, `3h 2m`, `450ms`.
+pub(crate) fn age(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        return format!("{}ms", d.as_millis());
+    }
+    let secs = d.as_secs();
+    let coarse = if secs >= 3600 {
+        Duration::from_secs(secs - secs % 60)
+    } else {
+        Duration::from_secs(secs)
+    };
+    humantime::format_duration(coarse).to_string()
+}
+
+/// The wall clock as a ledger timestamp.
+pub(crate) fn now() -> Timestamp {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    Timestamp::from_millis(ms)
+}
+
+/// A spinner line on stderr while a future runs, only when stderr is a
+/// terminal. Dropping it clears the line.
+pub(crate) struct Spinner {
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Spinner {
+    pub(crate) fn start(message: &str) -> Self {
+        if !std::io::stderr().is_terminal() {
+            return Self { task: None };
+        }
+        let message = message.to_owned();
+        let task = tokio::spawn(async move {
+            const FRAMES: [char; 4] = ['|', '/', '-', '\\'];
+            let mut tick = tokio::time::interval(Duration::from_millis(120));
+            let mut i = 0usize;
+            loop {
+                tick.tick().await;
+                let mut err = std::io::stderr().lock();
+                let _ = write!(err, "\r{} {message}", FRAMES[i % FRAMES.len()]);
+                let _ = err.flush();
+                i += 1;
+            }
+        });
+        Self { task: Some(task) }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[2K");
+            let _ = err.flush();
+        }
+    }
+}
+
+/// Pads `rows` into aligned columns separated by two spaces.
+pub(crate) fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let last = row.len().saturating_sub(1);
+        for (c, cell) in row.iter().enumerate() {
+            out.push_str(cell);
+            if c < last {
+                let pad = widths[c] - cell.chars().count() + 2;
+                out.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
