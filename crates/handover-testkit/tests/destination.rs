@@ -111,3 +111,26 @@ async fn lookup_sees_records_only_after_the_visibility_lag() {
     assert_eq!(found["records"][0]["record"]["sku"], "A");
     assert_eq!(dest.lookup_requests().await, 2);
 }
+
+#[tokio::test]
+async fn a_remembered_key_is_not_applied_again_even_when_the_answer_is_dropped() {
+    let clock = ManualClock::new(Timestamp::from_millis(0));
+    let dest = MockDestination::builder()
+        .idempotency("Idempotency-Key", Duration::from_secs(60))
+        .clock(Arc::new(clock.clone()))
+        .start()
+        .await;
+    dest.script([Behaviour::ApplyAndDrop, Behaviour::ApplyAndDrop]);
+    let c = client(Duration::from_secs(5));
+    let send = || {
+        c.post(dest.records_url())
+            .header("Idempotency-Key", "ho1-abc")
+            .json(&json!({"sku": "A"}))
+            .send()
+    };
+    assert!(send().await.is_err());
+    assert!(send().await.is_err());
+    assert_eq!(dest.action_requests().await, 2);
+    assert_eq!(dest.effect_count(), 1);
+    assert_eq!(dest.effects_for("ho1-abc"), 1);
+}
