@@ -232,3 +232,40 @@ async fn the_file_is_created_in_wal_mode() {
     // Bytes 18 and 19 of the header are 2 in WAL mode.
     assert_eq!((header[18], header[19]), (2, 2), "journal mode is WAL");
 }
+
+/// Two ledgers on one file see each other's writes at once (the group-commit
+/// writer's record cache is dropped when another connection commits).
+#[tokio::test]
+async fn two_ledgers_on_one_file_see_each_others_writes() {
+    let (_dir, path, clock) = setup();
+    let a = open(&path, &clock).await;
+    let b = open(&path, &clock).await;
+    let r = request();
+    let c = claim(&a, &r).await;
+    b.cancel(r.id(), "withdrawn by operator".into())
+        .await
+        .expect("cancel via the other ledger");
+    let err = a
+        .mark_dispatched(
+            &c,
+            Dispatch {
+                executor: "primary".into(),
+                metadata: None,
+            },
+        )
+        .await
+        .expect_err("cancelled elsewhere");
+    assert!(matches!(
+        err,
+        handover_ledger::LedgerError::IllegalTransition {
+            from: StateKind::Cancelled,
+            ..
+        }
+    ));
+    assert_eq!(
+        a.begin(&r, &opts("x")).await.expect("begin"),
+        BeginOutcome::Cancelled {
+            reason: "withdrawn by operator".into()
+        }
+    );
+}

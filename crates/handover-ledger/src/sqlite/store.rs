@@ -2,6 +2,8 @@
 //! inside a transaction opened by the caller). Standard SQL only
 //! (`INSERT … ON CONFLICT`), so the PostgreSQL backend can follow it.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
@@ -173,19 +175,68 @@ pub(super) fn list_query(
         )
 }
 
-/// [`Store`] over a connection that is inside `BEGIN IMMEDIATE`.
-pub(super) struct SqlStore<'c>(pub(super) &'c mut SqliteConnection);
+/// Records as of the last commit of the group-commit connection, valid only
+/// while no other connection has written to the file (checked with
+/// `PRAGMA data_version` inside each write transaction). Saves one `SELECT`
+/// per command on the hot path; cleared on any doubt.
+#[derive(Debug, Default)]
+pub(super) struct RecordCache {
+    records: HashMap<OperationId, Option<OperationRecord>>,
+    data_version: Option<i64>,
+}
+
+/// Entries kept before the cache is simply emptied.
+const CACHE_LIMIT: usize = 16_384;
+
+impl RecordCache {
+    /// Call right after `BEGIN IMMEDIATE`: drops everything if another
+    /// connection committed since this one last looked.
+    pub(super) async fn validate(
+        &mut self,
+        conn: &mut SqliteConnection,
+    ) -> Result<(), LedgerError> {
+        let v: i64 = sqlx::query_scalar("PRAGMA data_version")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|e| map_err("checking for other writers", e))?;
+        if self.data_version != Some(v) || self.records.len() > CACHE_LIMIT {
+            self.records.clear();
+            self.data_version = Some(v);
+        }
+        Ok(())
+    }
+
+    /// Forgets everything (after a rollback or a bulk change).
+    pub(super) fn clear(&mut self) {
+        self.records.clear();
+        self.data_version = None;
+    }
+}
+
+/// [`Store`] over a connection that is inside `BEGIN IMMEDIATE`, with an
+/// optional [`RecordCache`] (group-commit writer only).
+pub(super) struct SqlStore<'c> {
+    pub(super) conn: &'c mut SqliteConnection,
+    pub(super) cache: Option<&'c mut RecordCache>,
+}
 
 #[async_trait]
 impl Store for SqlStore<'_> {
     async fn load(&mut self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+        if let Some(hit) = self.cache.as_ref().and_then(|c| c.records.get(id)) {
+            return Ok(hit.clone());
+        }
         let row = sqlx::query(LOAD)
             .bind(id.scope.as_str())
             .bind(id.key.as_str())
-            .fetch_optional(&mut *self.0)
+            .fetch_optional(&mut *self.conn)
             .await
             .map_err(|e| map_err("loading an operation", e))?;
-        row.as_ref().map(op_from_row).transpose()
+        let rec = row.as_ref().map(op_from_row).transpose()?;
+        if let Some(c) = self.cache.as_mut() {
+            c.records.insert(id.clone(), rec.clone());
+        }
+        Ok(rec)
     }
 
     async fn find_blocker(
@@ -207,7 +258,7 @@ impl Store for SqlStore<'_> {
         };
         let row = q
             .bind(now.0)
-            .fetch_optional(&mut *self.0)
+            .fetch_optional(&mut *self.conn)
             .await
             .map_err(|e| map_err("looking for blocking operations", e))?;
         row.as_ref().map(op_from_row).transpose()
@@ -216,7 +267,7 @@ impl Store for SqlStore<'_> {
     async fn due_expired(&mut self, now: Timestamp) -> Result<Vec<OperationRecord>, LedgerError> {
         let rows = sqlx::query(DUE_EXPIRED)
             .bind(now.0)
-            .fetch_all(&mut *self.0)
+            .fetch_all(&mut *self.conn)
             .await
             .map_err(|e| map_err("looking for expired leases", e))?;
         rows.iter().map(op_from_row).collect()
@@ -249,9 +300,12 @@ impl Store for SqlStore<'_> {
             .bind(r.first_dispatched_at)
             .bind(r.dispatch_count)
             .bind(r.tombstone)
-            .execute(&mut *self.0)
+            .execute(&mut *self.conn)
             .await
             .map_err(|e| map_err("writing an operation", e))?;
+        if let Some(c) = self.cache.as_mut() {
+            c.records.insert(rec.id.clone(), Some(rec.clone()));
+        }
         Ok(())
     }
 
@@ -270,7 +324,7 @@ impl Store for SqlStore<'_> {
             .bind(r.outcome)
             .bind(r.evidence)
             .bind(r.metadata)
-            .execute(&mut *self.0)
+            .execute(&mut *self.conn)
             .await
             .map_err(|e| map_err("appending an attempt", e))?;
         Ok(())
@@ -284,7 +338,7 @@ impl Store for SqlStore<'_> {
             .bind(f.id.scope.as_str())
             .bind(f.id.key.as_str())
             .bind(i64::try_from(f.epoch.0).unwrap_or(i64::MAX))
-            .execute(&mut *self.0)
+            .execute(&mut *self.conn)
             .await
             .map_err(|e| map_err("finishing an attempt", e))?;
         Ok(())
@@ -296,20 +350,23 @@ impl Store for SqlStore<'_> {
         delete_cutoff: Timestamp,
     ) -> Result<PurgeReport, LedgerError> {
         let ctx = "applying retention";
+        if let Some(c) = self.cache.as_mut() {
+            c.clear();
+        }
         sqlx::query(PURGE_ATTEMPTS)
             .bind(delete_cutoff.0)
-            .execute(&mut *self.0)
+            .execute(&mut *self.conn)
             .await
             .map_err(|e| map_err(ctx, e))?;
         let deleted = sqlx::query(PURGE_DELETE)
             .bind(delete_cutoff.0)
-            .execute(&mut *self.0)
+            .execute(&mut *self.conn)
             .await
             .map_err(|e| map_err(ctx, e))?
             .rows_affected();
         let tombstoned = sqlx::query(PURGE_TOMBSTONE)
             .bind(tombstone_cutoff.0)
-            .execute(&mut *self.0)
+            .execute(&mut *self.conn)
             .await
             .map_err(|e| map_err(ctx, e))?
             .rows_affected();

@@ -16,7 +16,7 @@ use sqlx::{Executor, SqliteConnection, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 use super::map_err;
-use super::store::SqlStore;
+use super::store::{RecordCache, SqlStore};
 use crate::error::LedgerError;
 use crate::exec::{Answer, Command, Config, execute};
 
@@ -36,7 +36,7 @@ pub(super) async fn run_direct(
     conn.execute("BEGIN IMMEDIATE")
         .await
         .map_err(|e| map_err("opening a write transaction", e))?;
-    match execute(&mut SqlStore(conn), cmd, cfg).await {
+    match execute(&mut SqlStore { conn, cache: None }, cmd, cfg).await {
         Ok(answer) => {
             if let Err(e) = conn.execute("COMMIT").await {
                 let _ = conn.execute("ROLLBACK").await;
@@ -72,6 +72,7 @@ pub(super) async fn group_commit(
     max_batch: usize,
 ) {
     let mut batch: Vec<Job> = Vec::with_capacity(max_batch);
+    let mut cache = RecordCache::default();
     while let Some(first) = rx.recv().await {
         batch.push(first);
         // Gather: callers answered by the previous commit are usually about
@@ -92,13 +93,28 @@ pub(super) async fn group_commit(
                 break;
             }
         }
-        run_batch(&mut conn, &mut batch, &cfg).await;
+        run_batch(&mut conn, &mut cache, &mut batch, &cfg).await;
     }
     let _ = sqlx::Connection::close(conn).await;
 }
 
-async fn run_batch(conn: &mut SqliteConnection, batch: &mut Vec<Job>, cfg: &Config) {
+async fn run_batch(
+    conn: &mut SqliteConnection,
+    cache: &mut RecordCache,
+    batch: &mut Vec<Job>,
+    cfg: &Config,
+) {
     if let Err(e) = conn.execute("BEGIN IMMEDIATE").await {
+        fail_all(
+            batch.drain(..).map(|j| j.reply),
+            "opening a write transaction",
+            &e,
+        );
+        return;
+    }
+    if let Err(e) = cache.validate(conn).await {
+        let _ = conn.execute("ROLLBACK").await;
+        cache.clear();
         fail_all(
             batch.drain(..).map(|j| j.reply),
             "opening a write transaction",
@@ -109,10 +125,15 @@ async fn run_batch(conn: &mut SqliteConnection, batch: &mut Vec<Job>, cfg: &Conf
     let mut done: Vec<(Reply, Result<Answer, LedgerError>)> = Vec::with_capacity(batch.len());
     let mut jobs = batch.drain(..);
     for job in jobs.by_ref() {
-        match execute(&mut SqlStore(conn), job.cmd, cfg).await {
+        let mut store = SqlStore {
+            conn: &mut *conn,
+            cache: Some(&mut *cache),
+        };
+        match execute(&mut store, job.cmd, cfg).await {
             Ok(answer) => done.push((job.reply, answer)),
             Err(e) => {
                 let _ = conn.execute("ROLLBACK").await;
+                cache.clear();
                 let replies = done
                     .into_iter()
                     .map(|(r, _)| r)
@@ -126,6 +147,7 @@ async fn run_batch(conn: &mut SqliteConnection, batch: &mut Vec<Job>, cfg: &Conf
     drop(jobs);
     if let Err(e) = conn.execute("COMMIT").await {
         let _ = conn.execute("ROLLBACK").await;
+        cache.clear();
         fail_all(done.into_iter().map(|(r, _)| r), "committing a batch", &e);
         return;
     }
