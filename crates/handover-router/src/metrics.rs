@@ -46,6 +46,7 @@ pub(crate) fn attempt(provider: &str, result: &crate::route::AttemptResult) {
         AttemptResult::Answered => "answered",
         AttemptResult::Failed(c) => c.as_str(),
         AttemptResult::Skipped(_) => "skipped",
+        AttemptResult::Abandoned => "abandoned",
     };
     metrics::counter!("handover_attempts_total", "provider" => provider.to_owned(), "class" => class)
         .increment(1);
@@ -71,4 +72,10 @@ pub(crate) fn answered(
 /// Counts a call that produced no answer.
 pub(crate) fn call_failed(policy: &str) {
     metrics::counter!("handover_failed_calls_total", "policy" => policy.to_owned()).increment(1);
+}
+
+/// Counts an answer (or failure) that arrived after its task moved on.
+pub(crate) fn late_attempt(provider: &str) {
+    metrics::counter!("handover_late_attempts_total", "provider" => provider.to_owned())
+        .increment(1);
 }

@@ -224,3 +224,77 @@ fn postgres_needs_url_env() {
     let text = format!("[ledger]\nbackend = \"postgres\"\n{BASE}");
     assert!(errors(&text).contains("ledger.url_env: required for backend \"postgres\""));
 }
+
+const GATEWAY: &str = r#"
+[gateway]
+listen = "127.0.0.1:0"
+max_body_bytes = 1024
+keepalive = "2s"
+
+[gateway.clients.bot]
+token_sha256 = "50f88aa457efc9d22985f9f0efd335f30b8fd187a999b69a70f11e6a8be39f4f"
+scope = "tenant-1"
+
+[gateway.operators.alice]
+token_sha256 = "cadaee6d96cfc6f48b78f8783c9493f48be29ff3e90ac85c219f014cb73b1eae"
+
+[gateway.models]
+"gpt-4o-mini" = "default"
+"#;
+
+#[test]
+fn gateway_section_is_validated_into_settings() {
+    let config = Config::parse(&format!("{BASE}{GATEWAY}"), &all_set).unwrap();
+    let g = config.gateway().expect("gateway section");
+    assert_eq!(g.listen.to_string(), "127.0.0.1:0");
+    assert_eq!(g.max_body_bytes, 1024);
+    assert_eq!(g.keepalive, Duration::from_secs(2));
+    assert_eq!(g.shutdown_grace, Duration::from_secs(30));
+    let bot = &g.clients["bot"];
+    assert_eq!(bot.scope, "tenant-1");
+    assert_eq!(bot.token_sha256[0], 0x50);
+    assert_eq!(bot.token_sha256[31], 0x4f);
+    assert_eq!(g.operators["alice"].token_sha256[0], 0xca);
+    assert_eq!(g.models["gpt-4o-mini"], "default");
+    assert!(Config::parse(BASE, &all_set).unwrap().gateway().is_none());
+}
+
+#[test]
+fn gateway_errors_name_their_path() {
+    let bad = GATEWAY
+        .replace("127.0.0.1:0", "localhost")
+        .replace("\"tenant-1\"", "\"tenant 1\"")
+        .replace("cadaee6d", "zzzz")
+        .replace("= \"default\"", "= \"defualt\"")
+        .replace("keepalive = \"2s\"", "keepalive = \"2s\"\ntoken = \"x\"");
+    let err = errors(&format!("{BASE}{bad}"));
+    assert!(err.contains("unknown field `token`"), "{err}");
+    let bad = bad.replace("token = \"x\"\n", "");
+    let err = errors(&format!("{BASE}{bad}"));
+    assert!(
+        err.contains("gateway.listen: invalid address \"localhost\""),
+        "{err}"
+    );
+    assert!(err.contains("gateway.clients.bot.scope: "), "{err}");
+    assert!(
+        err.contains("gateway.operators.alice.token_sha256: must be the SHA-256"),
+        "{err}"
+    );
+    assert!(
+        err.contains("gateway.models.gpt-4o-mini: unknown policy \"defualt\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_token_hash_belongs_to_one_principal() {
+    let twice = GATEWAY.replace(
+        "cadaee6d96cfc6f48b78f8783c9493f48be29ff3e90ac85c219f014cb73b1eae",
+        "50f88aa457efc9d22985f9f0efd335f30b8fd187a999b69a70f11e6a8be39f4f",
+    );
+    let err = errors(&format!("{BASE}{twice}"));
+    assert!(
+        err.contains("gateway.operators.alice.token_sha256: the same token is already used by gateway.clients.bot"),
+        "{err}"
+    );
+}

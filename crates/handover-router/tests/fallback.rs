@@ -1,6 +1,8 @@
 //! The content path: real adapters against mock providers on the test's own
 //! runtime (paused tokio time), counting requests at each mock.
 
+#![allow(clippy::disallowed_methods)] // paused-time tests sleep to let virtual time pass
+
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -516,4 +518,36 @@ async fn one_budget_spans_several_calls_of_a_task() {
         FailureReason::Budget(_)
     ));
     assert_eq!(requests(&m), [2, 0, 0]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_late_answer_from_an_abandoned_attempt_is_recorded_and_used_for_nothing() {
+    let m = mocks().await;
+    m.primary
+        .script([Plan::text(Flavor::OpenAi, "primary, late").delayed(Duration::from_secs(5))]);
+    let r = router(&m, "hedge_after = \"1s\"", "");
+    let task = r.task("default").unwrap();
+    let start = Instant::now();
+    let done = r.chat(&task, &hello()).await.unwrap();
+    assert_eq!(done.provider, "fallback");
+    assert_eq!(
+        done.response.content.as_deref(),
+        Some("Hello from the mock.")
+    );
+    assert!(start.elapsed() < Duration::from_secs(2));
+    assert_eq!(done.attempts[0].result, AttemptResult::Abandoned);
+    assert!(
+        task.late_attempts().is_empty(),
+        "the primary has not answered yet"
+    );
+
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let late = task.late_attempts();
+    assert_eq!(late.len(), 1);
+    assert_eq!(
+        (late[0].provider.as_str(), late[0].result, late[0].late),
+        ("primary", AttemptResult::Answered, true)
+    );
+    assert_eq!(requests(&m), [1, 1, 0], "the late answer triggered nothing");
+    assert_eq!(done.spent.requests, 2);
 }

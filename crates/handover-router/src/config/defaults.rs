@@ -61,6 +61,15 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(10);
 /// Default largest reconciliation interval.
 pub const MAX_CHECK_EVERY: Duration = Duration::from_secs(600);
 
+/// Default gateway listen address.
+pub const GATEWAY_LISTEN: &str = "127.0.0.1:8787";
+/// Default largest gateway request body (4 MiB).
+pub const GATEWAY_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// Default SSE keep-alive interval of the gateway.
+pub const GATEWAY_KEEPALIVE: Duration = Duration::from_secs(5);
+/// Default time graceful shutdown waits for in-flight requests.
+pub const GATEWAY_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
 /// The default action for each error class (every class the adapters
 /// produce). `rate_limited` waits for Retry-After only when it fits the
 /// budget, and otherwise moves on; `auth`, `billing` and `quota_exhausted`

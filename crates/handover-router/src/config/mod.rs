@@ -1,5 +1,5 @@
 //! Configuration (DESIGN §8): one TOML file with `[ledger]`,
-//! `[providers.NAME]`, `[policies.NAME]` and `[actions.NAME]`.
+//! `[providers.NAME]`, `[policies.NAME]`, `[actions.NAME]` and `[gateway]`.
 //!
 //! Two phases, as in the house style: raw serde structs that reject unknown
 //! fields, then validation into runtime types. Every problem names its path
@@ -11,6 +11,7 @@
 
 pub mod defaults;
 mod duration;
+mod gateway;
 mod issues;
 mod model;
 mod raw;
@@ -56,6 +57,7 @@ struct Inner {
     providers: BTreeMap<String, ProviderConfig>,
     policies: BTreeMap<String, PolicySettings>,
     actions: BTreeMap<String, ActionContract>,
+    gateway: Option<GatewaySettings>,
 }
 
 impl Config {
@@ -83,6 +85,7 @@ impl Config {
             providers: v.providers,
             policies: v.policies,
             actions: v.actions,
+            gateway: v.gateway,
         }));
         Ok((config, v.missing_keys))
     }
@@ -115,6 +118,11 @@ impl Config {
     /// All action contracts, by name.
     pub fn actions(&self) -> &BTreeMap<String, ActionContract> {
         &self.0.actions
+    }
+
+    /// `[gateway]` settings, if the file has that section.
+    pub fn gateway(&self) -> Option<&GatewaySettings> {
+        self.0.gateway.as_ref()
     }
 
     /// One policy.

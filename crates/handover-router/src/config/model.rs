@@ -1,7 +1,8 @@
 //! Validated, runtime configuration types. Built only by [`super::Config::parse`];
 //! every value here has passed validation.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use handover_providers::{ErrorClass, ProviderKind, Timeouts};
@@ -167,6 +168,11 @@ pub struct PolicySettings {
     pub max_attempts_per_provider: u32,
     /// Streaming commit point.
     pub commit_point: CommitPoint,
+    /// Stop waiting for a provider that has not answered after this long and
+    /// move on to the next one, without cancelling it: if it answers later,
+    /// the answer is recorded as late and used for nothing. `None`: wait for
+    /// each attempt's own timeouts.
+    pub hedge_after: Option<Duration>,
     /// Data classes this policy serves (each accepted by a provider in the chain).
     pub data_classes: BTreeSet<String>,
     /// Backoff schedule.
@@ -221,4 +227,46 @@ pub struct ActionContract {
     pub idempotency: Option<IdempotencyContract>,
     /// Authoritative lookup, if the application registers one.
     pub lookup: Option<LookupContract>,
+}
+
+/// `[gateway]`: the OpenAI-compatible gateway and operations API
+/// (`handover serve`). Tokens are stored as SHA-256 hashes only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewaySettings {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Largest accepted request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Interval of SSE keep-alive comments while a stream has nothing to send
+    /// (also how long a stream may wait before its response headers are sent).
+    pub keepalive: Duration,
+    /// How long graceful shutdown waits for in-flight requests.
+    pub shutdown_grace: Duration,
+    /// Client tokens, by name; each maps to one operation scope.
+    pub clients: BTreeMap<String, GatewayClient>,
+    /// Operator tokens, by name.
+    pub operators: BTreeMap<String, GatewayOperator>,
+    /// Model aliases a client may name in `model`: alias → policy.
+    /// Every policy is also reachable by its own name.
+    pub models: BTreeMap<String, String>,
+}
+
+/// `[gateway.clients.NAME]`: an agent backend calling the gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayClient {
+    /// The client's name in this file.
+    pub name: String,
+    /// SHA-256 of the bearer token.
+    pub token_sha256: [u8; 32],
+    /// The operation scope of every operation this client begins or reads.
+    pub scope: String,
+}
+
+/// `[gateway.operators.NAME]`: a human or tool that may resolve operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayOperator {
+    /// The operator's name (recorded as the actor of resolutions).
+    pub name: String,
+    /// SHA-256 of the bearer token.
+    pub token_sha256: [u8; 32],
 }

@@ -17,6 +17,7 @@ pub(crate) struct RawConfig {
     pub(crate) policies: BTreeMap<String, RawPolicy>,
     #[serde(default)]
     pub(crate) actions: BTreeMap<String, RawAction>,
+    pub(crate) gateway: Option<RawGateway>,
 }
 
 /// `[ledger]`.
@@ -93,6 +94,7 @@ pub(crate) struct RawPolicy {
     pub(crate) max_cost: Option<f64>,
     pub(crate) max_attempts_per_provider: Option<u64>,
     pub(crate) commit_point: Option<String>,
+    pub(crate) hedge_after: Option<String>,
     #[serde(default)]
     pub(crate) data_classes: Vec<String>,
     pub(crate) backoff: Option<RawBackoff>,
@@ -135,4 +137,35 @@ pub(crate) struct RawLookup {
     pub(crate) visibility_lag: String,
     pub(crate) check_every: Option<String>,
     pub(crate) max_check_every: Option<String>,
+}
+
+/// `[gateway]` (the OpenAI-compatible gateway and operations API).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGateway {
+    pub(crate) listen: Option<String>,
+    pub(crate) max_body_bytes: Option<u64>,
+    pub(crate) keepalive: Option<String>,
+    pub(crate) shutdown_grace: Option<String>,
+    #[serde(default)]
+    pub(crate) clients: BTreeMap<String, RawGatewayClient>,
+    #[serde(default)]
+    pub(crate) operators: BTreeMap<String, RawGatewayOperator>,
+    #[serde(default)]
+    pub(crate) models: BTreeMap<String, String>,
+}
+
+/// `[gateway.clients.NAME]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGatewayClient {
+    pub(crate) token_sha256: String,
+    pub(crate) scope: String,
+}
+
+/// `[gateway.operators.NAME]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGatewayOperator {
+    pub(crate) token_sha256: String,
 }

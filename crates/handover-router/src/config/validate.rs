@@ -19,6 +19,7 @@ pub(crate) struct Validated {
     pub(crate) providers: BTreeMap<String, ProviderConfig>,
     pub(crate) policies: BTreeMap<String, PolicySettings>,
     pub(crate) actions: BTreeMap<String, ActionContract>,
+    pub(crate) gateway: Option<GatewaySettings>,
     pub(crate) missing_keys: ConfigIssues,
 }
 
@@ -49,12 +50,16 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
             (name, a)
         })
         .collect();
+    let gateway = raw
+        .gateway
+        .map(|g| super::gateway::validate(&mut issues, &policies, g));
     if issues.is_empty() {
         Ok(Validated {
             ledger,
             providers,
             policies,
             actions,
+            gateway,
             missing_keys,
         })
     } else {
@@ -62,7 +67,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
     }
 }
 
-fn name_ok(issues: &mut ConfigIssues, path: &str, name: &str) {
+pub(super) fn name_ok(issues: &mut ConfigIssues, path: &str, name: &str) {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
@@ -76,7 +81,12 @@ fn name_ok(issues: &mut ConfigIssues, path: &str, name: &str) {
     }
 }
 
-fn positive(issues: &mut ConfigIssues, path: &str, value: Option<u64>, default: u64) -> u64 {
+pub(super) fn positive(
+    issues: &mut ConfigIssues,
+    path: &str,
+    value: Option<u64>,
+    default: u64,
+) -> u64 {
     match value {
         None => default,
         Some(0) => {
@@ -492,6 +502,10 @@ fn policy(
         };
         on.insert(class, parsed);
     }
+    let hedge_after = raw
+        .hedge_after
+        .as_deref()
+        .and_then(|h| parse(issues, &format!("{path}.hedge_after"), h));
     PolicySettings {
         name: name.to_owned(),
         chain: raw.chain,
@@ -509,6 +523,7 @@ fn policy(
             per_provider,
         ),
         commit_point,
+        hedge_after,
         data_classes,
         backoff,
         on,

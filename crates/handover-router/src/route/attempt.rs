@@ -25,6 +25,9 @@ pub enum AttemptResult {
     Answered,
     /// It failed with this class.
     Failed(ErrorClass),
+    /// The task stopped waiting for it (`hedge_after`) and moved on; its
+    /// request still runs, and whatever it returns is recorded as late.
+    Abandoned,
     /// It was not made.
     Skipped(SkipReason),
 }

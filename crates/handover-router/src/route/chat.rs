@@ -2,10 +2,10 @@
 
 use handover_providers::{ChatRequest, Provider};
 
-use super::Router;
 use super::attempt::{AttemptResult, Completion, FailureReason};
 use super::run::{Run, Step};
 use super::task::Task;
+use super::{Router, late};
 use crate::backoff::Backoff;
 use crate::error::RouterError;
 
@@ -44,8 +44,33 @@ impl Router {
                     }
                 };
                 let started = run.now();
-                let result = slot.provider.chat(req, &run.call_options(&slot)).await;
-                drop(permit);
+                let opts = run.call_options(&slot);
+                let result = match task.policy.hedge_after {
+                    None => {
+                        let result = slot.provider.chat(req, &opts).await;
+                        drop(permit);
+                        result
+                    }
+                    Some(after) => {
+                        let (s, r) = (slot.clone(), req.clone());
+                        let mut call = tokio::spawn(async move {
+                            let result = s.provider.chat(&r, &opts).await;
+                            (result, permit)
+                        });
+                        match tokio::time::timeout(after, &mut call).await {
+                            Ok(Ok((result, permit))) => {
+                                drop(permit);
+                                result
+                            }
+                            Ok(Err(join)) => std::panic::resume_unwind(join.into_panic()),
+                            Err(_waited) => {
+                                run.record(&slot, started, AttemptResult::Abandoned, true, None);
+                                late::watch(task, &slot, started, call);
+                                continue 'chain;
+                            }
+                        }
+                    }
+                };
                 tries += 1;
                 match result {
                     Ok(response) => {

@@ -10,6 +10,7 @@
 
 mod attempt;
 mod chat;
+mod late;
 mod run;
 mod slot;
 mod stream;
@@ -76,6 +77,7 @@ impl Router {
                 policy.max_requests,
                 policy.max_cost,
             )),
+            late: Arc::default(),
             policy,
         })
     }

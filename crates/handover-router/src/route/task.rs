@@ -1,10 +1,11 @@
 //! One user task: a policy and the budget every LLM call of the task
 //! shares (an agent turn may make several calls under one budget).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use handover_providers::{SendGate, SendInfo, SendRefused};
 
+use super::attempt::Attempt;
 use crate::budget::Budget;
 use crate::config::PolicySettings;
 
@@ -15,6 +16,7 @@ pub struct Task {
     pub(crate) id: uuid::Uuid,
     pub(crate) policy: PolicySettings,
     pub(crate) budget: Arc<Budget>,
+    pub(crate) late: Arc<Mutex<Vec<Attempt>>>,
 }
 
 impl Task {
@@ -26,6 +28,12 @@ impl Task {
     /// The policy it runs under.
     pub fn policy(&self) -> &PolicySettings {
         &self.policy
+    }
+
+    /// Attempts that answered (or failed) after the task had stopped waiting
+    /// for them. Recorded for the record only: nothing is done with them.
+    pub fn late_attempts(&self) -> Vec<Attempt> {
+        self.late.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Its budget (shared by every call, retry, sleep and switch).

@@ -1,0 +1,133 @@
+//! `[gateway]` validation: listen address, limits, client and operator
+//! tokens (SHA-256 hashes, never tokens) and model aliases. Kept apart from
+//! `validate.rs` so each file stays about one section.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+
+use super::defaults as d;
+use super::duration::parse_or;
+use super::issues::ConfigIssues;
+use super::model::{GatewayClient, GatewayOperator, GatewaySettings, PolicySettings};
+use super::raw::RawGateway;
+use super::validate::{name_ok, positive};
+
+pub(crate) fn validate(
+    issues: &mut ConfigIssues,
+    policies: &BTreeMap<String, PolicySettings>,
+    raw: RawGateway,
+) -> GatewaySettings {
+    let listen_text = raw.listen.as_deref().unwrap_or(d::GATEWAY_LISTEN);
+    let listen = listen_text.parse::<SocketAddr>().unwrap_or_else(|_| {
+        issues.push(
+            "gateway.listen",
+            format!("invalid address {listen_text:?} (expected IP:PORT, e.g. \"127.0.0.1:8787\")"),
+        );
+        SocketAddr::from(([127, 0, 0, 1], 0))
+    });
+    let max_body_bytes = positive(
+        issues,
+        "gateway.max_body_bytes",
+        raw.max_body_bytes,
+        d::GATEWAY_MAX_BODY_BYTES as u64,
+    ) as usize;
+    let keepalive = parse_or(
+        issues,
+        "gateway.keepalive",
+        raw.keepalive.as_deref(),
+        d::GATEWAY_KEEPALIVE,
+    );
+    let shutdown_grace = parse_or(
+        issues,
+        "gateway.shutdown_grace",
+        raw.shutdown_grace.as_deref(),
+        d::GATEWAY_SHUTDOWN_GRACE,
+    );
+    // One token, one principal: a hash listed twice would make the scope
+    // (or the operator role) of a request ambiguous.
+    let mut seen: HashMap<[u8; 32], String> = HashMap::new();
+    let mut token = |issues: &mut ConfigIssues, path: String, hex: &str| -> [u8; 32] {
+        let tpath = format!("{path}.token_sha256");
+        let Some(hash) = parse_sha256(hex) else {
+            issues.push(
+                tpath,
+                "must be the SHA-256 of the token as 64 hex digits (e.g. `printf %s TOKEN | sha256sum`)",
+            );
+            return [0; 32];
+        };
+        if let Some(first) = seen.insert(hash, path.clone()) {
+            issues.push(tpath, format!("the same token is already used by {first}"));
+        }
+        hash
+    };
+    let clients = raw
+        .clients
+        .into_iter()
+        .map(|(name, c)| {
+            let path = format!("gateway.clients.{name}");
+            name_ok(issues, &path, &name);
+            let token_sha256 = token(issues, path.clone(), &c.token_sha256);
+            if let Err(e) = handover_ledger::Scope::new(&c.scope) {
+                issues.push(format!("{path}.scope"), e.reason().to_owned());
+            }
+            let client = GatewayClient {
+                name: name.clone(),
+                token_sha256,
+                scope: c.scope,
+            };
+            (name, client)
+        })
+        .collect();
+    let operators = raw
+        .operators
+        .into_iter()
+        .map(|(name, o)| {
+            let path = format!("gateway.operators.{name}");
+            name_ok(issues, &path, &name);
+            let token_sha256 = token(issues, path, &o.token_sha256);
+            let operator = GatewayOperator {
+                name: name.clone(),
+                token_sha256,
+            };
+            (name, operator)
+        })
+        .collect();
+    for (alias, policy) in &raw.models {
+        let path = format!("gateway.models.{alias}");
+        let visible =
+            !alias.is_empty() && alias.len() <= 255 && alias.bytes().all(|b| b.is_ascii_graphic());
+        if !visible {
+            issues.push(&path, "an alias must be 1-255 visible ASCII characters");
+        }
+        if !policies.contains_key(policy) {
+            issues.push(&path, format!("unknown policy {policy:?}"));
+        } else if policies.contains_key(alias) && alias != policy {
+            issues.push(
+                &path,
+                format!("alias {alias:?} would hide the policy of the same name"),
+            );
+        }
+    }
+    GatewaySettings {
+        listen,
+        max_body_bytes,
+        keepalive,
+        shutdown_grace,
+        clients,
+        operators,
+        models: raw.models,
+    }
+}
+
+fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim().as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let digit = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = [0u8; 32];
+    for (i, pair) in hex.chunks_exact(2).enumerate() {
+        out[i] = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some(out)
+}
