@@ -29,9 +29,22 @@ pub(crate) fn reconcile(report: &crate::reconcile::ReconcileReport) {
     }
 }
 
-/// Sets the review queue size gauge.
-pub(crate) fn review_queue(size: usize) {
+/// Sets the unresolved-operation gauges: how many, and the oldest's age.
+pub(crate) fn review_queue(size: usize, oldest: std::time::Duration) {
     metrics::gauge!("handover_review_queue_size").set(size as f64);
+    metrics::gauge!("handover_oldest_unresolved_age_seconds").set(oldest.as_secs_f64());
+}
+
+/// Records the time from an operation's creation to its confirmation.
+pub(crate) fn confirmed_action(action: &str, elapsed: std::time::Duration) {
+    metrics::histogram!("handover_time_to_confirmed_action_seconds", "action" => action.to_owned())
+        .record(elapsed.as_secs_f64());
+}
+
+/// Records how long an operation stayed unknown before reconciliation resolved it.
+pub(crate) fn recovered(action: &str, unknown_for: std::time::Duration) {
+    metrics::histogram!("handover_recovery_time_seconds", "action" => action.to_owned())
+        .record(unknown_for.as_secs_f64());
 }
 
 /// Counts a user task (the denominator of the completion rate).

@@ -47,7 +47,10 @@ impl WriteGate {
                 attempts,
             });
         }
-        crate::metrics::review_queue(items.len());
+        crate::metrics::review_queue(
+            items.len(),
+            items.iter().map(|i| i.age).max().unwrap_or_default(),
+        );
         Ok(items)
     }
 

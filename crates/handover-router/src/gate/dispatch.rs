@@ -131,9 +131,15 @@ impl WriteGate {
             }
             Ok(Ok(Ok(ExecutorOutcome::Confirmed(result)))) => {
                 match self.ledger.confirm(&claim, result.clone(), None).await {
-                    Ok(_) => Ok(PerformOutcome::Confirmed {
-                        result,
-                        attempt: claim.attempt_number,
+                    Ok(rec) => Ok({
+                        crate::metrics::confirmed_action(
+                            req.action().as_str(),
+                            rec.updated_at.saturating_since(rec.created_at),
+                        );
+                        PerformOutcome::Confirmed {
+                            result,
+                            attempt: claim.attempt_number,
+                        }
                     }),
                     Err(source) => Err(RouterError::OutcomeNotRecorded {
                         outcome: "confirmed",

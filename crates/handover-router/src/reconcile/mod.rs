@@ -396,7 +396,8 @@ impl Reconciler {
         outcome: ResolvedAs,
         evidence: String,
     ) -> Result<(), RouterError> {
-        self.gate
+        let resolved = self
+            .gate
             .ledger()
             .resolve(
                 &rec.id,
@@ -407,6 +408,18 @@ impl Reconciler {
                 },
             )
             .await?;
+        if let State::Unknown(info) = &rec.state {
+            crate::metrics::recovered(
+                rec.action.as_str(),
+                resolved.updated_at.saturating_since(info.since),
+            );
+        }
+        if resolved.state.kind() == StateKind::Confirmed {
+            crate::metrics::confirmed_action(
+                rec.action.as_str(),
+                resolved.updated_at.saturating_since(rec.created_at),
+            );
+        }
         Ok(())
     }
 }
