@@ -108,6 +108,32 @@ impl Plan {
 }
 
 /// A raw mock provider at `base_url()` (`POST /v1/chat/completions`).
+///
+/// Each request is answered by the next scripted [`Plan`] (or the default
+/// one), on a fresh connection. Delays and gaps are tokio sleeps on the
+/// test's runtime, so paused-time tests cost no wall time:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::time::Duration;
+/// use handover_testkit::{After, Flavor, Plan, TcpProvider, bodies};
+///
+/// let p = TcpProvider::start(Flavor::OpenAi).await.unwrap();
+/// p.script([
+///     // Two text events, then silence with keep-alives every 100 ms: a
+///     // stalled stream that only looks alive.
+///     Plan::sse(
+///         bodies::text_stream(Flavor::OpenAi, &["Your parcel", " is"], false, false),
+///         After::KeepAlive(Duration::from_millis(100)),
+///     ),
+///     // An answer that arrives after 30 s (past a first-byte timeout).
+///     Plan::text(Flavor::OpenAi, "late").delayed(Duration::from_secs(30)),
+/// ]);
+/// assert!(p.base_url().starts_with("http://127.0.0.1:"));
+/// assert_eq!(p.requests(), 0);
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct TcpProvider {
     base_url: String,
