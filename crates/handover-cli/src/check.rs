@@ -11,7 +11,8 @@ use clap::Args;
 use handover::Config;
 use handover::router::RouterError;
 use handover::router::config::{
-    ActionContract, ErrorClass, LedgerBackend, LedgerSettings, PolicySettings, ProviderConfig,
+    ActionContract, ErrorClass, GatewaySettings, LedgerBackend, LedgerSettings, PolicySettings,
+    ProviderConfig,
 };
 
 use crate::term::Style;
@@ -102,6 +103,30 @@ fn render(out: &mut String, config: &Config, env: &dyn Fn(&str) -> Option<String
     }
     for a in config.actions().values() {
         action(out, a);
+    }
+    if let Some(g) = config.gateway() {
+        gateway(out, g, s);
+    }
+}
+
+fn gateway(out: &mut String, g: &GatewaySettings, s: Style) {
+    let _ = writeln!(out, "\n{}", s.bold("gateway"));
+    let _ = writeln!(
+        out,
+        "  listen {}, body at most {} bytes, keep-alive {}, shutdown grace {}",
+        g.listen,
+        g.max_body_bytes,
+        d(g.keepalive),
+        d(g.shutdown_grace)
+    );
+    // Token hashes are never printed, only who may call and in which scope.
+    for c in g.clients.values() {
+        let _ = writeln!(out, "  client {} -> scope {}", c.name, c.scope);
+    }
+    let operators: Vec<&String> = g.operators.values().map(|o| &o.name).collect();
+    let _ = writeln!(out, "  operators: {}", list(operators));
+    for (alias, policy) in &g.models {
+        let _ = writeln!(out, "  model {alias} -> policy {policy}");
     }
 }
 
@@ -225,6 +250,13 @@ fn policy(out: &mut String, p: &PolicySettings) {
         },
         list(&p.data_classes)
     );
+    if let Some(h) = p.hedge_after {
+        let _ = writeln!(
+            out,
+            "      hedge: stop waiting for a provider after {} (its late answer is recorded, never used)",
+            d(h)
+        );
+    }
     let table: Vec<String> = ErrorClass::ALL
         .iter()
         .map(|c| format!("{}={}", c.as_str(), p.action_for(*c).as_str()))

@@ -1,0 +1,116 @@
+//! `handover check`: every shipped config passes; broken ones fail with the
+//! path of each problem; an unset API-key variable is a warning.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use support::*;
+
+fn config_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config")
+}
+
+#[test]
+fn every_shipped_config_passes() {
+    let mut checked = 0;
+    for entry in std::fs::read_dir(config_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let out = ok(&run(&["check", "--config", path.to_str().unwrap()]));
+            assert!(out.contains("OK"), "{out}");
+            for section in ["ledger", "providers", "policies", "actions"] {
+                assert!(
+                    out.contains(section),
+                    "{path:?} output lacks {section}:\n{out}"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2, "config/ has the example files");
+}
+
+#[test]
+fn the_example_prints_resolved_chains_budgets_error_tables_and_contracts() {
+    let path = config_dir().join("handover.example.toml");
+    let out = handover()
+        .args(["check", "--config", path.to_str().unwrap()])
+        .env_remove("OPENAI_API_KEY")
+        .env("DEEPSEEK_API_KEY", "sk-secret-value-never-printed")
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    for needle in [
+        "chain openai -> deepseek -> local",
+        "deadline 1m, max 6 request(s) sent",
+        "overloaded=next",
+        "invalid_request=fail",
+        "data classes: internal, public",
+        "$OPENAI_API_KEY (NOT SET)",
+        "$DEEPSEEK_API_KEY (set)",
+        "idempotency: header Idempotency-Key",
+        "lookup: visibility lag 30s",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    let err = stderr(&out);
+    assert!(
+        err.contains("warning") && err.contains("OPENAI_API_KEY"),
+        "{err}"
+    );
+    assert!(!err.contains("DEEPSEEK_API_KEY is not set"), "{err}");
+    assert!(
+        !text.contains("sk-secret") && !err.contains("sk-secret"),
+        "keys are never printed"
+    );
+}
+
+fn check_text(dir: &Path, text: &str) -> (String, String) {
+    let path = dir.join("broken.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = run(&["check", "--config", path.to_str().unwrap()]);
+    let err = failed(&out);
+    (err, path.display().to_string())
+}
+
+#[test]
+fn broken_configs_fail_naming_the_path_of_every_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let provider = "[providers.primary]\nkind = \"openai_compatible\"\nbase_url = \"http://127.0.0.1:9\"\nmodel = \"m\"\n";
+
+    let (err, file) = check_text(
+        dir.path(),
+        &format!("{provider}[policies.default]\nchain = [\"primary\", \"deepsek\"]\n"),
+    );
+    assert!(
+        err.contains(r#"policies.default.chain[1]: unknown provider "deepsek""#),
+        "{err}"
+    );
+    assert!(err.contains(&file), "names the file: {err}");
+
+    let (err, _) = check_text(
+        dir.path(),
+        &format!("{provider}[ledger]\nbackend = \"sqlite\"\nbogus = 1\n"),
+    );
+    assert!(err.contains("ledger.bogus"), "{err}");
+
+    let (err, _) = check_text(
+        dir.path(),
+        &format!(
+            "{provider}[policies.default]\nchain = [\"primary\"]\ndeadline = \"soon\"\n[actions.ship]\nblock = \"galaxy\"\n"
+        ),
+    );
+    assert!(err.contains("policies.default.deadline"), "{err}");
+    assert!(
+        err.contains("actions.ship.block"),
+        "every problem, not just the first: {err}"
+    );
+
+    let (err, _) = check_text(dir.path(), "this is = = not toml");
+    assert!(err.contains("invalid TOML"), "{err}");
+
+    let missing = dir.path().join("nope.toml");
+    let err = failed(&run(&["check", "--config", missing.to_str().unwrap()]));
+    assert!(err.contains("nope.toml"), "{err}");
+}

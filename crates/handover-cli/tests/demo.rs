@@ -1,0 +1,148 @@
+//! `handover demo`: the story's output, its JSON, and a second run on the
+//! same ledger file, checked against the ledger file itself.
+
+mod support;
+
+use std::sync::Arc;
+
+use handover::ledger::{
+    AttemptKind, Ledger, ListFilter, OperationId, SqliteLedger, SqliteOptions, StateKind,
+};
+use serde_json::Value;
+use support::*;
+
+/// The value after `label` on its summary line.
+fn summary_value(out: &str, label: &str) -> String {
+    out.lines()
+        .find(|l| l.trim_start().starts_with(label))
+        .unwrap_or_else(|| panic!("no summary line {label:?} in:\n{out}"))
+        .trim_start()[label.len()..]
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn demo_prints_the_timeline_and_a_summary_with_one_effect_and_no_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    // The default ledger path is ./handover-demo.db.
+    let out = ok(&run_in(dir.path(), &["demo"]));
+    assert!(dir.path().join("handover-demo.db").is_file());
+    assert!(out.contains("Timeline"), "{out}");
+    for needle in [
+        "gpt-4o-mini answered",
+        "proposes create_shipment",
+        "[claimed -> dispatched]",
+        "connection dropped",
+        "[dispatched -> unknown]",
+        "failed: overloaded",
+        "under a NEW tool-call id",
+        "REFUSES to execute it again",
+        "visibility lag has not passed",
+        "[unknown -> confirmed]",
+        "replays the recorded confirmation",
+    ] {
+        assert!(out.contains(needle), "missing {needle:?} in:\n{out}");
+    }
+    assert!(!out.contains('\x1b'), "no colour when not on a terminal");
+    assert_eq!(summary_value(&out, "effects at destination"), "1");
+    assert_eq!(summary_value(&out, "duplicates"), "0");
+    assert_eq!(summary_value(&out, "unresolved"), "0");
+    assert_eq!(summary_value(&out, "final state"), "confirmed");
+    assert_eq!(summary_value(&out, "re-executions refused"), "1");
+    assert_eq!(
+        summary_value(&out, "destination requests"),
+        "1 action, 2 lookups"
+    );
+}
+
+fn demo_json(ledger: &std::path::Path) -> Value {
+    let out = ok(&run(&[
+        "demo",
+        "--ledger",
+        ledger.to_str().unwrap(),
+        "--json",
+    ]));
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[tokio::test]
+async fn demo_json_parses_and_a_second_run_on_the_same_ledger_is_safe() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("demo.db");
+
+    let first = demo_json(&path);
+    assert_eq!(first["run"], 1);
+    assert_eq!(first["key"], "K-701");
+    let s = &first["summary"];
+    assert_eq!(s["effects"], 1, "{s}");
+    assert_eq!(s["duplicates"], 0);
+    assert_eq!(s["unresolved"], 0);
+    assert_eq!(s["destination_requests"], 1);
+    assert_eq!(s["final_state"], "confirmed");
+    let events = first["timeline"].as_array().unwrap();
+    let actors: Vec<&str> = events
+        .iter()
+        .map(|e| e["actor"].as_str().unwrap())
+        .collect();
+    for actor in [
+        "user",
+        "provider",
+        "ledger",
+        "destination",
+        "gate",
+        "reconciler",
+    ] {
+        assert!(actors.contains(&actor), "no {actor} event: {actors:?}");
+    }
+    let at: Vec<u64> = events
+        .iter()
+        .map(|e| e["at_ms"].as_u64().unwrap())
+        .collect();
+    assert!(
+        at.windows(2).all(|w| w[0] <= w[1]),
+        "timeline in time order: {at:?}"
+    );
+    assert!(
+        *at.last().unwrap() >= 30_000,
+        "the story spans the 30 s visibility lag"
+    );
+
+    let second = demo_json(&path);
+    assert_eq!(second["run"], 2);
+    assert_eq!(second["key"], "K-701-2");
+    assert_eq!(second["summary"]["effects"], 1, "one effect per run");
+    assert_eq!(second["summary"]["duplicates"], 0);
+    assert_eq!(second["earlier"][0]["key"], "K-701");
+    assert_eq!(second["earlier"][0]["state"], "confirmed");
+    let said = second["timeline"][0]["what"].as_str().unwrap();
+    assert!(
+        said.contains("already has customer-42 K-701 confirmed")
+            && said.contains("0 request(s) sent"),
+        "{said}"
+    );
+
+    // The ledger file agrees: two operations, each confirmed after exactly one dispatch.
+    let ledger = Arc::new(
+        SqliteLedger::open(&path, SqliteOptions::default())
+            .await
+            .unwrap(),
+    );
+    let all = ledger.list(&ListFilter::default()).await.unwrap();
+    assert_eq!(all.len(), 2);
+    for rec in &all {
+        assert_eq!(rec.state.kind(), StateKind::Confirmed, "{rec:?}");
+        assert_eq!(rec.dispatch_count, 1, "{rec:?}");
+    }
+    let attempts = ledger
+        .attempts(&OperationId::new("customer-42", "K-701").unwrap())
+        .await
+        .unwrap();
+    let dispatches = attempts
+        .iter()
+        .filter(|a| a.kind == AttemptKind::Dispatch)
+        .count();
+    assert_eq!(
+        dispatches, 1,
+        "the replay in run 2 sent nothing: {attempts:?}"
+    );
+}

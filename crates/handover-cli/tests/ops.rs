@@ -1,0 +1,346 @@
+//! `handover ops`: list, show, resolve and purge on a real SQLite ledger
+//! file prepared through the ledger library, checked afterwards through the
+//! ledger library again (as a fresh process would see it).
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use handover::ledger::{
+    AttemptKind, BeginOptions, BeginOutcome, Dispatch, Ledger, Limits, OperationId,
+    OperationRequest, Owner, SqliteLedger, SqliteOptions, State, StateKind, UnknownReport,
+};
+use serde_json::{Value, json};
+use support::*;
+
+const SCOPE: &str = "customer-42";
+
+async fn open(path: &Path) -> SqliteLedger {
+    SqliteLedger::open(path, SqliteOptions::default())
+        .await
+        .unwrap()
+}
+
+/// `K-1` unknown (lost confirmation, waiting for review) and `K-2` confirmed.
+async fn prepare(path: &Path) {
+    let ledger = open(path).await;
+    let opts = BeginOptions::new("agent-a", Duration::from_secs(30));
+    let req = |key: &str| {
+        OperationRequest::new(
+            SCOPE,
+            key,
+            "create_shipment",
+            &json!({"order_id": "1042", "sku": "MUG"}),
+            &Limits::default(),
+        )
+        .unwrap()
+    };
+    for key in ["K-1", "K-2"] {
+        let BeginOutcome::Started(claim) = ledger.begin(&req(key), &opts).await.unwrap() else {
+            panic!("fresh ledger")
+        };
+        ledger
+            .mark_dispatched(
+                &claim,
+                Dispatch {
+                    executor: "agent-a".into(),
+                    metadata: Some(json!({"tool_call_id": "call_abc"})),
+                },
+            )
+            .await
+            .unwrap();
+        if key == "K-1" {
+            ledger
+                .mark_unknown(
+                    &claim,
+                    UnknownReport {
+                        reason: "destination outcome unknown".into(),
+                        evidence: Some("connection reset after sending".into()),
+                        owner: Owner::Review,
+                        next_check_at: None,
+                    },
+                )
+                .await
+                .unwrap();
+        } else {
+            ledger
+                .confirm(&claim, json!({"id": "rec-9"}), Some("201 Created".into()))
+                .await
+                .unwrap();
+        }
+    }
+    ledger.close().await;
+}
+
+async fn state_and_attempts(path: &Path, key: &str) -> (State, usize) {
+    let ledger = open(path).await;
+    let id = OperationId::new(SCOPE, key).unwrap();
+    let rec = ledger.get(&id).await.unwrap().unwrap();
+    let n = ledger.attempts(&id).await.unwrap().len();
+    ledger.close().await;
+    (rec.state, n)
+}
+
+#[tokio::test]
+async fn list_and_show_an_unknown_operation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    prepare(&path).await;
+    let p = path.to_str().unwrap();
+
+    let out = ok(&run(&["ops", "list", "--ledger", p, "--state", "unknown"]));
+    assert!(
+        out.contains("K-1") && out.contains("review: destination outcome unknown"),
+        "{out}"
+    );
+    assert!(!out.contains("K-2"), "filtered by state: {out}");
+
+    let all = ok(&run(&["ops", "list", "--ledger", p]));
+    assert!(all.contains("K-1") && all.contains("K-2"), "{all}");
+
+    let json: Value = serde_json::from_str(&ok(&run(&[
+        "ops", "list", "--ledger", p, "--state", "unknown", "--scope", SCOPE, "--json",
+    ])))
+    .unwrap();
+    let items = json.as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["id"]["key"], "K-1");
+    assert_eq!(items[0]["state"]["state"], "unknown");
+
+    let old = ok(&run(&[
+        "ops",
+        "list",
+        "--ledger",
+        p,
+        "--state",
+        "unknown",
+        "--older-than",
+        "1h",
+    ]));
+    assert!(old.contains("no operations match"), "{old}");
+    let other = ok(&run(&[
+        "ops",
+        "list",
+        "--ledger",
+        p,
+        "--scope",
+        "customer-7",
+    ]));
+    assert!(other.contains("no operations match"), "{other}");
+
+    let show = ok(&run(&["ops", "show", "--ledger", p, SCOPE, "K-1"]));
+    for needle in [
+        "create_shipment",
+        r#""order_id":"1042""#,
+        "unknown since",
+        "owner           review",
+        "dispatch",
+        "connection reset after sending",
+        "call_abc",
+    ] {
+        assert!(show.contains(needle), "missing {needle:?} in:\n{show}");
+    }
+    let shown: Value = serde_json::from_str(&ok(&run(&[
+        "ops", "show", "--ledger", p, SCOPE, "K-1", "--json",
+    ])))
+    .unwrap();
+    assert_eq!(shown["operation"]["params"]["sku"], "MUG");
+    assert_eq!(shown["attempts"].as_array().unwrap().len(), 1);
+
+    let err = failed(&run(&["ops", "show", "--ledger", p, SCOPE, "K-404"]));
+    assert!(err.contains("no operation"), "{err}");
+    let err = failed(&run(&["ops", "list", "--ledger", p, "--state", "lost"]));
+    assert!(err.contains("--state"), "{err}");
+}
+
+#[tokio::test]
+async fn resolve_needs_evidence_and_actor_and_refusals_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    prepare(&path).await;
+    let p = path.to_str().unwrap();
+    let before = state_and_attempts(&path, "K-1").await;
+    assert_eq!(before.0.kind(), StateKind::Unknown);
+
+    // No evidence, empty evidence, no actor: refused, nothing written.
+    for args in [
+        vec!["--confirmed", "--actor", "alice"],
+        vec!["--confirmed", "--actor", "alice", "--evidence", "  "],
+        vec!["--rejected", "--evidence", "carrier export has no shipment"],
+        vec!["--evidence", "x", "--actor", "alice"],
+        vec![
+            "--confirmed",
+            "--actor",
+            "alice",
+            "--evidence",
+            "x",
+            "--result",
+            "{not json",
+        ],
+    ] {
+        let mut full = vec!["ops", "resolve", "--ledger", p, SCOPE, "K-1"];
+        full.extend(args.iter().copied());
+        failed(&run(&full));
+        assert_eq!(
+            state_and_attempts(&path, "K-1").await,
+            before,
+            "{args:?} changed the ledger"
+        );
+    }
+    let err = failed(&run(&[
+        "ops",
+        "resolve",
+        "--ledger",
+        p,
+        SCOPE,
+        "K-1",
+        "--confirmed",
+        "--actor",
+        "alice",
+    ]));
+    assert!(err.contains("evidence"), "{err}");
+
+    // With evidence and actor: confirmed, recorded as an operator attempt.
+    let out = ok(&run(&[
+        "ops",
+        "resolve",
+        "--ledger",
+        p,
+        SCOPE,
+        "K-1",
+        "--confirmed",
+        "--evidence",
+        "carrier portal shows SHP-88",
+        "--actor",
+        "alice",
+        "--result",
+        r#"{"shipment":"SHP-88"}"#,
+    ]));
+    assert!(out.contains("unknown -> confirmed"), "{out}");
+    let (state, attempts) = state_and_attempts(&path, "K-1").await;
+    let State::Confirmed {
+        result, evidence, ..
+    } = &state
+    else {
+        panic!("{state:?}")
+    };
+    assert_eq!(result, &json!({"shipment": "SHP-88"}));
+    assert_eq!(evidence.as_deref(), Some("carrier portal shows SHP-88"));
+    assert_eq!(attempts, before.1 + 1);
+    {
+        let ledger = open(&path).await;
+        let log = ledger
+            .attempts(&OperationId::new(SCOPE, "K-1").unwrap())
+            .await
+            .unwrap();
+        let last = log.last().unwrap();
+        assert_eq!(
+            (last.kind, last.executor.as_str()),
+            (AttemptKind::Operator, "alice")
+        );
+        ledger.close().await;
+    }
+
+    // A transition the state machine forbids is refused and changes nothing.
+    for key in ["K-1", "K-2"] {
+        let before = state_and_attempts(&path, key).await;
+        let err = failed(&run(&[
+            "ops",
+            "resolve",
+            "--ledger",
+            p,
+            SCOPE,
+            key,
+            "--rejected",
+            "--evidence",
+            "changed my mind",
+            "--actor",
+            "bob",
+        ]));
+        assert!(
+            err.contains("confirmed") && err.contains("refused"),
+            "{err}"
+        );
+        assert_eq!(state_and_attempts(&path, key).await, before);
+    }
+    let err = failed(&run(&[
+        "ops",
+        "resolve",
+        "--ledger",
+        p,
+        SCOPE,
+        "K-404",
+        "--rejected",
+        "--evidence",
+        "e",
+        "--actor",
+        "bob",
+    ]));
+    assert!(err.contains("no operation"), "{err}");
+}
+
+#[tokio::test]
+async fn ops_open_the_ledger_a_config_names_and_never_create_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    prepare(&path).await;
+    let config = dir.path().join("handover.toml");
+    std::fs::write(
+        &config,
+        "[ledger]\nbackend = \"sqlite\"\npath = \"ledger.db\"\nreplay_window = \"1h\"\n",
+    )
+    .unwrap();
+
+    // Relative to the current directory, as the library opens it.
+    let out = ok(&run_in(
+        dir.path(),
+        &[
+            "ops",
+            "list",
+            "--config",
+            "handover.toml",
+            "--state",
+            "unknown",
+        ],
+    ));
+    assert!(out.contains("K-1"), "{out}");
+    let purge = ok(&run_in(
+        dir.path(),
+        &["ops", "purge", "--config", "handover.toml"],
+    ));
+    assert!(
+        purge.contains("replay window 1h") && purge.contains("tombstoned 0"),
+        "{purge}"
+    );
+    let purge: Value = serde_json::from_str(&ok(&run(&[
+        "ops",
+        "purge",
+        "--ledger",
+        path.to_str().unwrap(),
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(purge["deleted"], 0);
+
+    let missing = dir.path().join("missing.db");
+    let err = failed(&run(&[
+        "ops",
+        "list",
+        "--ledger",
+        missing.to_str().unwrap(),
+    ]));
+    assert!(err.contains("no ledger file"), "{err}");
+    assert!(!missing.exists(), "an inspection never creates a ledger");
+
+    let memory = dir.path().join("memory.toml");
+    std::fs::write(&memory, "[ledger]\nbackend = \"memory\"\n").unwrap();
+    let err = failed(&run(&["ops", "list", "--config", memory.to_str().unwrap()]));
+    assert!(err.contains("memory"), "{err}");
+
+    // Neither or both sources: a usage error.
+    failed(&run(&["ops", "list"]));
+    failed(&run(&[
+        "ops", "list", "--ledger", "a.db", "--config", "b.toml",
+    ]));
+}
