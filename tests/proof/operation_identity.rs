@@ -121,6 +121,10 @@ pub async fn changed_parameters_from_the_fallback_are_a_conflict_and_never_execu
     );
 
     assert_eq!(dest.action_requests().await, 1, "nothing else was executed");
+    assert_eq!(
+        (primary.requests().await, fallback.requests().await),
+        (2, 3)
+    );
     assert_eq!(dest.effect_count(), 1);
     assert_eq!(dest.records()[0].body["qty"], 1);
     let rec = store.record(SCOPE, "K-701").await;

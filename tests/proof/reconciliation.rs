@@ -162,6 +162,11 @@ pub async fn an_operation_briefly_invisible_to_the_lookup_stays_unknown_then_is_
         "reconciliation never re-sent"
     );
     assert_eq!(dest.effect_count(), 1);
+    assert_eq!(
+        (primary.requests().await, fallback.requests().await),
+        (2, 2),
+        "the overloaded primary's breaker sends later turns to the fallback"
+    );
 
     run.score.task(true);
     run.settle(&store, Some(&dest)).await;
