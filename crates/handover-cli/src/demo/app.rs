@@ -79,15 +79,9 @@ pub(super) fn executor(dest: &MockDestination) -> impl Executor + 'static {
             if let Some(header) = &ctx.idempotency_header {
                 req = req.header(header.as_str(), ctx.destination_key.as_str());
             }
-            let resp = req
-                .send()
-                .await
-                .map_err(|e| ExecutorError::from_reqwest(&e))?;
+            let resp = req.send().await.map_err(|e| transport_error(&e))?;
             let status = resp.status();
-            let text = resp
-                .text()
-                .await
-                .map_err(|e| ExecutorError::from_reqwest(&e))?;
+            let text = resp.text().await.map_err(|e| transport_error(&e))?;
             if status.is_success() {
                 Ok(ExecutorOutcome::Confirmed(
                     serde_json::from_str(&text).unwrap_or(Value::Null),
@@ -103,6 +97,24 @@ pub(super) fn executor(dest: &MockDestination) -> impl Executor + 'static {
                 )))
             }
         }
+    }
+}
+
+/// The router's classification (only a connect error proves nothing was
+/// sent), with the whole error chain as evidence ("connection closed before
+/// message completed" is what the operator needs to read).
+fn transport_error(e: &reqwest::Error) -> ExecutorError {
+    let mut chain = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        chain.push_str(": ");
+        chain.push_str(&s.to_string());
+        source = s.source();
+    }
+    if ExecutorError::from_reqwest(e).was_sent() {
+        ExecutorError::maybe_sent(format!("transport error after connecting: {chain}"))
+    } else {
+        ExecutorError::not_sent(format!("connect error: {chain}"))
     }
 }
 
