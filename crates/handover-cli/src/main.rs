@@ -24,7 +24,7 @@ use clap::{Args, Parser, Subcommand};
 
 /// Handover: LLM fallback that never performs a user's business action twice.
 #[derive(Debug, Parser)]
-#[command(name = "handover", version, about, long_about = None)]
+#[command(name = "handover", version, long_about = None)]
 #[command(
     after_help = "Start here:\n  handover demo\n\nThen:\n  handover check --config config/handover.example.toml"
 )]

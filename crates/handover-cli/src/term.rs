@@ -160,3 +160,35 @@ pub(crate) fn table(rows: &[Vec<String>]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_columns_and_leaves_no_trailing_padding() {
+        let rows = vec![
+            vec!["SCOPE".to_owned(), "KEY".to_owned(), "STATE".to_owned()],
+            vec![
+                "customer-42".to_owned(),
+                "K-1".to_owned(),
+                "unknown".to_owned(),
+            ],
+        ];
+        assert_eq!(
+            table(&rows),
+            "SCOPE        KEY  STATE\ncustomer-42  K-1  unknown\n"
+        );
+    }
+
+    #[test]
+    fn ages_are_coarse_and_timestamps_are_utc() {
+        assert_eq!(age(Duration::from_millis(450)), "450ms");
+        assert_eq!(age(Duration::from_secs(725)), "12m 5s");
+        assert_eq!(age(Duration::from_secs(3 * 3600 + 125)), "3h 2m");
+        assert_eq!(
+            rfc3339(Timestamp::from_millis(1_700_000_000_123)),
+            "2023-11-14T22:13:20.123Z"
+        );
+    }
+}
