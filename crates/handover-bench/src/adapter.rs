@@ -70,10 +70,7 @@ fn report(
 pub(crate) async fn run(args: Args) -> BenchResult {
     let ops = args.number("ops", 10_000)? as usize;
     let warmup = (ops / 10).clamp(100, 1_000);
-    let base = format!(
-        "{}/v1",
-        mock_http::start(mock_http::llm_answers())?
-    );
+    let base = format!("{}/v1", mock_http::start(mock_http::llm_answers())?);
     let key = "sk-bench-not-a-real-key";
     let provider = AnyProvider::new(
         ProviderSettings::new("bench", ProviderKind::OpenAi, "gpt-4o-mini")

@@ -12,7 +12,9 @@ impl Args {
         let mut it = raw.into_iter();
         while let Some(name) = it.next() {
             let Some(stripped) = name.strip_prefix("--") else {
-                return Err(format!("unexpected argument {name:?} (expected --name value)"));
+                return Err(format!(
+                    "unexpected argument {name:?} (expected --name value)"
+                ));
             };
             let value = it
                 .next()
@@ -24,7 +26,10 @@ impl Args {
 
     /// The string value of `--name`, or `default`.
     pub(crate) fn string(&self, name: &str, default: &str) -> String {
-        self.0.get(name).cloned().unwrap_or_else(|| default.to_owned())
+        self.0
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| default.to_owned())
     }
 
     /// The numeric value of `--name`, or `default`; a non-number is an error naming it.

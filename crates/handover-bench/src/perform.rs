@@ -23,8 +23,19 @@ use crate::{BenchResult, args::Args};
 
 const RECORD: &str = r#"{"id":"rec-1","status":"created"}"#;
 
-async fn post(client: &reqwest::Client, url: &str, body: &serde_json::Value) -> Result<serde_json::Value, reqwest::Error> {
-    client.post(url).json(body).send().await?.error_for_status()?.json().await
+async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+) -> Result<serde_json::Value, reqwest::Error> {
+    client
+        .post(url)
+        .json(body)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await
 }
 
 /// Runs the `perform` benchmark.
@@ -37,17 +48,26 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         sse: RECORD.as_bytes().into(),
     })?;
     let url = Arc::new(format!("{base}/records"));
-    let client = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .build()?;
 
     let dir = tempdir_here()?;
     let ledger: Arc<dyn Ledger> = match backend.as_str() {
-        "memory" => Arc::new(MemoryLedger::new(Arc::new(SystemClock), Default::default(), Default::default())),
+        "memory" => Arc::new(MemoryLedger::new(
+            Arc::new(SystemClock),
+            Default::default(),
+            Default::default(),
+        )),
         "sqlite" => Arc::new(
             SqliteLedger::open(dir.join("perform-bench.db"), SqliteOptions::default()).await?,
         ),
         other => return Err(format!("--backend: expected memory or sqlite, got {other:?}").into()),
     };
-    let config = Config::parse("[ledger]\nbackend = \"memory\"\n[actions.create_shipment]\ntimeout = \"10s\"\n", &|_| None)?;
+    let config = Config::parse(
+        "[ledger]\nbackend = \"memory\"\n[actions.create_shipment]\ntimeout = \"10s\"\n",
+        &|_| None,
+    )?;
     let gate = Arc::new(WriteGate::new(ledger, config, Arc::new(SystemClock)).with_holder("bench"));
 
     let body = serde_json::json!({"order": "O-1", "sku": "SKU-123", "qty": 1});
@@ -77,13 +97,19 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     let executor = Arc::new(executor);
     let run_id = uuid::Uuid::now_v7().to_string();
     let perform = {
-        let (gate, body, executor, run_id) = (gate.clone(), body.clone(), executor.clone(), run_id.clone());
+        let (gate, body, executor, run_id) =
+            (gate.clone(), body.clone(), executor.clone(), run_id.clone());
         move |i: usize| {
-            let (gate, body, executor, run_id) = (gate.clone(), body.clone(), executor.clone(), run_id.clone());
+            let (gate, body, executor, run_id) =
+                (gate.clone(), body.clone(), executor.clone(), run_id.clone());
             async move {
                 let t = Instant::now();
-                let req = gate.request("bench", &format!("{run_id}-{i}"), "create_shipment", &body)?;
-                match gate.perform(&req, executor.as_ref(), PerformOptions::default()).await? {
+                let req =
+                    gate.request("bench", &format!("{run_id}-{i}"), "create_shipment", &body)?;
+                match gate
+                    .perform(&req, executor.as_ref(), PerformOptions::default())
+                    .await?
+                {
                     PerformOutcome::Confirmed { .. } => Ok(t.elapsed()),
                     other => Err(format!("unexpected outcome {other:?}").into()),
                 }
@@ -101,7 +127,12 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     measure(warm, concurrency, perform_warm).await?;
     let (mut b, _) = measure(ops, concurrency, baseline).await?;
     let (mut p, wall) = measure(ops, concurrency, perform).await?;
-    let (p50, p99, b50, b99) = (p.quantile_us(0.5), p.quantile_us(0.99), b.quantile_us(0.5), b.quantile_us(0.99));
+    let (p50, p99, b50, b99) = (
+        p.quantile_us(0.5),
+        p.quantile_us(0.99),
+        b.quantile_us(0.5),
+        b.quantile_us(0.99),
+    );
     emit(serde_json::json!({
         "bench": "perform",
         "backend": backend,

@@ -11,7 +11,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use handover_providers::{AnyProvider, CallOptions, ChatRequest, Message, Provider, ProviderKind, ProviderSettings};
+use handover_providers::{
+    AnyProvider, CallOptions, ChatRequest, Message, Provider, ProviderKind, ProviderSettings,
+};
 use handover_router::config::Config;
 use handover_router::route::Router;
 
@@ -29,7 +31,9 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         ProviderSettings::new("direct", ProviderKind::OpenAi, "gpt-4o-mini").with_base_url(&base),
     )?);
     let provider_toml = |name: &str| {
-        format!("[providers.{name}]\nkind = \"openai\"\nbase_url = \"{base}\"\nmodel = \"gpt-4o-mini\"\nmax_concurrency = 1024\n")
+        format!(
+            "[providers.{name}]\nkind = \"openai\"\nbase_url = \"{base}\"\nmodel = \"gpt-4o-mini\"\nmax_concurrency = 1024\n"
+        )
     };
     let config = Config::parse(
         &format!(
@@ -55,7 +59,13 @@ pub(crate) async fn run(args: Args) -> BenchResult {
                     let t = Instant::now();
                     let opts = CallOptions::default();
                     if stream {
-                        std::hint::black_box(provider.chat_stream(&req, &opts).await?.into_response().await?);
+                        std::hint::black_box(
+                            provider
+                                .chat_stream(&req, &opts)
+                                .await?
+                                .into_response()
+                                .await?,
+                        );
                     } else {
                         std::hint::black_box(provider.chat(&req, &opts).await?);
                     }
@@ -94,7 +104,12 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         let (r2, w2) = measure(half, concurrency, routed).await?;
         d.extend(d2);
         r.extend(r2);
-        let (p50, p99, b50, b99) = (r.quantile_us(0.5), r.quantile_us(0.99), d.quantile_us(0.5), d.quantile_us(0.99));
+        let (p50, p99, b50, b99) = (
+            r.quantile_us(0.5),
+            r.quantile_us(0.99),
+            d.quantile_us(0.5),
+            d.quantile_us(0.99),
+        );
         emit(serde_json::json!({
             "bench": "router",
             "mode": if stream { "chat_stream" } else { "chat" },

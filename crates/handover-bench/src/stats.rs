@@ -50,7 +50,11 @@ pub(crate) fn round2(x: f64) -> f64 {
 }
 
 /// Runs `ops` operations on `concurrency` workers; `op(i)` returns its latency.
-pub(crate) async fn measure<F, Fut>(ops: usize, concurrency: usize, op: F) -> Result<(Samples, Duration), Box<dyn std::error::Error + Send + Sync>>
+pub(crate) async fn measure<F, Fut>(
+    ops: usize,
+    concurrency: usize,
+    op: F,
+) -> Result<(Samples, Duration), Box<dyn std::error::Error + Send + Sync>>
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Duration, Box<dyn std::error::Error + Send + Sync>>> + Send,
@@ -76,4 +80,3 @@ where
     }
     Ok((all, start.elapsed()))
 }
-
