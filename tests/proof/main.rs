@@ -66,17 +66,26 @@ macro_rules! per_backend {
         }
         /// PostgreSQL when `HANDOVER_TEST_POSTGRES_URL` is set. The hook:
         /// once `handover-ledger` has a PostgreSQL backend, open it in
-        /// `support::store::Store::open_ledger` and drop the `ignore`.
+        /// `support::store::Store::open_ledger` and drop the `ignore`s.
         mod postgres {
             $(
                 #[$attr]
                 #[ignore = "handover-ledger has no PostgreSQL backend yet (issue 6)"]
                 async fn $name() {
-                    let url = std::env::var("HANDOVER_TEST_POSTGRES_URL")
-                        .expect("HANDOVER_TEST_POSTGRES_URL must be set for the postgres suite");
-                    super::$name(crate::support::Run::new(crate::support::Backend::Postgres(url), false)).await;
+                    super::$name(crate::support::Run::new(crate::support::Backend::postgres(), false)).await;
                 }
             )*
+            $(
+                mod across_restart {
+                    $(
+                        #[$rattr]
+                        #[ignore = "handover-ledger has no PostgreSQL backend yet (issue 6)"]
+                        async fn $rname() {
+                            super::super::$rname(crate::support::Run::new(crate::support::Backend::postgres(), true)).await;
+                        }
+                    )*
+                }
+            )?
         }
     };
 }

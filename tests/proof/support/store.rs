@@ -26,6 +26,17 @@ pub enum Backend {
     Postgres(String),
 }
 
+impl Backend {
+    /// PostgreSQL on `HANDOVER_TEST_POSTGRES_URL`; a test asking for it
+    /// without the variable fails rather than skips.
+    pub fn postgres() -> Backend {
+        Backend::Postgres(
+            std::env::var("HANDOVER_TEST_POSTGRES_URL")
+                .expect("HANDOVER_TEST_POSTGRES_URL must be set for the postgres suite"),
+        )
+    }
+}
+
 /// A ledger store that outlives ledger instances (the file, the database),
 /// the clock both the ledger and the destination read, and the ledger
 /// instance of the current "process".
@@ -81,9 +92,12 @@ impl Store {
             }
             // The hook for the PostgreSQL backend (issue 6). When
             // `handover_ledger::PostgresLedger` exists, open it here on the
-            // URL (with the shared clock) and enable the `postgres` arm of
-            // `per_backend!` in main.rs. A set but unreachable URL must fail
-            // the test, never skip it.
+            // URL with the shared clock, and drop the `ignore`s of the
+            // `postgres` modules in `per_backend!` (main.rs). A set but
+            // unreachable URL must fail the test, never skip it. Scenarios
+            // reuse identities (`customer-42`/`K-701`) and run in parallel,
+            // so each `Store` needs its own schema (or database), created in
+            // `Store::open` and kept across `restart`.
             Backend::Postgres(url) => panic!(
                 "HANDOVER_TEST_POSTGRES_URL is set ({url}) but handover-ledger has no PostgreSQL backend yet"
             ),
