@@ -145,12 +145,7 @@ pub(super) async fn play(path: &Path) -> anyhow::Result<Report> {
         key,
         clock: CLOCK,
         earlier: earlier.iter().map(earlier_entry).collect(),
-        timeline: {
-            let mut events = cast.tl.events;
-            // Stable: events recorded at the same instant keep story order.
-            events.sort_by_key(|e| e.at_ms);
-            events
-        },
+        timeline: cast.tl.events,
         summary,
     })
 }
@@ -409,11 +404,13 @@ impl Cast {
                 },
             )
             .await?;
+        let answered_at = self.clock.now();
         let sent = self.dest.action_requests().await - before;
         match &out2 {
             PerformOutcome::Unresolved(info) => {
                 self.refused += 1;
-                self.tl.push(
+                self.tl.push_at(
+                    answered_at,
                     Actor::Gate,
                     "write gate",
                     None,
@@ -427,7 +424,8 @@ impl Cast {
                     Some("unknown, unchanged"),
                 );
             }
-            other => self.tl.push(
+            other => self.tl.push_at(
+                answered_at,
                 Actor::Gate,
                 "write gate",
                 None,

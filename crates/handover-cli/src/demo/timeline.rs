@@ -136,9 +136,12 @@ impl Timeline {
         what: impl Into<String>,
         state: Option<&str>,
     ) {
-        let at = self.offset(t);
+        let at = u64::try_from(self.offset(t).as_millis()).unwrap_or(u64::MAX);
+        // Events are pushed in story order; times recorded in whole
+        // milliseconds by different parts may round a hair backwards.
+        let at_ms = at.max(self.events.last().map_or(0, |e| e.at_ms));
         self.events.push(Event {
-            at_ms: u64::try_from(at.as_millis()).unwrap_or(u64::MAX),
+            at_ms,
             actor,
             name: name.to_owned(),
             attempt,
