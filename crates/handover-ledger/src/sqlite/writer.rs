@@ -40,12 +40,14 @@ pub(super) async fn run_direct(
         Ok(answer) => {
             if let Err(e) = conn.execute("COMMIT").await {
                 let _ = conn.execute("ROLLBACK").await;
+                tracing::warn!(error = %e, "ledger commit failed; transaction rolled back");
                 return Err(map_err("committing", e));
             }
             answer
         }
         Err(e) => {
             let _ = conn.execute("ROLLBACK").await;
+            tracing::warn!(error = %e, "ledger write failed; transaction rolled back");
             Err(e)
         }
     }
@@ -162,6 +164,7 @@ fn fail_all(
     e: &dyn std::fmt::Display,
 ) {
     let message = e.to_string();
+    tracing::warn!(context, error = %message, "ledger write failed; transaction rolled back");
     for r in replies {
         let _ = r.send(Err(LedgerError::Unavailable {
             context,

@@ -1,0 +1,83 @@
+//! A store that cannot be written fails closed: the caller gets
+//! `Unavailable` (no claim, so nothing is sent) and nothing is recorded.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use handover_ledger::{
+    BeginOptions, BeginOutcome, Ledger, Limits, OperationRequest, SqliteLedger, SqliteOptions,
+};
+use serde_json::json;
+use sqlx::{ConnectOptions, Executor};
+
+fn request() -> OperationRequest {
+    OperationRequest::new(
+        "t",
+        "K-1",
+        "create_shipment",
+        &json!({"n": 1}),
+        &Limits::default(),
+    )
+    .expect("request")
+}
+
+#[tokio::test]
+async fn an_unopenable_file_is_unavailable() {
+    let dir = tempfile::tempdir().expect("dir");
+    let err = SqliteLedger::open(
+        dir.path().join("missing/dir/ledger.db"),
+        SqliteOptions::default(),
+    )
+    .await
+    .expect_err("cannot create a file in a missing directory");
+    assert!(err.is_unavailable(), "got {err:?}");
+}
+
+async fn locked_store_fails_closed(group_commit: bool) {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("ledger.db");
+    let ledger = SqliteLedger::open(
+        &path,
+        SqliteOptions {
+            busy_timeout: Duration::from_millis(50),
+            group_commit,
+            ..SqliteOptions::default()
+        },
+    )
+    .await
+    .expect("open");
+    let ledger: Arc<dyn Ledger> = Arc::new(ledger);
+
+    // Another process holds the write lock.
+    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .connect()
+        .await
+        .expect("other connection");
+    other.execute("BEGIN IMMEDIATE").await.expect("lock");
+
+    let req = request();
+    let opts = BeginOptions::new("a", Duration::from_secs(30));
+    let err = ledger
+        .begin(&req, &opts)
+        .await
+        .expect_err("no claim while locked");
+    assert!(err.is_unavailable(), "got {err:?}");
+    assert_eq!(ledger.get(req.id()).await.expect("reads still work"), None);
+
+    other.execute("ROLLBACK").await.expect("unlock");
+    assert!(matches!(
+        ledger.begin(&req, &opts).await.expect("begin"),
+        BeginOutcome::Started(_)
+    ));
+}
+
+#[tokio::test]
+async fn a_locked_store_fails_closed_with_group_commit() {
+    locked_store_fails_closed(true).await;
+}
+
+#[tokio::test]
+async fn a_locked_store_fails_closed_without_group_commit() {
+    locked_store_fails_closed(false).await;
+}
