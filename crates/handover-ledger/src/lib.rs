@@ -15,7 +15,9 @@
 //! * [`MemoryLedger`] — tests and demos, not durable;
 //! * [`SqliteLedger`] — the embedded default (one file, WAL, `synchronous=FULL`,
 //!   group commit);
-//! * PostgreSQL — planned, same machine and the same [`conformance`] suite.
+//! * [`PostgresLedger`] — one ledger shared by many replicas (row locks,
+//!   `INSERT … ON CONFLICT`, epoch fencing), same machine and the same
+//!   [`conformance`] suite.
 //!
 //! See `docs/ledger.md` for states, guarantees and what is not guaranteed.
 
@@ -27,6 +29,7 @@ mod ledger;
 mod machine;
 mod memory;
 mod model;
+mod postgres;
 mod retention;
 mod row;
 mod sqlite;
@@ -50,5 +53,6 @@ pub use model::{
     AttemptKind, AttemptOutcome, AttemptRecord, Claim, Epoch, LEASE_EXPIRED_AFTER_DISPATCH,
     OperationRecord, Owner, State, StateKind, Terminal, UnknownInfo,
 };
+pub use postgres::{PostgresLedger, PostgresOptions};
 pub use retention::{PurgeReport, Retention};
 pub use sqlite::{SqliteLedger, SqliteOptions};

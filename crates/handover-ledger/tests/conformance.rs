@@ -74,3 +74,33 @@ mod sqlite_direct {
 
     handover_ledger::conformance_tests!(make);
 }
+
+mod postgres_support;
+
+/// The same suite on PostgreSQL, each test in its own schema; skipped
+/// (with a notice) when `HANDOVER_TEST_POSTGRES_URL` is not set.
+mod postgres {
+    use std::sync::Arc;
+
+    use handover_ledger::PostgresOptions;
+    use handover_ledger::conformance::{Setup, Subject};
+
+    use super::postgres_support as pg;
+
+    async fn make(s: Setup) -> Subject {
+        let (ledger, guard) = pg::ledger(PostgresOptions {
+            clock: Arc::new(s.clock),
+            retention: s.retention,
+            limits: s.limits,
+            max_connections: 4,
+            ..PostgresOptions::default()
+        })
+        .await;
+        Subject {
+            ledger: Arc::new(ledger),
+            guard: Box::new(guard),
+        }
+    }
+
+    handover_ledger::conformance_tests!(make, enabled = pg::enabled);
+}

@@ -18,6 +18,7 @@
 
 mod errors;
 mod lifecycle;
+mod resolution;
 mod time;
 mod unknown;
 mod validation;
@@ -39,10 +40,10 @@ pub use time::{
     lease_expiry_after_dispatch, lease_expiry_before_dispatch, renew_extends_lease,
     resend_claim_lapse_returns_to_unknown, retention_replay_tombstone_purge,
 };
-pub use unknown::{
-    cancel_before_dispatch_only, claim_for_resend_window, list_unknown_with_owner_and_age,
-    resolve_needs_actor_and_evidence, suspended_by_block_width,
+pub use resolution::{
+    cancel_before_dispatch_only, claim_for_resend_window, resolve_needs_actor_and_evidence,
 };
+pub use unknown::{list_unknown_with_owner_and_age, suspended_by_block_width};
 pub use validation::{identifier_boundaries, params_boundaries};
 
 use crate::{
@@ -172,10 +173,17 @@ impl Env {
 /// Expands to one `#[tokio::test]` per conformance scenario, each calling
 /// `$make(setup).await` for a fresh ledger. Use it inside a module named
 /// after the backend (`mod sqlite { … }`).
+///
+/// `conformance_tests!(make, enabled = ready)` first calls `ready()` in every
+/// test and returns early when it is `false` (a backend whose server is not
+/// configured, e.g. PostgreSQL without `HANDOVER_TEST_POSTGRES_URL`).
 #[macro_export]
 macro_rules! conformance_tests {
     ($make:path) => {
-        $crate::conformance_tests!(@each $make;
+        $crate::conformance_tests!($make, enabled = $crate::conformance::always);
+    };
+    ($make:path, enabled = $enabled:path) => {
+        $crate::conformance_tests!(@each $make, $enabled;
             seed_timeline, conflict_after_completion, second_finish_cannot_overwrite,
             finish_unknown_identity_changes_nothing, finish_mismatched_params_changes_nothing,
             finish_invalid_result_changes_nothing, other_scope_and_other_key_are_independent,
@@ -188,12 +196,22 @@ macro_rules! conformance_tests {
             reject_is_replayed, resend_claim_lapse_returns_to_unknown
         );
     };
-    (@each $make:path; $($name:ident),+ $(,)?) => {
+    (@each $make:path, $enabled:path; $($name:ident),+ $(,)?) => {
         $(
             #[tokio::test]
             async fn $name() {
+                if !$enabled() {
+                    return;
+                }
                 $crate::conformance::$name($make).await;
             }
         )+
     };
+}
+
+/// Every backend without a server to configure is always enabled (see
+/// [`conformance_tests!`](crate::conformance_tests)).
+#[doc(hidden)]
+pub fn always() -> bool {
+    true
 }

@@ -1,0 +1,170 @@
+//! Opening a PostgreSQL ledger: options, schema, migrations, pool.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, Executor, PgConnection, PgPool};
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{LedgerError, ValidationError};
+use crate::identity::Limits;
+use crate::retention::Retention;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// How to open a [`PostgresLedger`](super::PostgresLedger).
+#[derive(Clone, Debug)]
+pub struct PostgresOptions {
+    /// Time source for leases and retention. Replicas sharing a database
+    /// should have synchronised clocks (see `docs/ledger.md`).
+    pub clock: Arc<dyn Clock>,
+    /// Retention windows.
+    pub retention: Retention,
+    /// Size/depth limits for results and metadata.
+    pub limits: Limits,
+    /// Pool size (default 8).
+    pub max_connections: u32,
+    /// Server-side limit per statement, including waiting for a row lock
+    /// (default 5 s). A call that hits it fails with `Unavailable`.
+    pub statement_timeout: Duration,
+    /// How long to wait for a connection, including (re)connecting (default 5 s).
+    pub connect_timeout: Duration,
+    /// Schema holding the ledger's tables (created if missing); `None` uses
+    /// the server's `search_path` (normally `public`). Lowercase ASCII
+    /// letters, digits and `_`, at most 63 bytes, not starting with a digit.
+    pub schema: Option<String>,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            clock: Arc::new(SystemClock),
+            retention: Retention::default(),
+            limits: Limits::default(),
+            max_connections: 8,
+            statement_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+            schema: None,
+        }
+    }
+}
+
+fn validate_schema(schema: &str) -> Result<(), ValidationError> {
+    let bad = |why: &str| Err(ValidationError::new("schema", why.to_owned()));
+    if schema.is_empty() || schema.len() > 63 {
+        return bad("must be 1 to 63 bytes long");
+    }
+    if schema.starts_with(|c: char| c.is_ascii_digit()) {
+        return bad("must not start with a digit");
+    }
+    if !schema
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return bad("may contain only lowercase ASCII letters, digits and '_'");
+    }
+    Ok(())
+}
+
+fn millis(d: Duration) -> u128 {
+    d.as_millis().max(1)
+}
+
+/// Connects, creates the schema if asked, applies migrations, opens the pool.
+pub(super) async fn open(url: &str, opts: &PostgresOptions) -> Result<PgPool, LedgerError> {
+    if let Some(s) = &opts.schema {
+        validate_schema(s)?;
+    }
+    if opts.max_connections == 0 {
+        return Err(ValidationError::new("max_connections", "must be at least 1").into());
+    }
+    if opts.statement_timeout.is_zero() {
+        return Err(ValidationError::new("statement_timeout", "must be positive").into());
+    }
+    // The URL is not echoed: it may carry a password.
+    let base = PgConnectOptions::from_str(url)
+        .map_err(|_| {
+            ValidationError::new(
+                "url",
+                "not a PostgreSQL connection URL (postgres://user[:password]@host[:port]/database)",
+            )
+        })?
+        .application_name("handover-ledger");
+    let base = match &opts.schema {
+        Some(s) => base.options([("search_path", s.as_str())]),
+        None => base,
+    };
+
+    // Schema and migrations on a dedicated connection, closed afterwards, so
+    // the migrator's session advisory lock never outlives it.
+    let mut conn = tokio::time::timeout(opts.connect_timeout, PgConnection::connect_with(&base))
+        .await
+        .map_err(|_| LedgerError::unavailable("connecting to PostgreSQL", "timed out"))?
+        .map_err(|e| LedgerError::unavailable("connecting to PostgreSQL", e))?;
+    if let Some(s) = &opts.schema {
+        create_schema(&mut conn, s).await?;
+    }
+    // sqlx's migrator takes a database-wide advisory lock, so processes that
+    // start together apply each migration once.
+    MIGRATOR
+        .run(&mut conn)
+        .await
+        .map_err(|e| LedgerError::unavailable("applying migrations", e))?;
+    let _ = conn.close().await;
+
+    let idle_in_tx = opts
+        .statement_timeout
+        .saturating_mul(2)
+        .max(Duration::from_secs(1));
+    let pooled = base.options([
+        (
+            "statement_timeout",
+            millis(opts.statement_timeout).to_string(),
+        ),
+        (
+            "idle_in_transaction_session_timeout",
+            millis(idle_in_tx).to_string(),
+        ),
+    ]);
+    PgPoolOptions::new()
+        .max_connections(opts.max_connections)
+        .acquire_timeout(opts.connect_timeout)
+        // A broken connection fails the call (fail closed) and is dropped;
+        // the pool tests connections when they are returned.
+        .test_before_acquire(false)
+        .connect_with(pooled)
+        .await
+        .map_err(|e| LedgerError::unavailable("connecting to PostgreSQL", e))
+}
+
+/// `CREATE SCHEMA IF NOT EXISTS` can still fail with a unique violation
+/// when two sessions create the same schema at once; the loser is fine.
+async fn create_schema(conn: &mut PgConnection, schema: &str) -> Result<(), LedgerError> {
+    // `schema` is validated: lowercase letters, digits, '_'.
+    let sql = format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"");
+    match conn.execute(sqlx::AssertSqlSafe(sql)).await {
+        Ok(_) => Ok(()),
+        Err(sqlx::Error::Database(db))
+            if matches!(db.code().as_deref(), Some("23505" | "42P06")) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(LedgerError::unavailable("creating the ledger schema", e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::validate_schema;
+
+    #[test]
+    fn schema_names() {
+        assert!(validate_schema("t_0190abcd_ef").is_ok());
+        for bad in ["", "9abc", "Upper", "with-dash", "quote\"", &"a".repeat(64)] {
+            let e = validate_schema(bad).expect_err(bad);
+            assert_eq!(e.field(), "schema");
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! [`Store`] over one PostgreSQL connection inside a transaction.
+//!
+//! Every record a command may write is read with `FOR UPDATE` first (or
+//! `FOR UPDATE SKIP LOCKED` for lease-expiry sweeps), so the row is locked
+//! from check to commit. A record that does not exist yet cannot be locked;
+//! its insert uses `ON CONFLICT DO NOTHING`, and if another transaction won
+//! that race the command is re-run against the stored row ([`Retry`]).
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use sqlx::PgConnection;
+
+use super::error::{Retry, map_err};
+use super::sql;
+use crate::clock::Timestamp;
+use crate::error::LedgerError;
+use crate::exec::Store;
+use crate::identity::{ActionName, OperationId, Scope};
+use crate::machine::{self, AttemptFinish};
+use crate::model::{AttemptRecord, OperationRecord, State};
+use crate::retention::PurgeReport;
+use crate::row::{AttemptRow, OperationRow};
+
+/// The `(epoch, state)` a locked row had when it was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Version {
+    epoch: i64,
+    state: String,
+}
+
+impl Version {
+    fn of(rec: &OperationRecord) -> Self {
+        Self {
+            epoch: i64::try_from(rec.epoch.0).unwrap_or(i64::MAX),
+            state: rec.state.kind().as_str().to_owned(),
+        }
+    }
+}
+
+/// Row access inside one transaction; remembers what it locked.
+pub(super) struct PgStore<'c> {
+    conn: &'c mut PgConnection,
+    /// Identities read for writing in this transaction: `None` = absent.
+    versions: HashMap<OperationId, Option<Version>>,
+    /// Set when the transaction must be rolled back and the command re-run.
+    pub(super) retry: Option<Retry>,
+}
+
+impl<'c> PgStore<'c> {
+    pub(super) fn new(conn: &'c mut PgConnection) -> Self {
+        Self {
+            conn,
+            versions: HashMap::new(),
+            retry: None,
+        }
+    }
+
+    /// Maps a driver error, noting whether the command may be re-run.
+    fn fail(&mut self, context: &'static str, e: sqlx::Error) -> LedgerError {
+        let (err, retry) = map_err(context, e);
+        if retry.is_some() {
+            self.retry = retry;
+        }
+        err
+    }
+
+    fn lost_race(&mut self, why: Retry) -> LedgerError {
+        self.retry = Some(why);
+        LedgerError::unavailable("writing an operation", why.as_str())
+    }
+
+    /// Locks and returns up to `limit` unknown operations due at `now` that
+    /// no other transaction holds.
+    pub(super) async fn take_due_unknown(
+        &mut self,
+        now: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<OperationRecord>, LedgerError> {
+        let rows = match sqlx::query(sql::TAKE_DUE_UNKNOWN)
+            .bind(now.0)
+            .bind(limit)
+            .fetch_all(&mut *self.conn)
+            .await
+        {
+            Ok(rows) => rows,
+            Err(e) => return Err(self.fail("taking unknown operations due for a check", e)),
+        };
+        self.locked(&rows)
+    }
+
+    fn locked(
+        &mut self,
+        rows: &[sqlx::postgres::PgRow],
+    ) -> Result<Vec<OperationRecord>, LedgerError> {
+        let recs = rows
+            .iter()
+            .map(sql::op_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        for rec in &recs {
+            self.versions.insert(rec.id.clone(), Some(Version::of(rec)));
+        }
+        Ok(recs)
+    }
+}
+
+#[async_trait]
+impl Store for PgStore<'_> {
+    async fn load(&mut self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+        let row = match sqlx::query(sql::LOAD)
+            .bind(id.scope.as_str())
+            .bind(id.key.as_str())
+            .fetch_optional(&mut *self.conn)
+            .await
+        {
+            Ok(row) => row,
+            Err(e) => return Err(self.fail("loading an operation", e)),
+        };
+        match row {
+            Some(row) => Ok(self.locked(std::slice::from_ref(&row))?.pop()),
+            None => {
+                self.versions.insert(id.clone(), None);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Found without a lock; a blocker the machine will write (a dispatched
+    /// row past its lease becomes `unknown`) is then locked and checked again.
+    async fn find_blocker(
+        &mut self,
+        except: &OperationId,
+        action: &ActionName,
+        scope: Option<&Scope>,
+        now: Timestamp,
+    ) -> Result<Option<OperationRecord>, LedgerError> {
+        for _ in 0..4 {
+            let q = match scope {
+                Some(s) => sqlx::query(sql::BLOCKER_SAME_SCOPE)
+                    .bind(action.as_str())
+                    .bind(s.as_str())
+                    .bind(except.key.as_str()),
+                None => sqlx::query(sql::BLOCKER_ANY_SCOPE)
+                    .bind(action.as_str())
+                    .bind(except.scope.as_str())
+                    .bind(except.key.as_str()),
+            };
+            let found = match q.bind(now.0).fetch_optional(&mut *self.conn).await {
+                Ok(row) => row.as_ref().map(sql::op_from_row).transpose()?,
+                Err(e) => return Err(self.fail("looking for blocking operations", e)),
+            };
+            let Some(rec) = found else {
+                return Ok(None);
+            };
+            if machine::settle(&rec, now).is_none() {
+                return Ok(Some(rec));
+            }
+            let locked = self.load(&rec.id).await?;
+            let still = locked.filter(|r| {
+                r.action == *action
+                    && scope.is_none_or(|s| r.id.scope == *s)
+                    && match &r.state {
+                        State::Unknown(_) => true,
+                        State::Dispatched { lease_until, .. } => *lease_until <= now,
+                        _ => false,
+                    }
+            });
+            if still.is_some() {
+                return Ok(still);
+            }
+        }
+        Err(self.lost_race(Retry::ConcurrentWrite))
+    }
+
+    async fn due_expired(&mut self, now: Timestamp) -> Result<Vec<OperationRecord>, LedgerError> {
+        match sqlx::query(sql::DUE_EXPIRED)
+            .bind(now.0)
+            .fetch_all(&mut *self.conn)
+            .await
+        {
+            Ok(rows) => self.locked(&rows),
+            Err(e) => Err(self.fail("looking for expired leases", e)),
+        }
+    }
+
+    async fn save(&mut self, rec: &OperationRecord) -> Result<(), LedgerError> {
+        let row = OperationRow::from_record(rec);
+        let next = Version::of(rec);
+        let written = match self.versions.get(&rec.id).cloned() {
+            Some(None) => sql::bind_row(sqlx::query(sql::INSERT), row)
+                .execute(&mut *self.conn)
+                .await
+                .map(|r| r.rows_affected()),
+            Some(Some(v)) => sql::bind_row(sqlx::query(sql::UPDATE), row)
+                .bind(v.epoch)
+                .bind(v.state)
+                .execute(&mut *self.conn)
+                .await
+                .map(|r| r.rows_affected()),
+            None => {
+                return Err(LedgerError::corrupt(format!(
+                    "internal: operation {} written without being read for update",
+                    rec.id
+                )));
+            }
+        };
+        match written {
+            Ok(1) => {
+                self.versions.insert(rec.id.clone(), Some(next));
+                Ok(())
+            }
+            Ok(_) => Err(self.lost_race(Retry::ConcurrentWrite)),
+            Err(e) => Err(self.fail("writing an operation", e)),
+        }
+    }
+
+    async fn insert_attempt(&mut self, a: &AttemptRecord) -> Result<(), LedgerError> {
+        let r = AttemptRow::from_record(a);
+        let res = sqlx::query(sql::INSERT_ATTEMPT)
+            .bind(r.attempt_id)
+            .bind(r.scope)
+            .bind(r.key)
+            .bind(r.kind)
+            .bind(r.epoch)
+            .bind(r.executor)
+            .bind(r.destination_key)
+            .bind(r.sent_at)
+            .bind(r.finished_at)
+            .bind(r.outcome)
+            .bind(r.evidence)
+            .bind(r.metadata)
+            .execute(&mut *self.conn)
+            .await;
+        res.map(|_| ())
+            .map_err(|e| self.fail("appending an attempt", e))
+    }
+
+    async fn finish_attempt(&mut self, f: &AttemptFinish) -> Result<(), LedgerError> {
+        let res = sqlx::query(sql::FINISH_ATTEMPT)
+            .bind(f.outcome.as_str())
+            .bind(f.at.0)
+            .bind(f.evidence.clone())
+            .bind(f.id.scope.as_str())
+            .bind(f.id.key.as_str())
+            .bind(i64::try_from(f.epoch.0).unwrap_or(i64::MAX))
+            .execute(&mut *self.conn)
+            .await;
+        res.map(|_| ())
+            .map_err(|e| self.fail("finishing an attempt", e))
+    }
+
+    async fn purge(
+        &mut self,
+        tombstone_cutoff: Timestamp,
+        delete_cutoff: Timestamp,
+    ) -> Result<PurgeReport, LedgerError> {
+        let ctx = "applying retention";
+        if let Err(e) = sqlx::query(sql::PURGE_ATTEMPTS)
+            .bind(delete_cutoff.0)
+            .execute(&mut *self.conn)
+            .await
+        {
+            return Err(self.fail(ctx, e));
+        }
+        let deleted = match sqlx::query(sql::PURGE_DELETE)
+            .bind(delete_cutoff.0)
+            .execute(&mut *self.conn)
+            .await
+        {
+            Ok(r) => r.rows_affected(),
+            Err(e) => return Err(self.fail(ctx, e)),
+        };
+        let tombstoned = match sqlx::query(sql::PURGE_TOMBSTONE)
+            .bind(tombstone_cutoff.0)
+            .execute(&mut *self.conn)
+            .await
+        {
+            Ok(r) => r.rows_affected(),
+            Err(e) => return Err(self.fail(ctx, e)),
+        };
+        Ok(PurgeReport {
+            tombstoned,
+            deleted,
+        })
+    }
+}

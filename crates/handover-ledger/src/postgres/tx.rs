@@ -1,0 +1,120 @@
+//! How PostgreSQL write transactions are run.
+//!
+//! Each command runs in its own `READ COMMITTED` transaction on a pooled
+//! connection: load with `FOR UPDATE` → the pure machine → write → `COMMIT`.
+//! Nobody is answered before the COMMIT returns. If the transaction lost a
+//! race it could not lock against (two inserts of one new identity) or the
+//! server aborted it (serialization failure, deadlock), nothing of it
+//! committed and the command is re-run from the start, at most
+//! [`MAX_TRIES`] times. A failed COMMIT is never re-run: its outcome is
+//! unknown, so the caller gets `Unavailable` (for `mark_dispatched`: do not
+//! send).
+//!
+//! `begin` of an identity with block width `operation` first tries a single
+//! autocommit `INSERT … ON CONFLICT DO NOTHING` of the record the machine
+//! computes for an absent identity: if it inserts a row, that *is* the
+//! atomic check-and-claim (the identity was absent at that instant); if not,
+//! the full transaction runs against the stored row.
+
+use sqlx::PgPool;
+
+use super::error::{Retry, map_err, unavailable};
+use super::sql;
+use super::store::PgStore;
+use crate::error::LedgerError;
+use crate::exec::{Answer, Command, Config, execute};
+use crate::identity::OperationRequest;
+use crate::ledger::{BeginOptions, BeginOutcome, BlockWidth};
+use crate::machine::{self, Ctx};
+use crate::row::OperationRow;
+
+/// Attempts per command before giving up with `Unavailable`.
+pub(super) const MAX_TRIES: usize = 8;
+
+type Tried = Result<Result<Answer, LedgerError>, (LedgerError, Option<Retry>)>;
+
+/// Runs the command `make()` builds, re-running it after a safe abort.
+pub(super) async fn run(
+    pool: &PgPool,
+    cfg: &Config,
+    make: impl Fn() -> Command,
+) -> Result<Answer, LedgerError> {
+    let mut last = None;
+    for _ in 0..MAX_TRIES {
+        match run_once(pool, cfg, make()).await {
+            Ok(answer) => return answer,
+            Err((e, Some(_))) => last = Some(e),
+            Err((e, None)) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| LedgerError::unavailable("writing", "no attempt was made")))
+}
+
+async fn run_once(pool: &PgPool, cfg: &Config, cmd: Command) -> Tried {
+    let mut tx = match pool.begin().await {
+        Ok(tx) => tx,
+        Err(e) => {
+            let retry = match &e {
+                sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed => None,
+                // A pooled connection broke while idle: nothing was started.
+                _ => Some(Retry::NotStarted),
+            };
+            return Err((unavailable("opening a transaction", e), retry));
+        }
+    };
+    let mut store = PgStore::new(&mut tx);
+    let executed = execute(&mut store, cmd, cfg).await;
+    let retry = store.retry;
+    let answer = match (executed, retry) {
+        (Err(e), retry) | (Ok(Err(e)), retry @ Some(_)) => {
+            let _ = tx.rollback().await;
+            return Err((e, retry));
+        }
+        (Ok(Ok(_)), Some(why)) => {
+            let _ = tx.rollback().await;
+            return Err((LedgerError::unavailable("writing", why.as_str()), Some(why)));
+        }
+        (Ok(answer), None) => answer,
+    };
+    match tx.commit().await {
+        Ok(()) => Ok(answer),
+        // Only a server-side abort (40001/40P01) proves nothing committed.
+        Err(e) => Err(map_err("committing", e)),
+    }
+}
+
+/// The one-statement claim of an absent identity; `None` = run the full
+/// transaction.
+pub(super) async fn begin_absent(
+    pool: &PgPool,
+    cfg: &Config,
+    req: &OperationRequest,
+    opts: &BeginOptions,
+) -> Result<Option<BeginOutcome>, LedgerError> {
+    if opts.block != BlockWidth::Operation {
+        return Ok(None);
+    }
+    let ctx = Ctx {
+        now: cfg.clock.now(),
+        retention: &cfg.retention,
+        limits: &cfg.limits,
+    };
+    let step = machine::begin(None, None, req, opts, ctx);
+    let e = &step.effect;
+    let (Ok(BeginOutcome::Started(_)), [rec]) = (&step.answer, e.saves.as_slice()) else {
+        return Ok(None);
+    };
+    if !e.attempts.is_empty() || !e.finishes.is_empty() {
+        return Ok(None);
+    }
+    let inserted = sql::bind_row(sqlx::query(sql::INSERT), OperationRow::from_record(rec))
+        .execute(pool)
+        .await
+        .map_err(|e| unavailable("claiming an operation", e))?
+        .rows_affected();
+    if inserted == 1 {
+        Ok(step.answer.ok())
+    } else {
+        Ok(None)
+    }
+}
