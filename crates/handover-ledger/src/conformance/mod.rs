@@ -36,12 +36,12 @@ pub use lifecycle::{
     other_scope_and_other_key_are_independent, reject_is_replayed, release_not_sent_and_abandoned,
     seed_timeline,
 };
+pub use resolution::{
+    cancel_before_dispatch_only, claim_for_resend_window, resolve_needs_actor_and_evidence,
+};
 pub use time::{
     lease_expiry_after_dispatch, lease_expiry_before_dispatch, renew_extends_lease,
     resend_claim_lapse_returns_to_unknown, retention_replay_tombstone_purge,
-};
-pub use resolution::{
-    cancel_before_dispatch_only, claim_for_resend_window, resolve_needs_actor_and_evidence,
 };
 pub use unknown::{list_unknown_with_owner_and_age, suspended_by_block_width};
 pub use validation::{identifier_boundaries, params_boundaries};
