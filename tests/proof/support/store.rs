@@ -3,11 +3,12 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use handover::ledger::{
-    Ledger, Limits, ListFilter, ManualClock, MemoryLedger, OperationId, OperationRecord, Retention,
-    SqliteLedger, SqliteOptions, Timestamp,
+    Ledger, Limits, ListFilter, ManualClock, MemoryLedger, OperationId, OperationRecord,
+    PostgresLedger, PostgresOptions, Retention, SqliteLedger, SqliteOptions, Timestamp,
 };
 use handover::router::config::Config;
 use handover::router::gate::WriteGate;
@@ -19,21 +20,17 @@ pub enum Backend {
     Memory,
     /// A SQLite file in a temporary directory.
     Sqlite,
-    /// A PostgreSQL database (URL from `HANDOVER_TEST_POSTGRES_URL`).
-    /// Hook only: `handover-ledger` has no PostgreSQL backend yet; see
-    /// [`Store::open_ledger`].
-    #[allow(dead_code)]
+    /// A fresh schema in the PostgreSQL database at this URL
+    /// (`HANDOVER_TEST_POSTGRES_URL`).
     Postgres(String),
 }
 
 impl Backend {
-    /// PostgreSQL on `HANDOVER_TEST_POSTGRES_URL`; a test asking for it
-    /// without the variable fails rather than skips.
-    pub fn postgres() -> Backend {
-        Backend::Postgres(
-            std::env::var("HANDOVER_TEST_POSTGRES_URL")
-                .expect("HANDOVER_TEST_POSTGRES_URL must be set for the postgres suite"),
-        )
+    /// PostgreSQL on `HANDOVER_TEST_POSTGRES_URL`, if it is set.
+    pub fn postgres() -> Option<Backend> {
+        std::env::var("HANDOVER_TEST_POSTGRES_URL")
+            .ok()
+            .map(Backend::Postgres)
     }
 }
 
@@ -44,8 +41,30 @@ pub struct Store {
     pub backend: Backend,
     pub clock: ManualClock,
     ledger: Arc<dyn Ledger>,
-    path: Option<PathBuf>,
+    place: Place,
     _dir: tempfile::TempDir,
+}
+
+/// Where a store's data lives, so a restart can open it again.
+enum Place {
+    Memory,
+    File(PathBuf),
+    Schema { url: String, schema: String },
+}
+
+/// A schema name unique to this test process and store: scenarios reuse
+/// identities (`customer-42`/`K-701`) and run in parallel.
+fn fresh_schema() -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "proof_{}_{}_{}",
+        std::process::id(),
+        nanos,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// A realistic start time (2023-11-14), so ages and windows read naturally.
@@ -56,51 +75,59 @@ impl Store {
     pub async fn open(backend: Backend) -> Store {
         let dir = tempfile::tempdir().expect("temporary directory");
         let clock = ManualClock::new(Timestamp::from_millis(T0));
-        let path = matches!(backend, Backend::Sqlite).then(|| dir.path().join("ledger.db"));
-        let ledger = Self::open_ledger(&backend, path.as_ref(), &clock).await;
+        let place = match &backend {
+            Backend::Memory => Place::Memory,
+            Backend::Sqlite => Place::File(dir.path().join("ledger.db")),
+            Backend::Postgres(url) => Place::Schema {
+                url: url.clone(),
+                schema: fresh_schema(),
+            },
+        };
+        let ledger = Self::open_ledger(&place, &clock).await;
         Store {
             backend,
             clock,
             ledger,
-            path,
+            place,
             _dir: dir,
         }
     }
 
-    async fn open_ledger(
-        backend: &Backend,
-        path: Option<&PathBuf>,
-        clock: &ManualClock,
-    ) -> Arc<dyn Ledger> {
-        match backend {
-            Backend::Memory => Arc::new(MemoryLedger::new(
+    async fn open_ledger(place: &Place, clock: &ManualClock) -> Arc<dyn Ledger> {
+        match place {
+            Place::Memory => Arc::new(MemoryLedger::new(
                 Arc::new(clock.clone()),
                 Retention::default(),
                 Limits::default(),
             )),
-            Backend::Sqlite => {
+            Place::File(path) => {
                 let opts = SqliteOptions {
                     clock: Arc::new(clock.clone()),
                     ..SqliteOptions::default()
                 };
-                let path = path.expect("a sqlite store has a path");
                 Arc::new(
                     SqliteLedger::open(path, opts)
                         .await
                         .expect("open sqlite ledger"),
                 )
             }
-            // The hook for the PostgreSQL backend (issue 6). When
-            // `handover_ledger::PostgresLedger` exists, open it here on the
-            // URL with the shared clock, and drop the `ignore`s of the
-            // `postgres` modules in `per_backend!` (main.rs). A set but
-            // unreachable URL must fail the test, never skip it. Scenarios
-            // reuse identities (`customer-42`/`K-701`) and run in parallel,
-            // so each `Store` needs its own schema (or database), created in
-            // `Store::open` and kept across `restart`.
-            Backend::Postgres(url) => panic!(
-                "HANDOVER_TEST_POSTGRES_URL is set ({url}) but handover-ledger has no PostgreSQL backend yet"
-            ),
+            // A set but unreachable URL fails the test, never skips it.
+            Place::Schema { url, schema } => {
+                let opts = PostgresOptions {
+                    clock: Arc::new(clock.clone()),
+                    schema: Some(schema.clone()),
+                    ..PostgresOptions::default()
+                };
+                Arc::new(
+                    PostgresLedger::connect(url, opts)
+                        .await
+                        .unwrap_or_else(|e| {
+                            panic!(
+                                "HANDOVER_TEST_POSTGRES_URL is set but the ledger cannot open: {e}"
+                            )
+                        }),
+                )
+            }
         }
     }
 
@@ -114,7 +141,7 @@ impl Store {
     /// instance (gates, reconcilers) must be rebuilt by the caller.
     pub async fn restart(&mut self) {
         assert!(self.durable(), "the memory ledger cannot survive a restart");
-        self.ledger = Self::open_ledger(&self.backend, self.path.as_ref(), &self.clock).await;
+        self.ledger = Self::open_ledger(&self.place, &self.clock).await;
     }
 
     /// Another, independent ledger instance on the same store (as a second
@@ -122,7 +149,7 @@ impl Store {
     pub async fn second_instance(&self) -> Arc<dyn Ledger> {
         match self.backend {
             Backend::Memory => self.ledger.clone(),
-            _ => Self::open_ledger(&self.backend, self.path.as_ref(), &self.clock).await,
+            _ => Self::open_ledger(&self.place, &self.clock).await,
         }
     }
 
