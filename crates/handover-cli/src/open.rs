@@ -1,13 +1,15 @@
 //! Opening the ledger an `ops` command works on: the one a config file
-//! names, or a SQLite file given directly. One function per backend, one
-//! match on the configured backend: adding a backend is one arm.
+//! names (SQLite or PostgreSQL), or a SQLite file given directly. One
+//! function per backend, one match on the configured backend.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use handover::Config;
-use handover::ledger::{Ledger, Limits, Retention, SqliteLedger, SqliteOptions};
+use handover::ledger::{
+    Ledger, Limits, PostgresLedger, PostgresOptions, Retention, SqliteLedger, SqliteOptions,
+};
 use handover::router::config::LedgerBackend;
 
 use crate::LedgerSource;
@@ -58,11 +60,39 @@ pub(crate) async fn open(src: &LedgerSource) -> anyhow::Result<Opened> {
             "{}: ledger backend \"memory\" lives inside the application process; there is nothing to open",
             config_path.display()
         ),
-        LedgerBackend::Postgres { url_env, .. } => bail!(
-            "{}: ledger backend \"postgres\" ({url_env}) is not supported by this build of the CLI yet",
-            config_path.display()
-        ),
+        LedgerBackend::Postgres {
+            url_env,
+            pool_size,
+            statement_timeout,
+        } => {
+            let opts = PostgresOptions {
+                retention,
+                limits,
+                // An inspection needs a connection or two, not the replicas' pool.
+                max_connections: (*pool_size).clamp(1, 2),
+                statement_timeout: *statement_timeout,
+                ..PostgresOptions::default()
+            };
+            open_postgres(url_env, opts).await
+        }
     }
+}
+
+/// Connects to the PostgreSQL ledger whose URL is in `$url_env`. The URL is
+/// never printed (it may carry a password).
+pub(crate) async fn open_postgres(url_env: &str, opts: PostgresOptions) -> anyhow::Result<Opened> {
+    let Some(url) = std::env::var(url_env).ok().filter(|u| !u.trim().is_empty()) else {
+        bail!("ledger.url_env: environment variable {url_env} (the PostgreSQL URL) is not set");
+    };
+    let retention = opts.retention;
+    let ledger = PostgresLedger::connect(&url, opts)
+        .await
+        .with_context(|| format!("cannot open the PostgreSQL ledger at ${url_env}"))?;
+    Ok(Opened {
+        ledger: Arc::new(ledger),
+        description: format!("postgres ${url_env}"),
+        retention,
+    })
 }
 
 /// Opens an existing SQLite ledger file. Relative paths are resolved against

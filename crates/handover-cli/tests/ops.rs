@@ -4,14 +4,11 @@
 
 mod support;
 
-use std::path::Path;
-use std::time::Duration;
-
 use handover::ledger::{
-    AttemptKind, BeginOptions, BeginOutcome, Dispatch, Ledger, Limits, OperationId,
-    OperationRequest, Owner, SqliteLedger, SqliteOptions, State, StateKind, UnknownReport,
+    AttemptKind, Ledger, OperationId, SqliteLedger, SqliteOptions, State, StateKind,
 };
 use serde_json::{Value, json};
+use std::path::Path;
 use support::*;
 
 const SCOPE: &str = "customer-42";
@@ -22,54 +19,9 @@ async fn open(path: &Path) -> SqliteLedger {
         .unwrap()
 }
 
-/// `K-1` unknown (lost confirmation, waiting for review) and `K-2` confirmed.
 async fn prepare(path: &Path) {
     let ledger = open(path).await;
-    let opts = BeginOptions::new("agent-a", Duration::from_secs(30));
-    let req = |key: &str| {
-        OperationRequest::new(
-            SCOPE,
-            key,
-            "create_shipment",
-            &json!({"order_id": "1042", "sku": "MUG"}),
-            &Limits::default(),
-        )
-        .unwrap()
-    };
-    for key in ["K-1", "K-2"] {
-        let BeginOutcome::Started(claim) = ledger.begin(&req(key), &opts).await.unwrap() else {
-            panic!("fresh ledger")
-        };
-        ledger
-            .mark_dispatched(
-                &claim,
-                Dispatch {
-                    executor: "agent-a".into(),
-                    metadata: Some(json!({"tool_call_id": "call_abc"})),
-                },
-            )
-            .await
-            .unwrap();
-        if key == "K-1" {
-            ledger
-                .mark_unknown(
-                    &claim,
-                    UnknownReport {
-                        reason: "destination outcome unknown".into(),
-                        evidence: Some("connection reset after sending".into()),
-                        owner: Owner::Review,
-                        next_check_at: None,
-                    },
-                )
-                .await
-                .unwrap();
-        } else {
-            ledger
-                .confirm(&claim, json!({"id": "rec-9"}), Some("201 Created".into()))
-                .await
-                .unwrap();
-        }
-    }
+    prepare_ops(&ledger, SCOPE).await;
     ledger.close().await;
 }
 

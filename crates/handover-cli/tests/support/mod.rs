@@ -4,6 +4,12 @@
 
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
+
+use handover::ledger::{
+    BeginOptions, BeginOutcome, Dispatch, Ledger, Limits, OperationRequest, Owner, UnknownReport,
+};
+use serde_json::json;
 
 /// The binary under test.
 pub fn handover() -> Command {
@@ -58,4 +64,54 @@ pub fn failed(o: &Output) -> String {
         stderr(o)
     );
     stderr(o)
+}
+
+/// Writes, through the ledger library, `K-1` unknown (a lost confirmation
+/// waiting for review) and `K-2` confirmed, both in `scope`.
+pub async fn prepare_ops(ledger: &dyn Ledger, scope: &str) {
+    let opts = BeginOptions::new("agent-a", Duration::from_secs(30));
+    let req = |key: &str| {
+        OperationRequest::new(
+            scope,
+            key,
+            "create_shipment",
+            &json!({"order_id": "1042", "sku": "MUG"}),
+            &Limits::default(),
+        )
+        .unwrap()
+    };
+    for key in ["K-1", "K-2"] {
+        let BeginOutcome::Started(claim) = ledger.begin(&req(key), &opts).await.unwrap() else {
+            panic!("fresh ledger")
+        };
+        ledger
+            .mark_dispatched(
+                &claim,
+                Dispatch {
+                    executor: "agent-a".into(),
+                    metadata: Some(json!({"tool_call_id": "call_abc"})),
+                },
+            )
+            .await
+            .unwrap();
+        if key == "K-1" {
+            ledger
+                .mark_unknown(
+                    &claim,
+                    UnknownReport {
+                        reason: "destination outcome unknown".into(),
+                        evidence: Some("connection reset after sending".into()),
+                        owner: Owner::Review,
+                        next_check_at: None,
+                    },
+                )
+                .await
+                .unwrap();
+        } else {
+            ledger
+                .confirm(&claim, json!({"id": "rec-9"}), Some("201 Created".into()))
+                .await
+                .unwrap();
+        }
+    }
 }

@@ -1,0 +1,155 @@
+//! `handover ops` on a PostgreSQL ledger named by the config (`url_env`),
+//! in a fresh schema of the database in `HANDOVER_TEST_POSTGRES_URL`.
+//! Unset: skipped with a notice; set but unreachable: the test fails.
+
+mod support;
+
+use handover::ledger::{Ledger, OperationId, PostgresLedger, PostgresOptions, State, StateKind};
+use sqlx::Connection;
+use support::*;
+
+const URL_VAR: &str = "HANDOVER_TEST_POSTGRES_URL";
+/// The variable the test's config names; set only for the binary.
+const CLI_URL_VAR: &str = "HANDOVER_CLI_TEST_LEDGER_URL";
+
+/// Drops the test's schema when the test ends (even on failure).
+struct SchemaGuard {
+    url: String,
+    schema: String,
+}
+
+impl Drop for SchemaGuard {
+    fn drop(&mut self) {
+        let (url, schema) = (self.url.clone(), self.schema.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                if let Ok(mut c) = sqlx::PgConnection::connect(&url).await {
+                    let sql = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
+                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                        .execute(&mut c)
+                        .await;
+                    let _ = c.close().await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// The URL with the schema as the session's search path, as an operator
+/// would configure a ledger that lives in its own schema.
+fn with_search_path(url: &str, schema: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}options=-c%20search_path%3D{schema}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_list_show_and_resolve_on_a_postgres_ledger() {
+    let Some(url) = std::env::var(URL_VAR).ok().filter(|u| !u.trim().is_empty()) else {
+        println!("skipped: {URL_VAR} not set");
+        return;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let schema = format!("cli_{}_{nanos}", std::process::id());
+    let _guard = SchemaGuard {
+        url: url.clone(),
+        schema: schema.clone(),
+    };
+    let ledger = PostgresLedger::connect(
+        &url,
+        PostgresOptions {
+            schema: Some(schema.clone()),
+            ..PostgresOptions::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{URL_VAR} is set but the database is not usable: {e}"));
+    prepare_ops(&ledger, "tenant-pg").await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("pg.toml");
+    std::fs::write(
+        &config,
+        format!("[ledger]\nbackend = \"postgres\"\nurl_env = \"{CLI_URL_VAR}\"\n"),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap().to_owned();
+    let cli_url = with_search_path(&url, &schema);
+    let ops = |args: &[&str]| {
+        let mut full = vec!["ops"];
+        full.extend_from_slice(args);
+        handover()
+            .env(CLI_URL_VAR, &cli_url)
+            .args(&full)
+            .output()
+            .unwrap()
+    };
+
+    let out = ok(&ops(&["list", "--config", &config, "--state", "unknown"]));
+    assert!(out.contains("K-1") && !out.contains("K-2"), "{out}");
+    assert!(
+        out.contains(&format!("postgres ${CLI_URL_VAR}")),
+        "names the source, never the URL: {out}"
+    );
+    assert!(!out.contains(&url), "the URL may carry a password: {out}");
+    let show = ok(&ops(&["show", "--config", &config, "tenant-pg", "K-1"]));
+    assert!(show.contains("connection reset after sending"), "{show}");
+
+    let id = OperationId::new("tenant-pg", "K-1").unwrap();
+    let attempts_before = ledger.attempts(&id).await.unwrap().len();
+    failed(&ops(&[
+        "resolve",
+        "--config",
+        &config,
+        "tenant-pg",
+        "K-1",
+        "--rejected",
+        "--actor",
+        "bob",
+    ]));
+    assert_eq!(
+        ledger.get(&id).await.unwrap().unwrap().state.kind(),
+        StateKind::Unknown
+    );
+    assert_eq!(ledger.attempts(&id).await.unwrap().len(), attempts_before);
+
+    ok(&ops(&[
+        "resolve",
+        "--config",
+        &config,
+        "tenant-pg",
+        "K-1",
+        "--rejected",
+        "--evidence",
+        "no shipment in the carrier export",
+        "--actor",
+        "bob",
+    ]));
+    let State::Rejected { evidence, .. } = ledger.get(&id).await.unwrap().unwrap().state else {
+        panic!("not rejected")
+    };
+    assert_eq!(
+        evidence.as_deref(),
+        Some("no shipment in the carrier export")
+    );
+    assert_eq!(
+        ledger.attempts(&id).await.unwrap().len(),
+        attempts_before + 1
+    );
+
+    // Without the URL variable: a clear error naming it.
+    let out = handover()
+        .env_remove(CLI_URL_VAR)
+        .args(["ops", "list", "--config", &config])
+        .output()
+        .unwrap();
+    let err = failed(&out);
+    assert!(err.contains(CLI_URL_VAR), "{err}");
+}
