@@ -20,6 +20,7 @@ use crate::support::*;
 per_backend! {
     #[tokio::test] content_fails_before_any_action_and_the_fallback_answers,
     #[tokio::test] a_late_primary_answer_is_abandoned_and_triggers_nothing,
+    #[tokio::test] a_hedged_primary_that_answers_late_is_recorded_as_late_and_triggers_nothing,
     #[tokio::test] a_late_tool_call_after_the_fallback_acted_is_replayed_never_executed,
     #[tokio::test] a_stream_cut_before_commit_falls_back_whole_and_keeps_the_partial_apart,
     #[tokio::test] a_stream_cut_after_commit_is_an_explicit_error_never_a_short_answer,
@@ -151,6 +152,70 @@ pub async fn a_late_primary_answer_is_abandoned_and_triggers_nothing(run: Run) {
     assert_eq!(fallback.requests(), 1);
     assert_eq!(task.budget().requests_sent(), 2);
     tokio::time::resume(); // the ledger's pool works in real time
+    assert!(
+        store.all().await.is_empty(),
+        "the late tool call began no operation"
+    );
+
+    run.score.task(true);
+    run.settle(&store, None).await;
+}
+
+/// Scenario 3 with `hedge_after`: the router stops waiting for the slow
+/// primary after 2 s *without cancelling it*, and the fallback answers. When
+/// the primary's answer (a tool call) arrives at 8 s (inside its own
+/// first-byte timeout) it is recorded on the
+/// task as a late attempt — and triggers nothing: no operation, no effect,
+/// no second request, the answer unchanged.
+pub async fn a_hedged_primary_that_answers_late_is_recorded_as_late_and_triggers_nothing(run: Run) {
+    let store = run.store().await;
+    tokio::time::pause();
+    let primary = TcpProvider::start(Flavor::OpenAi).await.unwrap();
+    let fallback = TcpProvider::start(Flavor::DeepSeek).await.unwrap();
+    primary.script([
+        Plan::tool_call(Flavor::OpenAi, "call_primary_1", SHIP, &shipment())
+            .delayed(Duration::from_secs(8)),
+    ]);
+    fallback.script([Plan::text(
+        Flavor::DeepSeek,
+        "A replacement kettle can be sent.",
+    )]);
+    let config = config(
+        primary.base_url(),
+        fallback.base_url(),
+        "hedge_after = \"2s\"",
+        PAUSED,
+        SHIP_NO_RECOVERY,
+    );
+    let router = router(&config);
+
+    let start = Instant::now();
+    let task = router.task("default").unwrap();
+    let done = router.chat(&task, &user_turn()).await.unwrap();
+    assert_eq!(done.provider, "fallback");
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "moved on at the hedge, not the timeout"
+    );
+    assert_eq!(done.attempts[0].result, AttemptResult::Abandoned);
+    assert!(task.late_attempts().is_empty());
+
+    // Sleep (virtual time, auto-advanced timer by timer) so the primary's
+    // answer at 8 s is written and read before its 10 s first-byte timeout.
+    #[allow(clippy::disallowed_methods)]
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let late = task.late_attempts();
+    assert_eq!(late.len(), 1, "{late:?}");
+    assert_eq!(
+        (late[0].provider.as_str(), late[0].result, late[0].late),
+        ("primary", AttemptResult::Answered, true)
+    );
+    assert!(
+        done.response.tool_calls.is_empty(),
+        "the answer is unchanged"
+    );
+    assert_eq!((primary.requests(), fallback.requests()), (1, 1));
+    tokio::time::resume();
     assert!(
         store.all().await.is_empty(),
         "the late tool call began no operation"
