@@ -14,6 +14,7 @@
 //! which the ledger answers without sending anything.
 
 mod app;
+mod cast;
 mod story;
 mod timeline;
 
