@@ -1,0 +1,183 @@
+//! Errors as HTTP answers: every 4xx/5xx the gateway produces is JSON in the
+//! OpenAI error shape `{"error": {"message", "type", "param", "code"}}`, so
+//! OpenAI SDKs raise their typed exceptions and other clients can branch on
+//! `code`.
+
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use handover_ledger::LedgerError;
+
+/// A JSON error answer.
+///
+/// `code` is the stable machine-readable part; `message` is for humans.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// OpenAI-style error type (`invalid_request_error`, `authentication_error`, ...).
+    pub kind: &'static str,
+    /// Stable code (`invalid_json`, `model_not_found`, `stale_claim`, ...).
+    pub code: &'static str,
+    /// The offending parameter or field, if one.
+    pub param: Option<String>,
+    /// Human-readable explanation.
+    pub message: String,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl ApiError {
+    /// An error with no parameter.
+    pub fn new(
+        status: StatusCode,
+        kind: &'static str,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            status,
+            kind,
+            code,
+            param: None,
+            message: message.into(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// 400 `invalid_request_error` naming `param`.
+    pub fn invalid(
+        code: &'static str,
+        param: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            code,
+            message,
+        )
+        .with_param(param)
+    }
+
+    /// Names the offending parameter.
+    pub fn with_param(mut self, param: impl Into<String>) -> Self {
+        self.param = Some(param.into());
+        self
+    }
+
+    /// Adds a response header.
+    pub(crate) fn with_header(mut self, name: &'static str, value: HeaderValue) -> Self {
+        self.headers.push((HeaderName::from_static(name), value));
+        self
+    }
+
+    pub(crate) fn unauthorized(message: &str) -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "invalid_api_key",
+            message,
+        )
+    }
+
+    pub(crate) fn forbidden(message: &str) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            "forbidden",
+            message,
+        )
+    }
+
+    /// Maps a ledger error to its HTTP meaning (see `docs/gateway.md`).
+    pub(crate) fn ledger(e: &LedgerError) -> Self {
+        let msg = e.to_string();
+        match e {
+            LedgerError::Validation(v) => Self::invalid("invalid_field", v.field(), msg),
+            LedgerError::NotFound { .. } => Self::new(
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                "operation_not_found",
+                msg,
+            ),
+            LedgerError::ParamsMismatch { .. } => Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_request_error",
+                "params_mismatch",
+                msg,
+            ),
+            LedgerError::StaleEpoch { .. } => {
+                Self::new(StatusCode::CONFLICT, "conflict_error", "stale_claim", msg)
+                    .with_param("epoch")
+            }
+            LedgerError::LeaseExpired { .. } => {
+                Self::new(StatusCode::CONFLICT, "conflict_error", "lease_expired", msg)
+                    .with_param("epoch")
+            }
+            LedgerError::IllegalTransition { .. } => Self::new(
+                StatusCode::CONFLICT,
+                "conflict_error",
+                "illegal_transition",
+                msg,
+            ),
+            e if e.is_unavailable() => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                "ledger_unavailable",
+                msg,
+            ),
+            _ => Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "ledger_error",
+                msg,
+            ),
+        }
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "internal_error",
+            message,
+        )
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({"error": {
+            "message": self.message,
+            "type": self.kind,
+            "param": self.param,
+            "code": self.code,
+        }})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = (self.status, axum::Json(self.body())).into_response();
+        for (name, value) in self.headers {
+            resp.headers_mut().insert(name, value);
+        }
+        resp
+    }
+}
+
+pub(crate) async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        "unknown_route",
+        format!("no route {}", uri.path()),
+    )
+}
+
+pub(crate) async fn method_not_allowed(method: axum::http::Method) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "invalid_request_error",
+        "method_not_allowed",
+        format!("method {method} is not allowed here"),
+    )
+}

@@ -1,0 +1,82 @@
+//! Request bodies: JSON parsed with the path of the first problem
+//! (`messages[1].role: unknown variant ...`), bodies over the configured
+//! limit refused with 413, every refusal a JSON error. Nothing is done with
+//! a body that fails here.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+
+use crate::api_error::ApiError;
+
+/// A JSON body of type `T`.
+#[derive(Debug)]
+pub(crate) struct JsonBody<T>(pub(crate) T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|r| {
+            if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "invalid_request_error",
+                    "body_too_large",
+                    "request body is larger than gateway.max_body_bytes",
+                )
+            } else {
+                ApiError::new(
+                    r.status(),
+                    "invalid_request_error",
+                    "unreadable_body",
+                    format!("could not read the request body: {}", r.body_text()),
+                )
+            }
+        })?;
+        parse(&bytes).map(JsonBody)
+    }
+}
+
+/// Parses `bytes` as `T`; the error names the path of the problem.
+pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(to_api_error)
+}
+
+/// Converts an already parsed JSON value into `T`, naming the path of the problem.
+pub(crate) fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(to_api_error)
+}
+
+fn to_api_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let syntax = inner.is_syntax() || inner.is_eof();
+        let code = if syntax {
+            "invalid_json"
+        } else {
+            "invalid_field"
+        };
+        let message = if syntax {
+            format!("malformed JSON body: {inner}")
+        } else if path == "." {
+            format!("invalid body: {inner}")
+        } else {
+            format!("{path}: {inner}")
+        };
+        let err = ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            code,
+            message,
+        );
+        if syntax || path == "." {
+            err
+        } else {
+            err.with_param(path)
+        }
+    }
+}

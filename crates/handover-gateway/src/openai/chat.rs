@@ -1,0 +1,162 @@
+//! `POST /v1/chat/completions`.
+//!
+//! `model` names a policy (or a `[gateway.models]` alias); the router runs
+//! the call under that policy's budget and chain. The answer's `model` and
+//! `usage` are those of the provider that answered; every attempt (failed
+//! ones included) is listed in `x-handover-attempts`, the answering provider
+//! in `x-handover-provider`. A failed call answers with the router's reason
+//! and `x-should-retry: false`: the router already spent the task's budget
+//! on retries and fallbacks, and an SDK retrying on top would multiply it.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use handover_providers::{ErrorClass, ProviderError};
+use handover_router::RouterError;
+use handover_router::budget::Exhausted;
+use handover_router::route::FailureReason;
+use serde_json::Value;
+
+use super::request;
+use super::response::{attempts_header, completion, header_value};
+use crate::api_error::ApiError;
+use crate::auth::Client;
+use crate::body::JsonBody;
+use crate::state::GatewayState;
+
+/// Header carrying the request's data class (the router's data policy).
+pub(crate) const DATA_CLASS_HEADER: &str = "x-handover-data-class";
+
+pub(crate) fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+pub(crate) async fn completions(
+    State(state): State<GatewayState>,
+    _client: Client,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<Value>,
+) -> Response {
+    match run(state, headers, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Response, ApiError> {
+    let mut parsed = request::parse(body)?;
+    if let Some(class) = headers.get(DATA_CLASS_HEADER) {
+        let class = class
+            .to_str()
+            .ok()
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "invalid_header",
+                    DATA_CLASS_HEADER,
+                    "x-handover-data-class must be visible ASCII",
+                )
+            })?;
+        parsed.request.data_class = Some(class.to_owned());
+    }
+    if let Err(ProviderError::InvalidRequest { field, reason }) = parsed.request.validate() {
+        return Err(ApiError::invalid(
+            "invalid_field",
+            field.clone(),
+            format!("{field}: {reason}"),
+        ));
+    }
+    let policy = state.policy_for(&parsed.model).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "model_not_found",
+            format!(
+                "the model {:?} is neither a policy nor an alias (GET /v1/models lists them)",
+                parsed.model
+            ),
+        )
+        .with_param("model")
+    })?;
+    let task = state.router().task(policy).map_err(|e| router_error(&e))?;
+    let id = format!("chatcmpl-{}", task.id().simple());
+    if parsed.stream {
+        return Ok(super::stream::respond(state, task, parsed, id).await);
+    }
+    match state.router().chat(&task, &parsed.request).await {
+        Ok(c) => {
+            let body = completion(&id, now_secs(), &c.model, &c.response);
+            let mut resp = axum::Json(body).into_response();
+            let h = resp.headers_mut();
+            h.insert("x-handover-provider", header_value(&c.provider));
+            h.insert("x-handover-attempts", attempts_header(&c.attempts));
+            Ok(resp)
+        }
+        Err(e) => Err(router_error(&e)),
+    }
+}
+
+/// A failed call as an HTTP error (see `docs/gateway.md` for the table).
+pub(crate) fn router_error(e: &RouterError) -> ApiError {
+    let message = e.to_string();
+    let err = match e {
+        RouterError::UnknownPolicy(_) => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "model_not_found",
+            message,
+        )
+        .with_param("model"),
+        RouterError::Task(f) => {
+            let (status, kind, code) = match &f.reason {
+                FailureReason::Budget(Exhausted::Deadline) => (
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "server_error",
+                    "budget_exhausted",
+                ),
+                FailureReason::Budget(_) => {
+                    (StatusCode::BAD_GATEWAY, "server_error", "budget_exhausted")
+                }
+                FailureReason::Failed { class, .. } => match class {
+                    ErrorClass::InvalidRequest => (
+                        StatusCode::BAD_REQUEST,
+                        "invalid_request_error",
+                        "invalid_request",
+                    ),
+                    ErrorClass::ContextLengthExceeded => (
+                        StatusCode::BAD_REQUEST,
+                        "invalid_request_error",
+                        "context_length_exceeded",
+                    ),
+                    ErrorClass::ContentFiltered => (
+                        StatusCode::BAD_REQUEST,
+                        "invalid_request_error",
+                        "content_filter",
+                    ),
+                    _ => (StatusCode::BAD_GATEWAY, "server_error", "provider_failed"),
+                },
+                FailureReason::ChainExhausted => (
+                    StatusCode::BAD_GATEWAY,
+                    "server_error",
+                    "all_providers_failed",
+                ),
+                FailureReason::NoAllowedProvider { .. } => (
+                    StatusCode::FORBIDDEN,
+                    "permission_error",
+                    "data_class_not_allowed",
+                ),
+                FailureReason::StreamBroken { .. } => {
+                    (StatusCode::BAD_GATEWAY, "server_error", "stream_broken")
+                }
+            };
+            ApiError::new(status, kind, code, message)
+                .with_header("x-handover-attempts", attempts_header(&f.attempts))
+        }
+        _ => ApiError::internal(message),
+    };
+    err.with_header("x-should-retry", HeaderValue::from_static("false"))
+}

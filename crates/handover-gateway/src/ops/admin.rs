@@ -1,0 +1,98 @@
+//! Operator endpoints (`/v1/admin`, operator token): every scope's
+//! operations, and resolving an unknown one with evidence. The operator's
+//! name from the token is recorded as the actor.
+
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use handover_ledger::{ListFilter, OperationId, ResolvedAs, Scope};
+use handover_router::RouterError;
+use serde_json::Value;
+
+use super::wire::{self, Decision, ListQuery, ResolveBody};
+use super::{from_router, path_error, query_error, record_answer};
+use crate::api_error::ApiError;
+use crate::auth::Operator;
+use crate::body::JsonBody;
+use crate::state::GatewayState;
+
+fn id(scope: &str, key: &str) -> Result<OperationId, ApiError> {
+    OperationId::new(scope, key).map_err(|e| from_router(RouterError::Ledger(e.into())))
+}
+
+pub(crate) async fn list(
+    State(state): State<GatewayState>,
+    _op: Operator,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(query_error)?;
+    let scope = match q.scope.as_deref() {
+        None => None,
+        Some(s) => Some(
+            Scope::new(s)
+                .map_err(|e| ApiError::invalid("invalid_query", "scope", e.to_string()))?,
+        ),
+    };
+    let filter = ListFilter {
+        state: wire::state_filter(q.state.as_deref())
+            .map_err(|m| ApiError::invalid("invalid_query", "state", m))?,
+        scope,
+        limit: Some(q.limit.unwrap_or(100).min(1000)),
+        ..ListFilter::default()
+    };
+    super::list_answer(&state, &filter).await
+}
+
+pub(crate) async fn get(
+    State(state): State<GatewayState>,
+    _op: Operator,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let Path((scope, key)) = path.map_err(path_error)?;
+    super::show(&state, &id(&scope, &key)?).await
+}
+
+pub(crate) async fn resolve(
+    State(state): State<GatewayState>,
+    op: Operator,
+    path: Result<Path<(String, String)>, PathRejection>,
+    JsonBody(body): JsonBody<ResolveBody>,
+) -> Result<Response, ApiError> {
+    let Path((scope, key)) = path.map_err(path_error)?;
+    let id = id(&scope, &key)?;
+    if body.evidence.trim().is_empty() {
+        return Err(ApiError::invalid(
+            "invalid_field",
+            "evidence",
+            "evidence: required to resolve an operation",
+        ));
+    }
+    let outcome = match body.outcome {
+        Decision::Confirmed => ResolvedAs::Confirmed {
+            result: body.result.unwrap_or(Value::Null),
+        },
+        Decision::Rejected => ResolvedAs::Rejected {
+            reason: body
+                .reason
+                .filter(|r| !r.trim().is_empty())
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "invalid_field",
+                        "reason",
+                        "reason: required for outcome \"rejected\"",
+                    )
+                })?,
+        },
+    };
+    let rec = state
+        .gate()
+        .resolve(
+            &id,
+            outcome,
+            &body.evidence,
+            &format!("operator:{}", op.name),
+        )
+        .await
+        .map_err(from_router)?;
+    Ok(record_answer(&rec))
+}

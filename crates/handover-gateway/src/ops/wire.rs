@@ -1,0 +1,173 @@
+//! Request bodies and answer shapes of the operations API.
+
+use handover_ledger::{BeginOutcome, Claim, OperationRequest, StateKind};
+use handover_router::config::ActionContract;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// `POST /v1/operations` body. The scope is never here: it is the client's.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BeginBody {
+    pub(crate) action: String,
+    pub(crate) params: Value,
+}
+
+/// `POST /v1/operations/{key}/dispatch` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DispatchBody {
+    pub(crate) epoch: u64,
+    pub(crate) executor: Option<String>,
+    pub(crate) metadata: Option<Value>,
+}
+
+/// What the holder learned from the destination.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum OutcomeKind {
+    Confirmed,
+    Rejected,
+    Unknown,
+    NotSent,
+    Abandoned,
+}
+
+/// `POST /v1/operations/{key}/outcome` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OutcomeBody {
+    pub(crate) epoch: u64,
+    pub(crate) outcome: OutcomeKind,
+    pub(crate) result: Option<Value>,
+    pub(crate) reason: Option<String>,
+    pub(crate) evidence: Option<String>,
+}
+
+/// An operator's decision.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Decision {
+    Confirmed,
+    Rejected,
+}
+
+/// `POST /v1/admin/operations/{scope}/{key}/resolve` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResolveBody {
+    pub(crate) outcome: Decision,
+    pub(crate) result: Option<Value>,
+    pub(crate) reason: Option<String>,
+    pub(crate) evidence: String,
+}
+
+/// `?state=…&limit=…` (`state=all` lists every state).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    pub(crate) state: Option<String>,
+    pub(crate) limit: Option<usize>,
+    pub(crate) scope: Option<String>,
+}
+
+/// The `started` answer: the claim the caller now holds.
+pub(crate) fn started(
+    req: &OperationRequest,
+    claim: &Claim,
+    c: &ActionContract,
+    resend: bool,
+) -> Value {
+    json!({
+        "status": "started",
+        "resend": resend,
+        "operation": {
+            "scope": req.id().scope,
+            "key": req.id().key,
+            "action": req.action(),
+            "fingerprint": req.fingerprint(),
+        },
+        "claim": {
+            "epoch": claim.epoch,
+            "lease_until": claim.lease_until,
+            "destination_key": claim.destination_key,
+            "attempt_number": claim.attempt_number,
+        },
+        "contract": {
+            "idempotency_header": c.idempotency.as_ref().map(|i| &i.header),
+            "idempotency_retention_s": c.idempotency.as_ref().map(|i| i.retention.as_secs()),
+            "lease_s": c.lease.as_secs(),
+            "timeout_s": c.timeout.as_secs(),
+        },
+    })
+}
+
+fn error(code: &str, message: &str) -> Value {
+    json!({"message": message, "type": "conflict_error", "param": null, "code": code})
+}
+
+/// Every answer but `started`: `(HTTP status, body)`.
+pub(crate) fn other(outcome: BeginOutcome, own_scope: &handover_ledger::Scope) -> (u16, Value) {
+    match outcome {
+        BeginOutcome::Started(_) => (500, json!({"status": "started"})),
+        BeginOutcome::Replayed(terminal) => {
+            (200, json!({"status": "replayed", "outcome": terminal}))
+        }
+        BeginOutcome::InProgress {
+            holder,
+            state,
+            lease_until,
+        } => (
+            409,
+            json!({"status": "in_progress", "holder": holder, "state": state,
+                "lease_until": lease_until,
+                "error": error("in_progress", "another request holds this operation; retry after lease_until")}),
+        ),
+        BeginOutcome::Conflict {
+            recorded,
+            requested,
+        } => (
+            422,
+            json!({"status": "conflict", "recorded": recorded, "requested": requested,
+                "error": error("params_mismatch",
+                    "this Idempotency-Key was approved with other parameters; nothing was executed")}),
+        ),
+        BeginOutcome::Unresolved(info) => (
+            423,
+            json!({"status": "unresolved", "unknown": info,
+                "error": error("unresolved",
+                    "the outcome of this operation is unknown; writes are blocked until it is resolved")}),
+        ),
+        BeginOutcome::Suspended { blocked_by, info } => {
+            // Never reveal another scope's key (an `action`-wide block).
+            let by = if blocked_by.scope == *own_scope {
+                json!({"scope": blocked_by.scope, "key": blocked_by.key})
+            } else {
+                json!({"scope": null, "key": null})
+            };
+            (
+                423,
+                json!({"status": "suspended", "blocked_by": by, "unknown": info,
+                    "error": error("suspended",
+                        "another operation of this action has an unknown outcome; writes are blocked")}),
+            )
+        }
+        BeginOutcome::Cancelled { reason } => (
+            410,
+            json!({"status": "cancelled", "reason": reason,
+                "error": error("cancelled", "approval of this operation was withdrawn")}),
+        ),
+    }
+}
+
+/// Parses `?state=`: `None` for `all`, unknown by default.
+pub(crate) fn state_filter(s: Option<&str>) -> Result<Option<StateKind>, String> {
+    match s {
+        None => Ok(Some(StateKind::Unknown)),
+        Some("all") => Ok(None),
+        Some(s) => s
+            .parse::<StateKind>()
+            .map(Some)
+            .map_err(|_| format!("state: unknown state {s:?} (expected a state name or \"all\")")),
+    }
+}

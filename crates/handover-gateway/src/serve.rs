@@ -1,0 +1,138 @@
+//! Opening the configured ledger, binding, serving, and shutting down
+//! gracefully.
+//!
+//! Graceful shutdown stops accepting connections and lets every in-flight
+//! request finish (up to `gateway.shutdown_grace`). The gateway itself never
+//! holds an operation between requests: a client's claim lives in the
+//! ledger, fenced by its epoch and lease. So after a shutdown nothing that
+//! may have been sent is claimable again: a `claimed` operation (nothing
+//! sent) returns to `planned` when its lease passes, and a `dispatched` one
+//! becomes `unknown`, never `planned`.
+
+use std::future::{Future, IntoFuture};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use handover_ledger::{
+    Clock, Ledger, Limits, MemoryLedger, Retention, SqliteLedger, SqliteOptions, SystemClock,
+};
+use handover_router::config::{Config, LedgerBackend};
+use handover_router::route::Router;
+use tokio::net::TcpListener;
+
+use crate::error::GatewayError;
+use crate::state::GatewayState;
+
+/// Opens the ledger `config` names (`memory` or `sqlite`), with its
+/// retention and limits, on the system clock.
+pub async fn open_ledger(config: &Config) -> Result<Arc<dyn Ledger>, GatewayError> {
+    let s = config.ledger();
+    let retention = Retention {
+        replay_window: s.replay_window,
+        tombstone_horizon: s.tombstone_horizon,
+    };
+    let limits = Limits {
+        max_params_bytes: s.max_params_bytes,
+        max_depth: s.max_params_depth,
+    };
+    match &s.backend {
+        LedgerBackend::Memory => Ok(Arc::new(MemoryLedger::new(
+            Arc::new(SystemClock),
+            retention,
+            limits,
+        ))),
+        LedgerBackend::Sqlite { path } => {
+            let opts = SqliteOptions {
+                retention,
+                limits,
+                ..SqliteOptions::default()
+            };
+            let ledger = SqliteLedger::open(Path::new(path), opts)
+                .await
+                .map_err(GatewayError::Ledger)?;
+            Ok(Arc::new(ledger))
+        }
+        LedgerBackend::Postgres { .. } => Err(GatewayError::UnsupportedBackend("postgres")),
+    }
+}
+
+/// A bound gateway, ready to [`run`](Gateway::run).
+#[derive(Debug)]
+pub struct Gateway {
+    listener: TcpListener,
+    state: GatewayState,
+}
+
+impl Gateway {
+    /// Opens the configured ledger, builds the router (API keys from the
+    /// process environment) and binds `listen` (default: `gateway.listen`).
+    pub async fn bind(config: Config, listen: Option<SocketAddr>) -> Result<Self, GatewayError> {
+        let router = Router::new(&config).map_err(GatewayError::Router)?;
+        let ledger = open_ledger(&config).await?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let state = GatewayState::new(config, router, ledger, clock)?;
+        Self::with_state(state, listen).await
+    }
+
+    /// Binds `listen` (default: `gateway.listen`) for an already built state.
+    pub async fn with_state(
+        state: GatewayState,
+        listen: Option<SocketAddr>,
+    ) -> Result<Self, GatewayError> {
+        let addr = listen.unwrap_or(state.settings().listen);
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| GatewayError::Bind { addr, source })?;
+        Ok(Self { listener, state })
+    }
+
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> Result<SocketAddr, GatewayError> {
+        self.listener.local_addr().map_err(GatewayError::Serve)
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting and waits up
+    /// to `gateway.shutdown_grace` for in-flight requests to finish.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), GatewayError> {
+        let grace: Duration = self.state.settings().shutdown_grace;
+        let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
+        let app = crate::app(self.state);
+        tracing::info!(addr = ?self.listener.local_addr().ok(), "handover gateway listening");
+        let server = axum::serve(self.listener, app)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                let _ = fired_tx.send(());
+            })
+            .into_future();
+        let mut server = std::pin::pin!(server);
+        tokio::select! {
+            r = &mut server => return r.map_err(GatewayError::Serve),
+            Ok(()) = fired_rx => {}
+        }
+        tracing::info!(?grace, "shutting down: finishing in-flight requests");
+        match tokio::time::timeout(grace, server).await {
+            Ok(r) => r.map_err(GatewayError::Serve),
+            Err(_) => {
+                tracing::warn!(
+                    ?grace,
+                    "shutdown grace elapsed; dropping the remaining requests"
+                );
+                Ok(())
+            }
+        }
+    }
+}
+
+/// [`Gateway::bind`] then [`Gateway::run`]: what `handover serve` calls.
+pub async fn serve(
+    config: Config,
+    listen: Option<SocketAddr>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), GatewayError> {
+    Gateway::bind(config, listen).await?.run(shutdown).await
+}

@@ -1,0 +1,270 @@
+//! Bad input gets a clear JSON 4xx naming what is wrong, and nothing is
+//! recorded or sent: the ledger stays empty and the provider sees no request.
+
+mod support;
+
+use handover_testkit::{Flavor, MockProvider};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::{CLIENT_A, OPERATOR, Running};
+
+async fn setup() -> (Running, MockProvider) {
+    let p = MockProvider::start(Flavor::OpenAi).await;
+    let mut c = support::provider("p", &p.base_url());
+    c.push_str(&support::policy("default", &["p"], "first_token"));
+    c.push_str(&support::gateway_section(
+        2048,
+        "5s",
+        "[gateway.models]\n\"gpt-4o-mini\" = \"default\"\n",
+    ));
+    (Running::start(&c).await, p)
+}
+
+async fn send(
+    gw: &Running,
+    path: &str,
+    token: Option<&str>,
+    body: Vec<u8>,
+    key: Option<&str>,
+) -> (StatusCode, Value) {
+    let mut req = gw
+        .http
+        .post(gw.url(path))
+        .header("content-type", "application/json")
+        .body(body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(k) = key {
+        req = req.header("Idempotency-Key", k);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status();
+    let body: Value = resp.json().await.expect("every error is JSON");
+    (status, body)
+}
+
+fn chat(model: &str) -> Vec<u8> {
+    json!({"model": model, "messages": [{"role": "user", "content": "hi"}]})
+        .to_string()
+        .into_bytes()
+}
+
+/// (name, token, body, expected status, expected error code)
+type ChatCase = (
+    &'static str,
+    Option<&'static str>,
+    Vec<u8>,
+    StatusCode,
+    &'static str,
+);
+/// (name, token, body, Idempotency-Key, expected status, expected error code)
+type OpCase = (
+    &'static str,
+    Option<&'static str>,
+    Vec<u8>,
+    Option<&'static str>,
+    StatusCode,
+    &'static str,
+);
+
+fn code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn bad_chat_requests_are_refused_before_anything_is_sent() {
+    let (gw, provider) = setup().await;
+    let cases: Vec<ChatCase> = vec![
+        ("no token", None, chat("default"), StatusCode::UNAUTHORIZED, "invalid_api_key"),
+        ("wrong token", Some("nope"), chat("default"), StatusCode::UNAUTHORIZED, "invalid_api_key"),
+        ("operator token", Some(OPERATOR), chat("default"), StatusCode::FORBIDDEN, "forbidden"),
+        ("malformed JSON", Some(CLIENT_A), b"{\"model\": ".to_vec(), StatusCode::BAD_REQUEST, "invalid_json"),
+        ("unknown model", Some(CLIENT_A), chat("gpt-5-turbo"), StatusCode::NOT_FOUND, "model_not_found"),
+        ("oversized", Some(CLIENT_A), vec![b' '; 4096], StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+        (
+            "wrong type",
+            Some(CLIENT_A),
+            json!({"model": "default", "messages": [{"role": "wizard", "content": "hi"}]}).to_string().into_bytes(),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "unsupported parameter",
+            Some(CLIENT_A),
+            json!({"model": "default", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}).to_string().into_bytes(),
+            StatusCode::BAD_REQUEST,
+            "unsupported_parameter",
+        ),
+        (
+            "empty messages",
+            Some(CLIENT_A),
+            json!({"model": "default", "messages": []}).to_string().into_bytes(),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+    ];
+    for (name, token, body, status, want) in cases {
+        let (got, body) = send(&gw, "/v1/chat/completions", token, body, None).await;
+        assert_eq!(got, status, "{name}: {body}");
+        assert_eq!(code(&body), want, "{name}: {body}");
+        assert!(
+            !body["error"]["message"].as_str().unwrap().is_empty(),
+            "{name}"
+        );
+    }
+    let (_, body) = send(
+        &gw,
+        "/v1/chat/completions",
+        Some(CLIENT_A),
+        json!({"model": "default", "messages": [{"role": "wizard", "content": "hi"}]})
+            .to_string()
+            .into_bytes(),
+        None,
+    )
+    .await;
+    assert_eq!(body["error"]["param"], "messages[0].role", "{body}");
+    assert_eq!(
+        provider.requests().await,
+        0,
+        "nothing may reach the provider"
+    );
+    // The alias works and reaches the provider exactly once.
+    let (st, body) = send(
+        &gw,
+        "/v1/chat/completions",
+        Some(CLIENT_A),
+        chat("gpt-4o-mini"),
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    assert_eq!(provider.requests().await, 1);
+}
+
+#[tokio::test]
+async fn bad_operation_requests_record_nothing() {
+    let (gw, _provider) = setup().await;
+    let ok = json!({"action": "ship", "params": {"order": 1}})
+        .to_string()
+        .into_bytes();
+    let cases: Vec<OpCase> = vec![
+        (
+            "no token",
+            None,
+            ok.clone(),
+            Some("K-1"),
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+        ),
+        (
+            "wrong token",
+            Some("nope"),
+            ok.clone(),
+            Some("K-1"),
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+        ),
+        (
+            "no key",
+            Some(CLIENT_A),
+            ok.clone(),
+            None,
+            StatusCode::BAD_REQUEST,
+            "missing_idempotency_key",
+        ),
+        (
+            "key with a space",
+            Some(CLIENT_A),
+            ok.clone(),
+            Some("K 1"),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "malformed JSON",
+            Some(CLIENT_A),
+            b"{\"action\": \"ship\",".to_vec(),
+            Some("K-1"),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            "oversized",
+            Some(CLIENT_A),
+            vec![b' '; 4096],
+            Some("K-1"),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+        ),
+        (
+            "missing params",
+            Some(CLIENT_A),
+            json!({"action": "ship"}).to_string().into_bytes(),
+            Some("K-1"),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "bad action name",
+            Some(CLIENT_A),
+            json!({"action": "", "params": {}}).to_string().into_bytes(),
+            Some("K-1"),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "too deep",
+            Some(CLIENT_A),
+            format!(
+                "{{\"action\":\"ship\",\"params\":{}1{}}}",
+                "[".repeat(40),
+                "]".repeat(40)
+            )
+            .into_bytes(),
+            Some("K-1"),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+    ];
+    for (name, token, body, key, status, want) in cases {
+        let (got, body) = send(&gw, "/v1/operations", token, body, key).await;
+        assert_eq!(got, status, "{name}: {body}");
+        assert_eq!(code(&body), want, "{name}: {body}");
+    }
+    let (_, body) = send(
+        &gw,
+        "/v1/operations",
+        Some(CLIENT_A),
+        ok.clone(),
+        Some("K 1"),
+    )
+    .await;
+    assert_eq!(body["error"]["param"], "Idempotency-Key", "{body}");
+    let (st, body) = send(
+        &gw,
+        "/v1/operations/K-1/outcome",
+        Some(CLIENT_A),
+        json!({"epoch": 1, "outcome": "maybe"})
+            .to_string()
+            .into_bytes(),
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["param"], "outcome", "{body}");
+    assert_eq!(gw.all_operations().await, 0, "nothing may be recorded");
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_answer_json() {
+    let (gw, _provider) = setup().await;
+    let resp = gw.http.get(gw.url("/v2/nothing")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unknown_route");
+    let resp = gw.http.delete(gw.url("/v1/models")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let resp = gw.http.get(gw.url("/healthz")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+}

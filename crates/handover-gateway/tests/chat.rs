@@ -1,0 +1,242 @@
+//! `/v1/chat/completions` and `/v1/models` over real HTTP against testkit
+//! providers: the answering provider and every attempt in headers, fallback
+//! after a 503, streams before and after their commit point, keep-alives
+//! while a stream waits, and metrics.
+
+mod support;
+
+use std::time::Duration;
+
+use handover_testkit::{After, Flavor, MockProvider, Plan, Reply, TcpProvider, bodies};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::{CLIENT_A, Running};
+
+fn ask(model: &str, stream: bool) -> Value {
+    json!({"model": model, "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
+}
+
+async fn post(gw: &Running, body: &Value) -> reqwest::Response {
+    gw.http
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(CLIENT_A)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The `data:` payloads of an SSE body, and whether keep-alive comments came first.
+fn sse_data(text: &str) -> Vec<String> {
+    text.split("\n\n")
+        .filter_map(|ev| ev.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn content(data: &[String]) -> String {
+    data.iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_503_falls_back_and_the_answer_names_who_answered() {
+    let down = MockProvider::start(Flavor::OpenAi).await;
+    down.set_default(Reply::overloaded());
+    let up = MockProvider::start(Flavor::DeepSeek).await;
+    up.set_default(Reply::text("from the fallback"));
+    let mut c = support::provider("down", &down.base_url());
+    c.push_str(&support::provider("up", &up.base_url()));
+    c.push_str(&support::policy("default", &["down", "up"], "first_token"));
+    c.push_str(&support::gateway_section(
+        1 << 20,
+        "5s",
+        "[gateway.models]\n\"gpt-4o-mini\" = \"default\"\n",
+    ));
+    let gw = Running::start(&c).await;
+
+    let resp = post(&gw, &ask("gpt-4o-mini", false)).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["x-handover-provider"], "up");
+    assert_eq!(
+        resp.headers()["x-handover-attempts"],
+        "down=overloaded, up=answered"
+    );
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "from the fallback"
+    );
+    assert_eq!(body["model"], Flavor::DeepSeek.answering_model());
+    assert_eq!(body["usage"]["total_tokens"], 26);
+    assert_eq!(down.requests().await, 1);
+    assert_eq!(up.requests().await, 1);
+
+    let models: Value = gw
+        .http
+        .get(gw.url("/v1/models"))
+        .bearer_auth(CLIENT_A)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<_> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].clone())
+        .collect();
+    assert_eq!(ids, vec![json!("default"), json!("gpt-4o-mini")]);
+
+    let metrics = gw
+        .http
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("handover_gateway_requests_total"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("handover_tasks_total"), "{metrics}");
+}
+
+#[tokio::test]
+async fn every_provider_failing_is_a_json_error_that_sdks_must_not_retry() {
+    let down = MockProvider::start(Flavor::OpenAi).await;
+    down.set_default(Reply::overloaded());
+    let mut c = support::provider("down", &down.base_url());
+    c.push_str(&support::policy("default", &["down"], "first_token"));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let gw = Running::start(&c).await;
+    // The 503 also opens the provider's breaker, so the second call (a
+    // stream) is refused without a request.
+    for (stream, attempts) in [
+        (false, "down=overloaded"),
+        (true, "down=skipped_breaker_open"),
+    ] {
+        let resp = post(&gw, &ask("default", stream)).await;
+        assert_eq!(resp.status(), StatusCode::BAD_GATEWAY, "stream={stream}");
+        assert_eq!(resp.headers()["x-should-retry"], "false");
+        assert_eq!(resp.headers()["x-handover-attempts"], attempts);
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "all_providers_failed", "{body}");
+    }
+    assert_eq!(down.requests().await, 1);
+}
+
+#[tokio::test]
+async fn a_stream_cut_after_its_commit_point_ends_with_an_error_and_no_done() {
+    let cut = TcpProvider::start(Flavor::OpenAi).await.unwrap();
+    cut.set_default(Plan::sse(
+        bodies::text_stream(Flavor::OpenAi, &["Hel", "lo"], false, false),
+        After::Close,
+    ));
+    let spare = MockProvider::start(Flavor::OpenAi).await;
+    let mut c = support::provider("cut", cut.base_url());
+    c.push_str(&support::provider("spare", &spare.base_url()));
+    c.push_str(&support::policy(
+        "default",
+        &["cut", "spare"],
+        "first_token",
+    ));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let gw = Running::start(&c).await;
+
+    let resp = post(&gw, &ask("default", true)).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["x-handover-provider"], "cut");
+    let data = sse_data(&resp.text().await.unwrap());
+    assert_eq!(content(&data), "Hello");
+    assert!(!data.iter().any(|d| d == "[DONE]"), "{data:?}");
+    let last: Value = serde_json::from_str(data.last().unwrap()).unwrap();
+    assert_eq!(last["error"]["code"], "stream_broken", "{last}");
+    assert_eq!(
+        spare.requests().await,
+        0,
+        "never stitched to another provider"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_cut_before_its_commit_point_falls_back_whole() {
+    let cut = TcpProvider::start(Flavor::OpenAi).await.unwrap();
+    cut.set_default(Plan::sse(
+        bodies::text_stream(Flavor::OpenAi, &["Partial "], false, false),
+        After::Close,
+    ));
+    let spare = MockProvider::start(Flavor::OpenAi).await;
+    spare.set_default(Reply::Sse(bodies::text_stream(
+        Flavor::OpenAi,
+        &["Whole ", "answer"],
+        true,
+        true,
+    )));
+    let mut c = support::provider("cut", cut.base_url());
+    c.push_str(&support::provider("spare", &spare.base_url()));
+    c.push_str(&support::policy("default", &["cut", "spare"], "complete"));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let gw = Running::start(&c).await;
+
+    let body = json!({"model": "default", "stream": true, "stream_options": {"include_usage": true},
+        "messages": [{"role": "user", "content": "hi"}]});
+    let resp = post(&gw, &body).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["x-handover-provider"], "spare");
+    assert_eq!(
+        resp.headers()["x-handover-attempts"],
+        "cut=stream_interrupted, spare=answered"
+    );
+    let data = sse_data(&resp.text().await.unwrap());
+    assert_eq!(content(&data), "Whole answer");
+    assert_eq!(data.last().unwrap(), "[DONE]");
+    let usage = data
+        .iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|v| v["usage"].is_object());
+    assert_eq!(usage.unwrap()["usage"]["total_tokens"], 19);
+    assert_eq!(cut.requests(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn keep_alives_flow_while_the_stream_waits_for_its_first_token() {
+    let slow = TcpProvider::start(Flavor::OpenAi).await.unwrap();
+    slow.set_default(
+        Plan::sse(
+            bodies::text_stream(Flavor::OpenAi, &["late ", "but whole"], true, true),
+            After::Close,
+        )
+        .delayed(Duration::from_secs(4)),
+    );
+    let mut c = support::provider("slow", slow.base_url());
+    c.push_str(&support::policy("default", &["slow"], "first_token"));
+    c.push_str(&support::gateway_section(1 << 20, "1s", ""));
+    let gw = Running::start_in_memory(&c).await;
+
+    let resp = post(&gw, &ask("default", true)).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    // Headers went out before the provider answered: no provider header...
+    assert!(resp.headers().get("x-handover-provider").is_none());
+    let text = resp.text().await.unwrap();
+    let first_data = text.find("data: ").unwrap();
+    assert!(text[..first_data].contains(": keep-alive"), "{text}");
+    let data = sse_data(&text);
+    // ...so the first chunk names it.
+    let opening: Value = serde_json::from_str(&data[0]).unwrap();
+    assert_eq!(opening["handover"]["provider"], "slow");
+    assert_eq!(opening["choices"][0]["delta"]["role"], "assistant");
+    assert_eq!(content(&data), "late but whole");
+    assert_eq!(data.last().unwrap(), "[DONE]");
+}

@@ -1,0 +1,298 @@
+//! The operations API end to end over HTTP, on a real SQLite ledger file:
+//! the lifecycle, replay, the IETF-draft status codes, unresolved
+//! operations, scope isolation between client tokens, and operator-only
+//! resolution.
+
+mod support;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::{CLIENT_A, CLIENT_B, OPERATOR, Running};
+
+fn config() -> String {
+    let mut c = support::provider("p", "http://127.0.0.1:9/v1");
+    c.push_str(&support::policy("default", &["p"], "first_token"));
+    c.push_str(
+        r#"
+[actions.ship]
+block = "scope"
+lease = "30s"
+"#,
+    );
+    c.push_str(&support::gateway_section(64 * 1024, "5s", ""));
+    c
+}
+
+async fn begin(gw: &Running, token: &str, key: &str, params: Value) -> (StatusCode, Value) {
+    let resp = gw
+        .http
+        .post(gw.url("/v1/operations"))
+        .bearer_auth(token)
+        .header("Idempotency-Key", key)
+        .json(&json!({"action": "ship", "params": params}))
+        .send()
+        .await
+        .unwrap();
+    (resp.status(), resp.json().await.unwrap())
+}
+
+async fn post(gw: &Running, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
+    let resp = gw
+        .http
+        .post(gw.url(path))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (resp.status(), resp.json().await.unwrap())
+}
+
+async fn get(gw: &Running, token: &str, path: &str) -> (StatusCode, Value) {
+    let resp = gw
+        .http
+        .get(gw.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    (resp.status(), resp.json().await.unwrap())
+}
+
+fn epoch(started: &Value) -> u64 {
+    started["claim"]["epoch"].as_u64().expect("epoch")
+}
+
+#[tokio::test]
+async fn lifecycle_then_replay_conflict_and_in_progress() {
+    let gw = Running::start(&config()).await;
+    let (st, started) = begin(&gw, CLIENT_A, "K-701", json!({"order": 42, "sku": "A"})).await;
+    assert_eq!(st, StatusCode::CREATED, "{started}");
+    assert_eq!(started["status"], "started");
+    assert_eq!(started["operation"]["scope"], "tenant-a");
+    let e = epoch(&started);
+    let dest_key = started["claim"]["destination_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // A second request while the first holds the claim: 409, nothing claimed.
+    let (st, body) = begin(&gw, CLIENT_A, "K-701", json!({"sku": "A", "order": 42})).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["status"], "in_progress");
+    // The same key with other parameters: 422 in every state.
+    let (st, body) = begin(&gw, CLIENT_A, "K-701", json!({"order": 43, "sku": "A"})).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["status"], "conflict");
+    assert_eq!(body["error"]["code"], "params_mismatch");
+
+    let (st, body) = post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-701/dispatch",
+        json!({"epoch": e}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    assert_eq!(body["destination_key"], dest_key.as_str());
+    let (st, body) = post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-701/outcome",
+        json!({"epoch": e, "outcome": "confirmed", "result": {"shipment": "S-1"}}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "confirmed");
+
+    // A retry (member order changed) replays the recorded result.
+    let resp = gw
+        .http
+        .post(gw.url("/v1/operations"))
+        .bearer_auth(CLIENT_A)
+        .header("Idempotency-Key", "K-701")
+        .json(&json!({"params": {"sku": "A", "order": 42}, "action": "ship"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["idempotent-replayed"], "true");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["status"], "replayed");
+    assert_eq!(body["outcome"]["result"]["shipment"], "S-1");
+    // Finishing twice changes nothing.
+    let (st, body) = post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-701/outcome",
+        json!({"epoch": e, "outcome": "rejected", "reason": "late"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CONFLICT, "{body}");
+    let (_, shown) = get(&gw, CLIENT_A, "/v1/operations/K-701").await;
+    assert_eq!(shown["status"], "confirmed");
+    assert_eq!(shown["attempts"].as_array().unwrap().len(), 1);
+    assert_eq!(gw.all_operations().await, 1);
+}
+
+#[tokio::test]
+async fn a_stale_epoch_and_writes_before_dispatch_are_refused() {
+    let gw = Running::start(&config()).await;
+    let (_, started) = begin(&gw, CLIENT_A, "K-1", json!({"n": 1})).await;
+    let e = epoch(&started);
+    let (st, body) = post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-1/dispatch",
+        json!({"epoch": e + 1}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "stale_claim");
+    // Confirming something never dispatched is an illegal transition.
+    let (st, body) = post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-1/outcome",
+        json!({"epoch": e, "outcome": "confirmed"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CONFLICT, "{body}");
+    let (_, shown) = get(&gw, CLIENT_A, "/v1/operations/K-1").await;
+    assert_eq!(shown["status"], "claimed");
+    // Proof of not having sent gives the operation back.
+    let (st, body) = post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-1/outcome",
+        json!({"epoch": e, "outcome": "not_sent", "evidence": "connection refused"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "planned");
+    let (st, again) = begin(&gw, CLIENT_A, "K-1", json!({"n": 1})).await;
+    assert_eq!(st, StatusCode::CREATED);
+    assert!(epoch(&again) > e);
+}
+
+#[tokio::test]
+async fn unknown_blocks_the_scope_until_an_operator_resolves_it() {
+    let gw = Running::start(&config()).await;
+    let (_, started) = begin(&gw, CLIENT_A, "K-9", json!({"order": 9})).await;
+    let e = epoch(&started);
+    post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-9/dispatch",
+        json!({"epoch": e}),
+    )
+    .await;
+    let (st, body) = post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-9/outcome",
+        json!({"epoch": e, "outcome": "unknown", "reason": "timeout after send"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "unknown");
+
+    let (st, body) = begin(&gw, CLIENT_A, "K-9", json!({"order": 9})).await;
+    assert_eq!(st, StatusCode::LOCKED, "{body}");
+    assert_eq!(body["status"], "unresolved");
+    // block = "scope": another shipment in the same scope is suspended...
+    let (st, body) = begin(&gw, CLIENT_A, "K-10", json!({"order": 10})).await;
+    assert_eq!(st, StatusCode::LOCKED, "{body}");
+    assert_eq!(body["status"], "suspended");
+    assert_eq!(body["blocked_by"]["key"], "K-9");
+    // ...but another scope is independent.
+    let (st, _) = begin(&gw, CLIENT_B, "K-10", json!({"order": 10})).await;
+    assert_eq!(st, StatusCode::CREATED);
+
+    let (_, listed) = get(&gw, CLIENT_A, "/v1/operations").await;
+    let keys: Vec<_> = listed["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"]["key"].clone())
+        .collect();
+    assert_eq!(keys, vec![json!("K-9")]);
+
+    // A client cannot resolve, even its own operation.
+    let resolve = json!({"outcome": "confirmed", "result": {"shipment": "S-9"}, "evidence": "carrier portal shows S-9"});
+    let (st, body) = post(
+        &gw,
+        CLIENT_A,
+        "/v1/admin/operations/tenant-a/K-9/resolve",
+        resolve.clone(),
+    )
+    .await;
+    assert_eq!(st, StatusCode::FORBIDDEN, "{body}");
+    let (_, shown) = get(&gw, CLIENT_A, "/v1/operations/K-9").await;
+    assert_eq!(shown["status"], "unknown");
+    // An operator sees it across scopes and resolves it with evidence.
+    let (_, queue) = get(&gw, OPERATOR, "/v1/admin/operations").await;
+    assert_eq!(queue["operations"].as_array().unwrap().len(), 1);
+    let (st, body) = post(
+        &gw,
+        OPERATOR,
+        "/v1/admin/operations/tenant-a/K-9/resolve",
+        resolve,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "confirmed");
+    let (st, body) = begin(&gw, CLIENT_A, "K-9", json!({"order": 9})).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(body["outcome"]["result"]["shipment"], "S-9");
+    let (_, shown) = get(&gw, CLIENT_A, "/v1/operations/K-9").await;
+    let actors: Vec<_> = shown["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["executor"].clone())
+        .collect();
+    assert!(actors.contains(&json!("operator:olga")), "{actors:?}");
+}
+
+#[tokio::test]
+async fn one_client_never_sees_replays_or_writes_another_clients_operation() {
+    let gw = Running::start(&config()).await;
+    let (_, started) = begin(&gw, CLIENT_A, "K-701", json!({"order": 1})).await;
+    let e = epoch(&started);
+    // Client B with A's key and epoch: a different operation (its own scope).
+    let (st, body) = post(
+        &gw,
+        CLIENT_B,
+        "/v1/operations/K-701/dispatch",
+        json!({"epoch": e}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "{body}");
+    let (st, _) = get(&gw, CLIENT_B, "/v1/operations/K-701").await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (_, listed) = get(&gw, CLIENT_B, "/v1/operations?state=all").await;
+    assert_eq!(listed["operations"], json!([]));
+    // Naming a scope is refused, in the query and in the body.
+    let (st, body) = get(&gw, CLIENT_B, "/v1/operations?scope=tenant-a").await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
+    let (st, body) = post(
+        &gw,
+        CLIENT_B,
+        "/v1/operations",
+        json!({"scope": "tenant-a", "action": "ship", "params": {"order": 1}}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("scope"),
+        "{body}"
+    );
+    // The same key under B is B's own, independent operation.
+    let (st, b) = begin(&gw, CLIENT_B, "K-701", json!({"order": 1})).await;
+    assert_eq!(st, StatusCode::CREATED);
+    assert_eq!(b["operation"]["scope"], "tenant-b");
+    let (_, a) = get(&gw, CLIENT_A, "/v1/operations/K-701").await;
+    assert_eq!(a["status"], "claimed");
+    assert_eq!(gw.all_operations().await, 2);
+}

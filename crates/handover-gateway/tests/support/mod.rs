@@ -1,0 +1,156 @@
+//! Shared test helpers: a gateway on a real socket over a real SQLite
+//! ledger file, with providers configured from mock servers.
+
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::sync::Arc;
+
+use handover_gateway::{Gateway, GatewayState, hash_token};
+use handover_ledger::{
+    Clock, Ledger, Limits, ListFilter, MemoryLedger, Retention, SqliteLedger, SqliteOptions,
+    SystemClock,
+};
+use handover_router::config::Config;
+use handover_router::route::Router;
+use tokio::sync::oneshot;
+
+pub(crate) const CLIENT_A: &str = "token-client-a";
+pub(crate) const CLIENT_B: &str = "token-client-b";
+pub(crate) const OPERATOR: &str = "token-operator";
+
+/// The `[gateway]` section every test uses (plus `extra`, e.g. aliases).
+pub(crate) fn gateway_section(max_body: usize, keepalive: &str, extra: &str) -> String {
+    format!(
+        r#"
+[gateway]
+listen = "127.0.0.1:0"
+max_body_bytes = {max_body}
+keepalive = "{keepalive}"
+shutdown_grace = "10s"
+
+[gateway.clients.a]
+token_sha256 = "{a}"
+scope = "tenant-a"
+
+[gateway.clients.b]
+token_sha256 = "{b}"
+scope = "tenant-b"
+
+[gateway.operators.olga]
+token_sha256 = "{o}"
+{extra}
+"#,
+        a = hash_token(CLIENT_A),
+        b = hash_token(CLIENT_B),
+        o = hash_token(OPERATOR),
+    )
+}
+
+/// A running gateway.
+pub(crate) struct Running {
+    pub(crate) base: String,
+    pub(crate) ledger: Arc<dyn Ledger>,
+    pub(crate) http: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    pub(crate) done: tokio::task::JoinHandle<Result<(), handover_gateway::GatewayError>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Running {
+    /// Starts a gateway for `config_text` on a fresh SQLite ledger file.
+    pub(crate) async fn start(config_text: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger: Arc<dyn Ledger> = Arc::new(
+            SqliteLedger::open(dir.path().join("ledger.db"), SqliteOptions::default())
+                .await
+                .unwrap(),
+        );
+        Self::start_on(config_text, ledger, dir).await
+    }
+
+    /// Starts a gateway on an in-memory ledger (for paused-time tests, where
+    /// a connection pool's own timers would fire early).
+    pub(crate) async fn start_in_memory(config_text: &str) -> Self {
+        let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::new(
+            Arc::new(SystemClock),
+            Retention::default(),
+            Limits::default(),
+        ));
+        Self::start_on(config_text, ledger, tempfile::tempdir().unwrap()).await
+    }
+
+    async fn start_on(config_text: &str, ledger: Arc<dyn Ledger>, dir: tempfile::TempDir) -> Self {
+        let config = Config::parse(config_text, &|_| None).expect("test config");
+        let router = Router::with_env(&config, &|_| None).unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let state = GatewayState::new(config, router, ledger.clone(), clock).unwrap();
+        let gw = Gateway::with_state(state, None).await.unwrap();
+        let addr = gw.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let done = tokio::spawn(gw.run(async move {
+            let _ = rx.await;
+        }));
+        Self {
+            base: format!("http://{addr}"),
+            ledger,
+            http: reqwest::Client::new(),
+            stop: Some(tx),
+            done,
+            _dir: dir,
+        }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Signals graceful shutdown.
+    pub(crate) fn shutdown(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Every operation in the ledger, any scope, any state.
+    pub(crate) async fn all_operations(&self) -> usize {
+        self.ledger
+            .list(&ListFilter::default())
+            .await
+            .unwrap()
+            .len()
+    }
+}
+
+/// A provider entry for `base_url`.
+pub(crate) fn provider(name: &str, base_url: &str) -> String {
+    format!(
+        r#"
+[providers.{name}]
+kind = "openai_compatible"
+base_url = "{base_url}"
+model = "{name}-model"
+[providers.{name}.breaker]
+failure_threshold = 100
+"#
+    )
+}
+
+/// A policy over `chain` with `commit_point`.
+pub(crate) fn policy(name: &str, chain: &[&str], commit_point: &str) -> String {
+    let chain = chain
+        .iter()
+        .map(|c| format!("{c:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        r#"
+[policies.{name}]
+chain = [{chain}]
+deadline = "20s"
+commit_point = "{commit_point}"
+[policies.{name}.backoff]
+initial = "1ms"
+max = "2ms"
+"#
+    )
+}
