@@ -390,3 +390,48 @@ async fn after_the_idempotency_window_the_reconciler_hands_over_to_review() {
     };
     assert_eq!(info.owner, Owner::Review);
 }
+
+#[tokio::test]
+async fn the_visibility_lag_counts_from_when_the_dispatch_ended_not_when_it_was_recorded() {
+    let s = setup(SHIP).await;
+    s.dest.script([Behaviour::ApplyAndDrop]);
+    let req = s
+        .gate
+        .request("t", "K-7", "create_shipment", &json!({"sku": "A"}))
+        .unwrap();
+    // The request reaches the destination 1 s after the dispatch was recorded
+    // (a slow network): its record is created at t0 + 1 s.
+    let (clock, inner) = (s.clock.clone(), http_executor(&s.dest));
+    let slow = move |ctx: handover_router::gate::DispatchContext| {
+        clock.advance(Duration::from_secs(1));
+        handover_router::gate::Executor::execute(&inner, ctx)
+    };
+    let first = s
+        .gate
+        .perform(&req, &slow, PerformOptions::default())
+        .await
+        .unwrap();
+    assert!(matches!(first, PerformOutcome::Unresolved(_)), "{first:?}");
+
+    let rec = Reconciler::new(s.gate.clone(), Arc::new(s.clock.clone()))
+        .with_lookup("create_shipment", http_lookup(&s.dest));
+    // 30 s after the dispatch was *recorded* the record is still invisible
+    // (it appears at t0 + 31 s): an empty lookup here must not reject.
+    s.clock.advance(Duration::from_secs(29));
+    let r = rec.run_once().await.unwrap();
+    assert_eq!(r.rejected, 0, "{r:?}");
+    assert_eq!(
+        s.gate
+            .ledger()
+            .get(req.id())
+            .await
+            .unwrap()
+            .unwrap()
+            .state
+            .kind(),
+        StateKind::Unknown
+    );
+    s.clock.advance(Duration::from_secs(5));
+    assert_eq!(rec.run_once().await.unwrap().confirmed, 1);
+    assert_eq!(s.dest.effect_count(), 1);
+}

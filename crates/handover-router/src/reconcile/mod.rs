@@ -228,13 +228,21 @@ impl Reconciler {
             .iter()
             .filter(|a| a.kind == AttemptKind::Lookup)
             .count();
+        // The destination may create its record at any moment until the
+        // dispatch ended (and for an abandoned call, until the executor's
+        // timeout has certainly passed), so the visibility lag counts from the
+        // latest of those moments — never from when the dispatch was recorded.
         let last_dispatch = attempts
             .iter()
             .filter(|a| a.kind == AttemptKind::Dispatch)
-            .map(|a| a.sent_at)
+            .map(|a| {
+                let deadline = a.sent_at.plus(contract.timeout);
+                a.finished_at.map_or(deadline, |f| f.max(deadline))
+            })
             .max()
-            .or(rec.first_dispatched_at)
-            .unwrap_or(info.since);
+            .or_else(|| rec.first_dispatched_at.map(|t| t.plus(contract.timeout)))
+            .unwrap_or(info.since)
+            .max(info.since);
         let lag_ends = last_dispatch.plus(lc.visibility_lag);
         let found = match tokio::time::timeout(contract.timeout, lookup.lookup(ctx)).await {
             Ok(r) => r,
@@ -260,7 +268,7 @@ impl Reconciler {
             }
             Ok(records) if records.is_empty() && now >= lag_ends => {
                 let evidence = format!(
-                    "lookup found no record {} after the last dispatch (visibility lag {:?})",
+                    "lookup found no record {} after the last dispatch ended (visibility lag {:?})",
                     humantime::format_duration(now.saturating_since(last_dispatch)),
                     lc.visibility_lag
                 );
