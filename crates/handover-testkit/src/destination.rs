@@ -381,3 +381,47 @@ impl MockDestination {
             .count()
     }
 }
+
+/// A record as a [`MockDestination`]'s lookup returns it, split for the
+/// application's comparison: the request body it was created from (without
+/// the `reference` field an executor may add) and the whole record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LookedUp {
+    /// The body the record was created from, minus `reference`.
+    pub params: Value,
+    /// The record as the destination reports it.
+    pub record: Value,
+}
+
+/// Calls a [`MockDestination`]'s lookup (`GET {base}/records?key=K`) the way
+/// an application's lookup function would. `Err` when the lookup itself
+/// failed — which is never evidence of anything.
+pub async fn lookup_records(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+) -> Result<Vec<LookedUp>, String> {
+    let resp = client
+        .get(format!("{base}/records"))
+        .query(&[("key", key)])
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    if !resp.status().is_success() {
+        return Err(format!("lookup answered {}", resp.status()));
+    }
+    let body: Value = resp.json().await.map_err(|e| e.to_string())?;
+    Ok(body["records"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|record| {
+            let mut params = record["record"].clone();
+            if let Some(obj) = params.as_object_mut() {
+                obj.remove("reference");
+            }
+            LookedUp { params, record }
+        })
+        .collect())
+}

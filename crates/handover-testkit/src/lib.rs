@@ -70,6 +70,8 @@ mod provider;
 mod tcp_provider;
 
 pub use bodies::Flavor;
-pub use destination::{Behaviour, DestinationBuilder, MockDestination, Record};
+pub use destination::{
+    Behaviour, DestinationBuilder, LookedUp, MockDestination, Record, lookup_records,
+};
 pub use provider::{MockProvider, Reply};
 pub use tcp_provider::{After, Plan, TcpProvider};

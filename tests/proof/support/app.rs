@@ -7,10 +7,7 @@
 
 use handover::providers::{ChatRequest, Message, Tool, ToolCall};
 use handover::router::config::Config;
-use handover::router::gate::{
-    DispatchContext, Executor, ExecutorError, ExecutorOutcome, FixedApproval, OperationKey,
-    ProposedCall,
-};
+use handover::router::gate::{FixedApproval, HttpJsonExecutor, OperationKey, ProposedCall};
 use handover::router::reconcile::{FoundRecord, Lookup, LookupContext};
 use handover::router::route::{Completion, Router};
 use handover_testkit::MockDestination;
@@ -125,47 +122,13 @@ header = \"Idempotency-Key\"
 retention = \"10m\"
 ";
 
-/// The application's executor: POSTs the approved params plus
-/// `reference = destination key`, with the idempotency header when the
-/// contract has one. 2xx → confirmed, 4xx → rejected, 5xx and transport
-/// errors after connecting → unknown, connect errors → not sent.
-pub fn executor(dest: &MockDestination) -> impl Executor + 'static {
-    let url = dest.records_url();
-    let client = reqwest::Client::new();
-    move |ctx: DispatchContext| {
-        let (client, url) = (client.clone(), url.clone());
-        async move {
-            let mut body = ctx.params.clone();
-            body["reference"] = json!(ctx.destination_key);
-            let mut req = client.post(&url).timeout(ctx.remaining).json(&body);
-            if let Some(header) = &ctx.idempotency_header {
-                req = req.header(header.as_str(), ctx.destination_key.as_str());
-            }
-            let resp = req
-                .send()
-                .await
-                .map_err(|e| ExecutorError::from_reqwest(&e))?;
-            let status = resp.status();
-            let text = resp
-                .text()
-                .await
-                .map_err(|e| ExecutorError::from_reqwest(&e))?;
-            if status.is_success() {
-                Ok(ExecutorOutcome::Confirmed(
-                    serde_json::from_str(&text).unwrap_or(Value::Null),
-                ))
-            } else if status.is_client_error() {
-                Ok(ExecutorOutcome::Rejected {
-                    reason: format!("destination answered {status}"),
-                    evidence: Some(text),
-                })
-            } else {
-                Err(ExecutorError::maybe_sent(format!(
-                    "destination answered {status}: {text}"
-                )))
-            }
-        }
-    }
+/// The application's executor: the router's [`HttpJsonExecutor`] (2xx →
+/// confirmed, definitive 4xx → rejected, 5xx and transport errors after
+/// connecting → unknown, connect errors → not sent), adding
+/// `reference = destination key` to the body.
+pub fn executor(dest: &MockDestination) -> HttpJsonExecutor {
+    HttpJsonExecutor::new(reqwest::Client::new(), dest.records_url())
+        .with_reference_field("reference")
 }
 
 /// The application's authoritative lookup: records by destination key,
@@ -176,23 +139,13 @@ pub fn lookup(dest: &MockDestination) -> impl Lookup + 'static {
     move |ctx: LookupContext| {
         let (client, base) = (client.clone(), base.clone());
         async move {
-            let url = format!("{base}/records?key={}", ctx.destination_key);
-            let resp = client.get(url).send().await.map_err(|e| e.to_string())?;
-            if !resp.status().is_success() {
-                return Err(format!("lookup answered {}", resp.status()));
-            }
-            let body: Value = resp.json().await.map_err(|e| e.to_string())?;
-            Ok(body["records"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
+            let found =
+                handover_testkit::lookup_records(&client, &base, &ctx.destination_key).await?;
+            Ok(found
                 .into_iter()
-                .map(|r| {
-                    let mut params = r["record"].clone();
-                    if let Some(obj) = params.as_object_mut() {
-                        obj.remove("reference");
-                    }
-                    FoundRecord { params, result: r }
+                .map(|r| FoundRecord {
+                    params: r.params,
+                    result: r.record,
                 })
                 .collect())
         }

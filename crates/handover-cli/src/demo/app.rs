@@ -3,7 +3,7 @@
 //! testkit's mock destination on loopback).
 
 use handover::ledger::OperationId;
-use handover::router::gate::{DispatchContext, Executor, ExecutorError, ExecutorOutcome};
+use handover::router::gate::HttpJsonExecutor;
 use handover::router::reconcile::{FoundRecord, Lookup, LookupContext};
 use handover_testkit::MockDestination;
 use serde_json::{Value, json};
@@ -64,58 +64,12 @@ pub(super) fn shipment() -> Value {
     })
 }
 
-/// POSTs the approved params (plus `reference` = destination key) to the
-/// destination: 2xx confirmed, 4xx rejected, 5xx and transport errors after
-/// connecting unknown, connect errors not sent.
-pub(super) fn executor(dest: &MockDestination) -> impl Executor + 'static {
-    let url = dest.records_url();
-    let client = reqwest::Client::new();
-    move |ctx: DispatchContext| {
-        let (client, url) = (client.clone(), url.clone());
-        async move {
-            let mut body = ctx.params.clone();
-            body["reference"] = json!(ctx.destination_key);
-            let mut req = client.post(&url).timeout(ctx.remaining).json(&body);
-            if let Some(header) = &ctx.idempotency_header {
-                req = req.header(header.as_str(), ctx.destination_key.as_str());
-            }
-            let resp = req.send().await.map_err(|e| transport_error(&e))?;
-            let status = resp.status();
-            let text = resp.text().await.map_err(|e| transport_error(&e))?;
-            if status.is_success() {
-                Ok(ExecutorOutcome::Confirmed(
-                    serde_json::from_str(&text).unwrap_or(Value::Null),
-                ))
-            } else if status.is_client_error() {
-                Ok(ExecutorOutcome::Rejected {
-                    reason: format!("destination answered {status}"),
-                    evidence: Some(text),
-                })
-            } else {
-                Err(ExecutorError::maybe_sent(format!(
-                    "destination answered {status}: {text}"
-                )))
-            }
-        }
-    }
-}
-
-/// The router's classification (only a connect error proves nothing was
-/// sent), with the whole error chain as evidence ("connection closed before
-/// message completed" is what the operator needs to read).
-fn transport_error(e: &reqwest::Error) -> ExecutorError {
-    let mut chain = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        chain.push_str(": ");
-        chain.push_str(&s.to_string());
-        source = s.source();
-    }
-    if ExecutorError::from_reqwest(e).was_sent() {
-        ExecutorError::maybe_sent(format!("transport error after connecting: {chain}"))
-    } else {
-        ExecutorError::not_sent(format!("connect error: {chain}"))
-    }
+/// The router's JSON-POST executor, adding `reference` = destination key to
+/// the body: 2xx confirmed, definitive 4xx rejected, 5xx and transport errors
+/// after connecting unknown, connect errors not sent.
+pub(super) fn executor(dest: &MockDestination) -> HttpJsonExecutor {
+    HttpJsonExecutor::new(reqwest::Client::new(), dest.records_url())
+        .with_reference_field("reference")
 }
 
 /// Looks records up by destination key. It answers only for `this_run`'s
@@ -131,23 +85,13 @@ pub(super) fn lookup(dest: &MockDestination, this_run: OperationId) -> impl Look
             if ctx.operation != this_run {
                 return Err("the demo's destination only knows this run's shipment".to_owned());
             }
-            let url = format!("{base}/records?key={}", ctx.destination_key);
-            let resp = client.get(url).send().await.map_err(|e| e.to_string())?;
-            if !resp.status().is_success() {
-                return Err(format!("lookup answered {}", resp.status()));
-            }
-            let body: Value = resp.json().await.map_err(|e| e.to_string())?;
-            Ok(body["records"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
+            let found =
+                handover_testkit::lookup_records(&client, &base, &ctx.destination_key).await?;
+            Ok(found
                 .into_iter()
-                .map(|r| {
-                    let mut params = r["record"].clone();
-                    if let Some(obj) = params.as_object_mut() {
-                        obj.remove("reference");
-                    }
-                    FoundRecord { params, result: r }
+                .map(|r| FoundRecord {
+                    params: r.params,
+                    result: r.record,
                 })
                 .collect())
         }

@@ -75,13 +75,22 @@ impl ExecutorError {
 
     /// Classifies a reqwest error: only a failure to connect proves nothing
     /// was sent; anything after the connection may follow an applied effect.
+    /// The evidence is the whole error chain ("connection closed before
+    /// message completed" is what an operator needs to read).
     pub fn from_reqwest(err: &reqwest::Error) -> Self {
+        let mut chain = err.to_string();
+        let mut source = std::error::Error::source(err);
+        while let Some(s) = source {
+            chain.push_str(": ");
+            chain.push_str(&s.to_string());
+            source = s.source();
+        }
         // `is_connect` covers refused connections, DNS and TLS handshake
         // failures: the request itself was never written.
         if err.is_connect() {
-            Self::not_sent(format!("connect error: {err}"))
+            Self::not_sent(format!("connect error: {chain}"))
         } else {
-            Self::maybe_sent(format!("transport error after connecting: {err}"))
+            Self::maybe_sent(format!("transport error after connecting: {chain}"))
         }
     }
 

@@ -13,6 +13,7 @@
 
 mod dispatch;
 mod executor;
+mod http;
 mod outcome;
 mod tool_call;
 
@@ -24,6 +25,7 @@ use handover_ledger::{
 };
 
 pub use executor::{DispatchContext, Executor, ExecutorError, ExecutorOutcome};
+pub use http::HttpJsonExecutor;
 pub use outcome::PerformOutcome;
 pub use tool_call::{FixedApproval, KeyPolicy, OperationKey, ProposedCall};
 

@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use handover_ledger::{ManualClock, SqliteLedger, SqliteOptions, Timestamp};
 use handover_router::config::Config;
-use handover_router::gate::{DispatchContext, Executor, ExecutorError, ExecutorOutcome, WriteGate};
+use handover_router::gate::{HttpJsonExecutor, WriteGate};
 use handover_router::reconcile::{FoundRecord, Lookup, LookupContext};
 use handover_testkit::MockDestination;
-use serde_json::{Value, json};
 
 /// A clock starting at a fixed, realistic time.
 pub fn clock() -> ManualClock {
@@ -53,47 +52,11 @@ pub fn gate(
     WriteGate::new(ledger, config.clone(), Arc::new(clock.clone())).with_holder(holder)
 }
 
-/// The application's executor for the mock destination: POSTs the approved
-/// params plus `reference = destination key`, with the idempotency header
-/// when the contract has one. 2xx → confirmed, 4xx → rejected, 5xx and
-/// transport errors after connecting → unknown, connect errors → not sent.
-pub fn http_executor(dest: &MockDestination) -> impl Executor + 'static {
-    let url = dest.records_url();
-    let client = reqwest::Client::new();
-    move |ctx: DispatchContext| {
-        let (client, url) = (client.clone(), url.clone());
-        async move {
-            let mut body = ctx.params.clone();
-            body["reference"] = json!(ctx.destination_key);
-            let mut req = client.post(&url).timeout(ctx.remaining).json(&body);
-            if let Some(header) = &ctx.idempotency_header {
-                req = req.header(header.as_str(), ctx.destination_key.as_str());
-            }
-            let resp = req
-                .send()
-                .await
-                .map_err(|e| ExecutorError::from_reqwest(&e))?;
-            let status = resp.status();
-            let text = resp
-                .text()
-                .await
-                .map_err(|e| ExecutorError::from_reqwest(&e))?;
-            if status.is_success() {
-                Ok(ExecutorOutcome::Confirmed(
-                    serde_json::from_str(&text).unwrap_or(Value::Null),
-                ))
-            } else if status.is_client_error() {
-                Ok(ExecutorOutcome::Rejected {
-                    reason: format!("destination answered {status}"),
-                    evidence: Some(text),
-                })
-            } else {
-                Err(ExecutorError::maybe_sent(format!(
-                    "destination answered {status}: {text}"
-                )))
-            }
-        }
-    }
+/// The application's executor for the mock destination: the router's
+/// [`HttpJsonExecutor`], adding `reference = destination key` to the body.
+pub fn http_executor(dest: &MockDestination) -> HttpJsonExecutor {
+    HttpJsonExecutor::new(reqwest::Client::new(), dest.records_url())
+        .with_reference_field("reference")
 }
 
 /// The application's lookup for the mock destination: finds records by
@@ -104,23 +67,13 @@ pub fn http_lookup(dest: &MockDestination) -> impl Lookup + 'static {
     move |ctx: LookupContext| {
         let (client, base) = (client.clone(), base.clone());
         async move {
-            let url = format!("{base}/records?key={}", ctx.destination_key);
-            let resp = client.get(url).send().await.map_err(|e| e.to_string())?;
-            if !resp.status().is_success() {
-                return Err(format!("lookup answered {}", resp.status()));
-            }
-            let body: Value = resp.json().await.map_err(|e| e.to_string())?;
-            Ok(body["records"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
+            let found =
+                handover_testkit::lookup_records(&client, &base, &ctx.destination_key).await?;
+            Ok(found
                 .into_iter()
-                .map(|r| {
-                    let mut params = r["record"].clone();
-                    if let Some(obj) = params.as_object_mut() {
-                        obj.remove("reference");
-                    }
-                    FoundRecord { params, result: r }
+                .map(|r| FoundRecord {
+                    params: r.params,
+                    result: r.record,
                 })
                 .collect())
         }

@@ -1,0 +1,117 @@
+//! A ready executor for destinations that take a JSON POST: the common case
+//! of a REST API that creates a record.
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use super::executor::{DispatchContext, Executor, ExecutorError, ExecutorOutcome};
+
+/// POSTs the approved parameters as JSON to one URL, with the destination
+/// idempotency key in the contract's header (when the action has one), and
+/// classifies the answer carefully:
+///
+/// * 2xx → confirmed, with the JSON body (or the text) as the result;
+/// * 4xx → rejected (the destination refused it) — except 408, 409, 425 and
+///   429, whose meaning for an effect is unclear (409 may even mean "it
+///   already exists"): those, every 5xx and any transport error after the
+///   connection was made leave the outcome **unknown**;
+/// * a failure to connect → not sent (the operation may be claimed again).
+///
+/// ```
+/// use handover_router::gate::HttpJsonExecutor;
+///
+/// let ship = HttpJsonExecutor::new(reqwest::Client::new(), "https://shipping.example/v1/shipments")
+///     .with_reference_field("reference");
+/// # let _ = ship;
+/// ```
+#[derive(Debug, Clone)]
+pub struct HttpJsonExecutor {
+    client: reqwest::Client,
+    url: String,
+    reference_field: Option<String>,
+}
+
+impl HttpJsonExecutor {
+    /// An executor POSTing to `url` with `client`.
+    pub fn new(client: reqwest::Client, url: impl Into<String>) -> Self {
+        Self {
+            client,
+            url: url.into(),
+            reference_field: None,
+        }
+    }
+
+    /// Also writes the destination key into this top-level body field (for
+    /// destinations without idempotency keys, so a lookup can find the
+    /// record by it). The parameters must then be a JSON object.
+    pub fn with_reference_field(mut self, field: impl Into<String>) -> Self {
+        self.reference_field = Some(field.into());
+        self
+    }
+}
+
+/// Whether a 4xx status definitively means "not applied".
+fn definitive_refusal(status: u16) -> bool {
+    (400..500).contains(&status) && !matches!(status, 408 | 409 | 425 | 429)
+}
+
+impl Executor for HttpJsonExecutor {
+    fn execute(
+        &self,
+        ctx: DispatchContext,
+    ) -> BoxFuture<'static, Result<ExecutorOutcome, ExecutorError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            let mut body = ctx.params;
+            if let (Some(field), Some(obj)) = (&this.reference_field, body.as_object_mut()) {
+                obj.insert(field.clone(), Value::String(ctx.destination_key.clone()));
+            }
+            let mut req = this
+                .client
+                .post(&this.url)
+                .timeout(ctx.remaining)
+                .json(&body);
+            if let Some(header) = &ctx.idempotency_header {
+                req = req.header(header.as_str(), ctx.destination_key.as_str());
+            }
+            let resp = req
+                .send()
+                .await
+                .map_err(|e| ExecutorError::from_reqwest(&e))?;
+            let status = resp.status();
+            let text = resp
+                .text()
+                .await
+                .map_err(|e| ExecutorError::from_reqwest(&e))?;
+            if status.is_success() {
+                let result = serde_json::from_str(&text).unwrap_or(Value::String(text));
+                Ok(ExecutorOutcome::Confirmed(result))
+            } else if definitive_refusal(status.as_u16()) {
+                Ok(ExecutorOutcome::Rejected {
+                    reason: format!("destination answered {status}"),
+                    evidence: Some(text),
+                })
+            } else {
+                Err(ExecutorError::maybe_sent(format!(
+                    "destination answered {status}: {text}"
+                )))
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::definitive_refusal;
+
+    #[test]
+    fn only_clear_refusals_count_as_not_applied() {
+        for s in [400, 401, 403, 404, 422] {
+            assert!(definitive_refusal(s), "{s}");
+        }
+        // Unclear for an effect (409 may mean "already exists"), or not a refusal at all.
+        for s in [200, 408, 409, 425, 429, 500, 502, 503] {
+            assert!(!definitive_refusal(s), "{s}");
+        }
+    }
+}
