@@ -234,7 +234,7 @@ impl ListFilter {
 /// The operation ledger. Object-safe: pick the backend at run time and hold
 /// an `Arc<dyn Ledger>`.
 ///
-/// Contract for every implementation (checked by [`crate::conformance`]):
+/// Contract for every implementation (checked by the `conformance` suite, cargo feature `conformance`):
 /// * `begin` is one atomic check-and-claim: concurrent callers on one
 ///   identity get exactly one `Started`.
 /// * Every write after a claim is fenced by the claim's epoch and lease; any

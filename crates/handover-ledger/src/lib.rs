@@ -17,7 +17,7 @@
 //!   group commit);
 //! * [`PostgresLedger`] — one ledger shared by many replicas (row locks,
 //!   `INSERT … ON CONFLICT`, epoch fencing), same machine and the same
-//!   [`conformance`] suite.
+//!   `conformance` suite (cargo feature `conformance`).
 //!
 //! See `docs/ledger.md` for states, guarantees and what is not guaranteed.
 
