@@ -197,7 +197,7 @@ impl Ledger for PostgresLedger {
         req: &OperationRequest,
         opts: &BeginOptions,
     ) -> Result<BeginOutcome, LedgerError> {
-        if let Some(outcome) = tx::begin_absent(&self.pool, &self.cfg, req, opts).await? {
+        if let Some(outcome) = tx::begin_fast(&self.pool, &self.cfg, req, opts).await? {
             return Ok(outcome);
         }
         Answer::begin(self.run(|| Command::Begin(req.clone(), opts.clone())).await)

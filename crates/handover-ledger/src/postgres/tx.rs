@@ -13,8 +13,11 @@
 //! `begin` of an identity with block width `operation` first tries a single
 //! autocommit `INSERT … ON CONFLICT DO NOTHING` of the record the machine
 //! computes for an absent identity: if it inserts a row, that *is* the
-//! atomic check-and-claim (the identity was absent at that instant); if not,
-//! the full transaction runs against the stored row.
+//! atomic check-and-claim (the identity was absent at that instant). If not,
+//! it reads the row without a lock and, when the machine's answer writes
+//! nothing (someone else holds it, a replay, a conflict …), answers from
+//! that read. Only an answer that writes runs the full transaction, so
+//! racing losers never queue on the row lock.
 
 use sqlx::PgPool;
 
@@ -83,9 +86,10 @@ async fn run_once(pool: &PgPool, cfg: &Config, cmd: Command) -> Tried {
     }
 }
 
-/// The one-statement claim of an absent identity; `None` = run the full
-/// transaction.
-pub(super) async fn begin_absent(
+/// `begin` without a transaction where one statement decides it; `None` =
+/// run the full transaction. Only for block width `operation` (no other
+/// rows are involved).
+pub(super) async fn begin_fast(
     pool: &PgPool,
     cfg: &Config,
     req: &OperationRequest,
@@ -99,6 +103,9 @@ pub(super) async fn begin_absent(
         retention: &cfg.retention,
         limits: &cfg.limits,
     };
+    // 1. Absent: the record the machine computes for a new identity, inserted
+    //    only if the identity is still absent — that insert is the atomic
+    //    check-and-claim.
     let step = machine::begin(None, None, req, opts, ctx);
     let e = &step.effect;
     let (Ok(BeginOutcome::Started(_)), [rec]) = (&step.answer, e.saves.as_slice()) else {
@@ -113,8 +120,24 @@ pub(super) async fn begin_absent(
         .map_err(|e| unavailable("claiming an operation", e))?
         .rows_affected();
     if inserted == 1 {
-        Ok(step.answer.ok())
-    } else {
-        Ok(None)
+        return Ok(step.answer.ok());
     }
+    // 2. Present: if the machine answers from the committed row without
+    //    writing anything (in progress, replayed, unresolved, conflict,
+    //    cancelled), that answer is the row's state at the read, as a
+    //    serial execution would give it. Anything that writes takes the lock.
+    let row = sqlx::query(sql::GET)
+        .bind(req.id().scope.as_str())
+        .bind(req.id().key.as_str())
+        .fetch_optional(pool)
+        .await
+        .map_err(|e| unavailable("reading an operation", e))?;
+    let Some(cur) = row.as_ref().map(sql::op_from_row).transpose()? else {
+        return Ok(None);
+    };
+    let step = machine::begin(Some(&cur), None, req, opts, ctx);
+    if step.effect.is_empty() {
+        return step.answer.map(Some);
+    }
+    Ok(None)
 }
