@@ -11,6 +11,7 @@
 
 mod adapter;
 mod args;
+mod gateway;
 mod ledger;
 mod mock_http;
 mod perform;
@@ -33,10 +34,11 @@ fn main() -> BenchResult {
         "adapter" => runtime.block_on(adapter::run(rest)),
         "perform" => runtime.block_on(perform::run(rest)),
         "router" => runtime.block_on(router::run(rest)),
+        "gateway" => runtime.block_on(gateway::run(rest)),
         other => Err(format!("unknown benchmark {other:?}\n{}", usage()).into()),
     }
 }
 
 fn usage() -> String {
-    "usage: handover-bench <ledger|adapter|router|perform> [--backend B] [--concurrency N] [--ops N]".to_owned()
+    "usage: handover-bench <ledger|adapter|router|perform|gateway> [--backend B] [--concurrency N] [--ops N]".to_owned()
 }

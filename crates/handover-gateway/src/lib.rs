@@ -23,8 +23,10 @@
 //! use handover_router::config::Config;
 //!
 //! let config = Config::load("config/handover.example.toml").map_err(handover_gateway::GatewayError::Router)?;
-//! let stop = async { tokio::signal::ctrl_c().await.ok(); };
-//! handover_gateway::serve(config, None, stop).await?;
+//! let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+//! // Keep `stop_tx`; send on it (e.g. on SIGTERM) to shut down gracefully.
+//! handover_gateway::serve(config, None, async move { stop_rx.await.ok(); }).await?;
+//! # drop(stop_tx);
 //! # Ok(()) }
 //! ```
 

@@ -1,0 +1,218 @@
+//! The `gateway` benchmark: what the HTTP gateway adds to a chat call. In
+//! one run, against the same local mock provider, an open-loop load
+//! generator sends `--rate` requests per second for `--duration-s` seconds
+//! straight to the mock (the baseline), then the same requests through the
+//! gateway (bearer token, policy lookup, router task with its budget, OpenAI
+//! JSON both ways), non-streaming and streaming. Each series reports p50/p99
+//! latency, the overhead over the baseline, errors, and the process RSS.
+//!
+//! The gateway runs on its own runtime thread (as `handover serve` would on
+//! its own), the mock on another, the load generator on the bench runtime.
+//!
+//! ```text
+//! cargo run --release -p handover-bench -- gateway --rate 1000 --duration-s 30
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use handover_gateway::{Gateway, GatewayState, hash_token};
+use handover_ledger::{Clock, Ledger, Limits, MemoryLedger, Retention, SystemClock};
+use handover_router::config::Config;
+use handover_router::route::Router;
+use tokio::sync::mpsc;
+
+use crate::stats::{Samples, emit, round2};
+use crate::{BenchResult, args::Args, mock_http};
+
+type Err = Box<dyn std::error::Error + Send + Sync>;
+
+const TOKEN: &str = "bench-client-token";
+
+/// Starts a gateway over the mock on its own thread; returns its base URL.
+fn start_gateway(mock: &str) -> Result<String, Err> {
+    let config = Config::parse(
+        &format!(
+            r#"
+[ledger]
+backend = "memory"
+[providers.mock]
+kind = "openai_compatible"
+base_url = "{mock}/v1"
+model = "gpt-4o-mini"
+max_concurrency = 4096
+max_queue = 4096
+[policies.default]
+chain = ["mock"]
+[gateway]
+listen = "127.0.0.1:0"
+[gateway.clients.bench]
+token_sha256 = "{hash}"
+scope = "bench"
+"#,
+            hash = hash_token(TOKEN)
+        ),
+        &|_| None,
+    )?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (tx, rx) = std::sync::mpsc::channel::<Result<String, String>>();
+    std::thread::spawn(move || {
+        rt.block_on(async move {
+            let started = async {
+                let router = Router::with_env(&config, &|_| None).map_err(|e| e.to_string())?;
+                let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+                let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::new(
+                    clock.clone(),
+                    Retention::default(),
+                    Limits::default(),
+                ));
+                let state =
+                    GatewayState::new(config, router, ledger, clock).map_err(|e| e.to_string())?;
+                let gw = Gateway::with_state(state, None)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let addr = gw.local_addr().map_err(|e| e.to_string())?;
+                Ok::<_, String>((gw, addr))
+            };
+            match started.await {
+                Ok((gw, addr)) => {
+                    let _ = tx.send(Ok(format!("http://{addr}")));
+                    let _ = gw.run(std::future::pending()).await;
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            }
+        });
+    });
+    Ok(rx.recv()??)
+}
+
+/// Resident and peak resident set size of this process, in KiB.
+fn rss_kib() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+struct Series {
+    samples: Samples,
+    errors: usize,
+    sent: usize,
+    wall: Duration,
+}
+
+/// Open loop: one request every `1/rate` s for `duration`, each on its own
+/// task; latency is send → whole body received.
+async fn drive(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    body: &'static str,
+    rate: u64,
+    duration: Duration,
+) -> Series {
+    let total = (rate as f64 * duration.as_secs_f64()) as usize;
+    let (tx, mut rx) = mpsc::unbounded_channel::<Option<Duration>>();
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let start = Instant::now();
+    for _ in 0..total {
+        tick.tick().await;
+        let mut req = client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let t = Instant::now();
+            let ok = match req.send().await {
+                Ok(resp) if resp.status().is_success() => resp.bytes().await.is_ok(),
+                _ => false,
+            };
+            let _ = tx.send(ok.then(|| t.elapsed()));
+        });
+    }
+    drop(tx);
+    let mut samples = Samples::with_capacity(total);
+    let mut errors = 0;
+    while let Some(r) = rx.recv().await {
+        match r {
+            Some(d) => samples.push(d),
+            None => errors += 1,
+        }
+    }
+    Series {
+        samples,
+        errors,
+        sent: total,
+        wall: start.elapsed(),
+    }
+}
+
+/// Runs the `gateway` benchmark.
+pub(crate) async fn run(args: Args) -> BenchResult {
+    let rate = args.number("rate", 1000)?.max(1);
+    let duration = Duration::from_secs(args.number("duration-s", 30)?.max(1));
+    let mock = mock_http::start(mock_http::llm_answers())?;
+    let gateway = start_gateway(&mock)?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(1024)
+        .build()?;
+    let direct_url = format!("{mock}/v1/chat/completions");
+    let gateway_url = format!("{gateway}/v1/chat/completions");
+    const PLAIN: &str = r#"{"model":"default","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Hello!"}]}"#;
+    const STREAM: &str = r#"{"model":"default","stream":true,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Hello!"}]}"#;
+    let (rss_before, _) = rss_kib();
+    for (mode, body) in [("chat", PLAIN), ("chat_stream", STREAM)] {
+        // Warm the connection pools and code paths of both targets.
+        let warm = Duration::from_secs(1);
+        drive(&client, &direct_url, None, body, rate, warm).await;
+        drive(&client, &gateway_url, Some(TOKEN), body, rate, warm).await;
+        let mut d = drive(&client, &direct_url, None, body, rate, duration).await;
+        let mut g = drive(&client, &gateway_url, Some(TOKEN), body, rate, duration).await;
+        let (rss, peak) = rss_kib();
+        let (p50, p99, b50, b99) = (
+            g.samples.quantile_us(0.5),
+            g.samples.quantile_us(0.99),
+            d.samples.quantile_us(0.5),
+            d.samples.quantile_us(0.99),
+        );
+        emit(serde_json::json!({
+            "bench": "gateway",
+            "mode": mode,
+            "backend": "memory-ledger, local-mock-http1",
+            "concurrency": "open-loop",
+            "rate_per_s": rate,
+            "duration_s": duration.as_secs(),
+            "ops": g.sent,
+            "ops_per_s": round2(g.samples.len() as f64 / g.wall.as_secs_f64()),
+            "errors": g.errors,
+            "baseline_ops": d.sent,
+            "baseline_errors": d.errors,
+            "p50_us": round2(p50),
+            "p99_us": round2(p99),
+            "baseline_p50_us": round2(b50),
+            "baseline_p99_us": round2(b99),
+            "overhead_p50_us": round2(p50 - b50),
+            "overhead_p99_us": round2(p99 - b99),
+            "ratio_p50": round2(p50 / b50),
+            "ratio_p99": round2(p99 / b99),
+            "rss_kib": rss,
+            "rss_peak_kib": peak,
+            "rss_before_kib": rss_before,
+        }));
+    }
+    Ok(())
+}
