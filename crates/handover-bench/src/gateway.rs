@@ -3,14 +3,17 @@
 //! generator sends `--rate` requests per second for `--duration-s` seconds
 //! straight to the mock (the baseline), then the same requests through the
 //! gateway (bearer token, policy lookup, router task with its budget, OpenAI
-//! JSON both ways), non-streaming and streaming. Each series reports p50/p99
-//! latency, the overhead over the baseline, errors, and the process RSS.
+//! JSON both ways), non-streaming and streaming; then the same back to back
+//! on one connection (closed loop), which shows the gateway's own processing
+//! without the thread wake-ups an idle-between-requests load pays. Each
+//! series reports p50/p99 latency, the overhead over the baseline, errors,
+//! and the process RSS. Direct and gateway halves alternate.
 //!
 //! The gateway runs on its own runtime thread (as `handover serve` would on
 //! its own), the mock on another, the load generator on the bench runtime.
 //!
 //! ```text
-//! cargo run --release -p handover-bench -- gateway --rate 1000 --duration-s 30
+//! cargo run --release -p handover-bench -- gateway --rate 1000 --duration-s 30 --closed-ops 4000
 //! ```
 
 use std::sync::Arc;
@@ -161,10 +164,93 @@ async fn drive(
     }
 }
 
+impl Series {
+    fn merge(mut self, other: Series) -> Series {
+        self.samples.extend(other.samples);
+        self.errors += other.errors;
+        self.sent += other.sent;
+        self.wall += other.wall;
+        self
+    }
+}
+
+/// Closed loop: `n` requests back to back on one connection.
+async fn sequential(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    body: &'static str,
+    n: usize,
+) -> Series {
+    let mut samples = Samples::with_capacity(n);
+    let mut errors = 0;
+    let start = Instant::now();
+    for _ in 0..n {
+        let mut req = client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let t = Instant::now();
+        let ok = match req.send().await {
+            Ok(resp) if resp.status().is_success() => resp.bytes().await.is_ok(),
+            _ => false,
+        };
+        if ok {
+            samples.push(t.elapsed());
+        } else {
+            errors += 1;
+        }
+    }
+    Series {
+        samples,
+        errors,
+        sent: n,
+        wall: start.elapsed(),
+    }
+}
+
+fn report(mode: &str, load: &str, rate: Option<u64>, d: Series, mut g: Series) {
+    let mut d = d;
+    let (rss, peak) = rss_kib();
+    let (p50, p99, b50, b99) = (
+        g.samples.quantile_us(0.5),
+        g.samples.quantile_us(0.99),
+        d.samples.quantile_us(0.5),
+        d.samples.quantile_us(0.99),
+    );
+    emit(serde_json::json!({
+        "bench": "gateway",
+        "mode": mode,
+        "load": load,
+        "backend": "memory-ledger, local-mock-http1",
+        "concurrency": if rate.is_some() { "open-loop" } else { "1" },
+        "rate_per_s": rate,
+        "ops": g.sent,
+        "ops_per_s": round2(g.samples.len() as f64 / g.wall.as_secs_f64()),
+        "errors": g.errors,
+        "baseline_ops": d.sent,
+        "baseline_errors": d.errors,
+        "p50_us": round2(p50),
+        "p99_us": round2(p99),
+        "baseline_p50_us": round2(b50),
+        "baseline_p99_us": round2(b99),
+        "overhead_p50_us": round2(p50 - b50),
+        "overhead_p99_us": round2(p99 - b99),
+        "ratio_p50": round2(p50 / b50),
+        "ratio_p99": round2(p99 / b99),
+        "rss_kib": rss,
+        "rss_peak_kib": peak,
+    }));
+}
+
 /// Runs the `gateway` benchmark.
 pub(crate) async fn run(args: Args) -> BenchResult {
     let rate = args.number("rate", 1000)?.max(1);
-    let duration = Duration::from_secs(args.number("duration-s", 30)?.max(1));
+    let duration = Duration::from_secs(args.number("duration-s", 30)?.max(2));
+    let closed_ops = args.number("closed-ops", 4000)?.max(2) as usize;
     let mock = mock_http::start(mock_http::llm_answers())?;
     let gateway = start_gateway(&mock)?;
     let client = reqwest::Client::builder()
@@ -175,44 +261,27 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     const PLAIN: &str = r#"{"model":"default","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Hello!"}]}"#;
     const STREAM: &str = r#"{"model":"default","stream":true,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Hello!"}]}"#;
     let (rss_before, _) = rss_kib();
+    emit(serde_json::json!({"bench": "gateway", "rss_before_kib": rss_before}));
+    let (d_url, g_url) = (direct_url.as_str(), gateway_url.as_str());
     for (mode, body) in [("chat", PLAIN), ("chat_stream", STREAM)] {
         // Warm the connection pools and code paths of both targets.
         let warm = Duration::from_secs(1);
-        drive(&client, &direct_url, None, body, rate, warm).await;
-        drive(&client, &gateway_url, Some(TOKEN), body, rate, warm).await;
-        let mut d = drive(&client, &direct_url, None, body, rate, duration).await;
-        let mut g = drive(&client, &gateway_url, Some(TOKEN), body, rate, duration).await;
-        let (rss, peak) = rss_kib();
-        let (p50, p99, b50, b99) = (
-            g.samples.quantile_us(0.5),
-            g.samples.quantile_us(0.99),
-            d.samples.quantile_us(0.5),
-            d.samples.quantile_us(0.99),
-        );
-        emit(serde_json::json!({
-            "bench": "gateway",
-            "mode": mode,
-            "backend": "memory-ledger, local-mock-http1",
-            "concurrency": "open-loop",
-            "rate_per_s": rate,
-            "duration_s": duration.as_secs(),
-            "ops": g.sent,
-            "ops_per_s": round2(g.samples.len() as f64 / g.wall.as_secs_f64()),
-            "errors": g.errors,
-            "baseline_ops": d.sent,
-            "baseline_errors": d.errors,
-            "p50_us": round2(p50),
-            "p99_us": round2(p99),
-            "baseline_p50_us": round2(b50),
-            "baseline_p99_us": round2(b99),
-            "overhead_p50_us": round2(p50 - b50),
-            "overhead_p99_us": round2(p99 - b99),
-            "ratio_p50": round2(p50 / b50),
-            "ratio_p99": round2(p99 / b99),
-            "rss_kib": rss,
-            "rss_peak_kib": peak,
-            "rss_before_kib": rss_before,
-        }));
+        drive(&client, d_url, None, body, rate, warm).await;
+        drive(&client, g_url, Some(TOKEN), body, rate, warm).await;
+        // Alternate halves so drift (other work on the machine) hits both.
+        let half = duration / 2;
+        let d = drive(&client, d_url, None, body, rate, half).await;
+        let g = drive(&client, g_url, Some(TOKEN), body, rate, half).await;
+        let d = d.merge(drive(&client, d_url, None, body, rate, half).await);
+        let g = g.merge(drive(&client, g_url, Some(TOKEN), body, rate, half).await);
+        report(mode, "open-loop", Some(rate), d, g);
+
+        let half = closed_ops / 2;
+        let d = sequential(&client, d_url, None, body, half).await;
+        let g = sequential(&client, g_url, Some(TOKEN), body, half).await;
+        let d = d.merge(sequential(&client, d_url, None, body, half).await);
+        let g = g.merge(sequential(&client, g_url, Some(TOKEN), body, half).await);
+        report(mode, "closed-loop", None, d, g);
     }
     Ok(())
 }
