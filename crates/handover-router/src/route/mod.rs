@@ -27,7 +27,7 @@ pub use task::Task;
 
 use crate::breaker::BreakerState;
 use crate::budget::Budget;
-use crate::config::Config;
+use crate::config::{Config, PolicySettings};
 use crate::error::RouterError;
 use slot::Slot;
 
@@ -37,6 +37,7 @@ use slot::Slot;
 pub struct Router {
     config: Config,
     slots: Arc<HashMap<String, Arc<Slot>>>,
+    policies: Arc<HashMap<String, Arc<PolicySettings>>>,
 }
 
 impl Router {
@@ -56,17 +57,23 @@ impl Router {
             .values()
             .map(|p| Ok((p.name.clone(), Arc::new(Slot::build(p, env)?))))
             .collect::<Result<HashMap<_, _>, RouterError>>()?;
+        let policies = config
+            .policies()
+            .iter()
+            .map(|(name, p)| (name.clone(), Arc::new(p.clone())))
+            .collect();
         Ok(Self {
             config: config.clone(),
             slots: Arc::new(slots),
+            policies: Arc::new(policies),
         })
     }
 
     /// Starts a user task under `policy`: its budget starts now.
     pub fn task(&self, policy: &str) -> Result<Task, RouterError> {
         let policy = self
-            .config
-            .policy(policy)
+            .policies
+            .get(policy)
             .ok_or_else(|| RouterError::UnknownPolicy(policy.to_owned()))?
             .clone();
         crate::metrics::task_started(&policy.name);

@@ -14,7 +14,7 @@ use crate::config::PolicySettings;
 #[derive(Debug, Clone)]
 pub struct Task {
     pub(crate) id: uuid::Uuid,
-    pub(crate) policy: PolicySettings,
+    pub(crate) policy: Arc<PolicySettings>,
     pub(crate) budget: Arc<Budget>,
     pub(crate) late: Arc<Mutex<Vec<Attempt>>>,
 }
