@@ -15,6 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use handover_ledger::{
     Clock, Ledger, Limits, MemoryLedger, Retention, SqliteLedger, SqliteOptions, SystemClock,
 };
@@ -103,7 +104,12 @@ impl Gateway {
         let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
         let app = crate::app(self.state);
         tracing::info!(addr = ?self.listener.local_addr().ok(), "handover gateway listening");
-        let server = axum::serve(self.listener, app)
+        // Small writes (SSE chunks, short answers) go out at once, not
+        // after a delayed ACK.
+        let listener = self.listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let server = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 shutdown.await;
                 let _ = fired_tx.send(());
