@@ -240,3 +240,72 @@ async fn keep_alives_flow_while_the_stream_waits_for_its_first_token() {
     assert_eq!(content(&data), "late but whole");
     assert_eq!(data.last().unwrap(), "[DONE]");
 }
+
+#[tokio::test]
+async fn tools_go_out_and_tool_calls_come_back_in_openai_shape() {
+    let p = MockProvider::start(Flavor::OpenAi).await;
+    p.set_default(Reply::tool_call(
+        "call_1",
+        "create_shipment",
+        json!({"order": 42}),
+    ));
+    let mut c = support::provider("p", &p.base_url());
+    c.push_str(&support::policy("default", &["p"], "first_token"));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let gw = Running::start(&c).await;
+
+    let body = json!({
+        "model": "default",
+        "messages": [
+            {"role": "developer", "content": [{"type": "text", "text": "be brief"}]},
+            {"role": "user", "content": "ship order 42"},
+        ],
+        "tools": [{"type": "function", "function": {"name": "create_shipment",
+            "parameters": {"type": "object", "properties": {"order": {"type": "integer"}}}}}],
+        "tool_choice": "auto",
+        "max_completion_tokens": 64,
+    });
+    let resp = post(&gw, &body).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let answer: Value = resp.json().await.unwrap();
+    let choice = &answer["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls");
+    let call = &choice["message"]["tool_calls"][0];
+    assert_eq!(call["id"], "call_1");
+    assert_eq!(call["type"], "function");
+    assert_eq!(call["function"]["name"], "create_shipment");
+    let args: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(args, json!({"order": 42}));
+
+    let sent: Value = serde_json::from_slice(&p.received().await[0].body).unwrap();
+    assert_eq!(sent["tools"][0]["function"]["name"], "create_shipment");
+    assert_eq!(sent["messages"][0]["role"], "system");
+    assert_eq!(sent["messages"][0]["content"], "be brief");
+    assert_eq!(
+        sent["model"], "p-model",
+        "the provider's configured model, not the alias"
+    );
+}
+
+#[tokio::test]
+async fn a_data_class_no_provider_may_receive_fails_closed() {
+    let p = MockProvider::start(Flavor::OpenAi).await;
+    let mut c = support::provider("p", &p.base_url());
+    c.push_str(&support::policy("default", &["p"], "first_token"));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let gw = Running::start(&c).await;
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(CLIENT_A)
+        .header("x-handover-data-class", "health")
+        .json(&ask("default", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "data_class_not_allowed", "{body}");
+    assert_eq!(p.requests().await, 0);
+}

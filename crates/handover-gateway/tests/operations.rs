@@ -296,3 +296,49 @@ async fn one_client_never_sees_replays_or_writes_another_clients_operation() {
     assert_eq!(a["status"], "claimed");
     assert_eq!(gw.all_operations().await, 2);
 }
+
+#[tokio::test]
+async fn inside_the_destinations_idempotency_window_an_unknown_operation_may_be_resent_with_the_same_key()
+ {
+    let mut c = config();
+    c = c.replace(
+        "[actions.ship]\nblock = \"scope\"\nlease = \"30s\"\n",
+        "[actions.ship]\nblock = \"scope\"\nlease = \"30s\"\n[actions.ship.idempotency]\nheader = \"Idempotency-Key\"\nretention = \"24h\"\n",
+    );
+    let gw = Running::start(&c).await;
+    let (_, first) = begin(&gw, CLIENT_A, "K-5", json!({"order": 5})).await;
+    assert_eq!(first["contract"]["idempotency_header"], "Idempotency-Key");
+    let e = epoch(&first);
+    post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-5/dispatch",
+        json!({"epoch": e}),
+    )
+    .await;
+    post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-5/outcome",
+        json!({"epoch": e, "outcome": "unknown", "reason": "connection reset after send"}),
+    )
+    .await;
+    let (st, again) = begin(&gw, CLIENT_A, "K-5", json!({"order": 5})).await;
+    assert_eq!(st, StatusCode::CREATED, "{again}");
+    assert_eq!(again["resend"], true);
+    assert_eq!(
+        again["claim"]["destination_key"],
+        first["claim"]["destination_key"]
+    );
+    assert_eq!(again["claim"]["attempt_number"], 2);
+    assert!(epoch(&again) > e);
+    // The old claim is fenced off.
+    let (st, body) = post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-5/dispatch",
+        json!({"epoch": e}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CONFLICT, "{body}");
+}
