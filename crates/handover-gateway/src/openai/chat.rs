@@ -7,6 +7,8 @@
 //! in `x-handover-provider`. A failed call answers with the router's reason
 //! and `x-should-retry: false`: the router already spent the task's budget
 //! on retries and fallbacks, and an SDK retrying on top would multiply it.
+//! The router call runs detached, so a client hanging up cannot cut it off
+//! half-way (its breaker bookkeeping must complete).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -87,7 +89,15 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
     if parsed.stream {
         return Ok(super::stream::respond(state, task, parsed, id).await);
     }
-    match state.router().chat(&task, &parsed.request).await {
+    // The call runs in its own task and to its end even if the client goes
+    // away (see `stream.rs`: the router's breakers must hear how a probe ended).
+    let router = state.router().clone();
+    let request = parsed.request;
+    let call = tokio::spawn(async move { router.chat(&task, &request).await });
+    let result = call
+        .await
+        .map_err(|e| ApiError::internal(format!("the chat call task failed: {e}")))?;
+    match result {
         Ok(c) => {
             let body = completion(&id, now_secs(), &c.model, &c.response);
             let mut resp = axum::Json(body).into_response();

@@ -15,45 +15,23 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::http::HeaderValue;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
-use handover_router::RouterError;
 use handover_router::config::Config;
 use handover_router::route::{RoutedStream, Task};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
+use tokio::sync::{mpsc, oneshot};
 
 use super::chat::{now_secs, router_error};
 use super::request::Parsed;
 use super::response::{Chunker, attempts_header, header_value};
+use crate::api_error::ApiError;
 use crate::state::GatewayState;
 
-/// The router's stream opening, aborted if the client goes away first.
-struct Opening(JoinHandle<Result<RoutedStream, RouterError>>);
-
-impl Drop for Opening {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-impl Opening {
-    async fn wait(&mut self) -> Result<RoutedStream, RouterError> {
-        match (&mut self.0).await {
-            Ok(r) => r,
-            Err(e) => Err(RouterError::Unsupported(format!(
-                "the stream opening task failed: {e}"
-            ))),
-        }
-    }
-}
-
-enum Phase {
-    Waiting(Opening, Chunker, Config),
-    Open(RoutedStream, Chunker),
-    Done,
-}
+/// How the opening went: the response headers, or the error.
+type Opened = Result<(HeaderValue, HeaderValue), ApiError>;
 
 pub(crate) async fn respond(
     state: GatewayState,
@@ -62,33 +40,103 @@ pub(crate) async fn respond(
     id: String,
 ) -> Response {
     let keepalive = state.settings().keepalive;
-    let router = state.router().clone();
-    let req = parsed.request;
-    let mut opening = Opening(tokio::spawn(async move {
-        router.chat_stream(&task, &req).await
-    }));
     let chunker = Chunker {
         id,
         created: now_secs(),
         model: String::new(),
         include_usage: parsed.include_usage,
     };
-    match tokio::time::timeout(keepalive, opening.wait()).await {
-        Ok(Ok(stream)) => {
-            let provider = header_value(stream.provider());
-            let attempts = attempts_header(stream.attempts());
-            let chunker = with_model(state.config(), &stream, chunker);
-            let mut resp = sse(events(Phase::Open(stream, chunker)), keepalive);
+    let (opened_tx, opened_rx) = oneshot::channel::<Opened>();
+    let (events_tx, events_rx) = mpsc::channel::<Event>(64);
+    tokio::spawn(produce(
+        state.clone(),
+        task,
+        parsed,
+        chunker,
+        opened_tx,
+        events_tx,
+    ));
+    let events = futures::stream::unfold(events_rx, |mut rx| async move {
+        rx.recv().await.map(|ev| (Ok::<_, Infallible>(ev), rx))
+    });
+    match tokio::time::timeout(keepalive, opened_rx).await {
+        Ok(Ok(Ok((provider, attempts)))) => {
+            let mut resp = sse(events, keepalive);
             let h = resp.headers_mut();
             h.insert("x-handover-provider", provider);
             h.insert("x-handover-attempts", attempts);
             resp
         }
-        Ok(Err(e)) => router_error(&e).into_response(),
-        Err(_waited) => sse(
-            events(Phase::Waiting(opening, chunker, state.config().clone())),
-            keepalive,
-        ),
+        Ok(Ok(Err(e))) => e.into_response(),
+        Ok(Err(_)) => {
+            ApiError::internal("the stream producer ended without an answer").into_response()
+        }
+        // Still waiting: start the response and let keep-alives flow.
+        Err(_) => sse(events, keepalive),
+    }
+}
+
+/// Runs the router call to its end, sending SSE events while anyone listens.
+async fn produce(
+    state: GatewayState,
+    task: Task,
+    parsed: Parsed,
+    chunker: Chunker,
+    opened: oneshot::Sender<Opened>,
+    events: mpsc::Sender<Event>,
+) {
+    let mut out = Out(Some(events));
+    let stream = match state.router().chat_stream(&task, &parsed.request).await {
+        Ok(s) => s,
+        Err(e) => {
+            let err = router_error(&e);
+            let code = err.code;
+            let _ = opened.send(Err(err));
+            out.send(error_event(e.to_string(), code)).await;
+            return;
+        }
+    };
+    let _ = opened.send(Ok((
+        header_value(stream.provider()),
+        attempts_header(stream.attempts()),
+    )));
+    let chunker = with_model(state.config(), &stream, chunker);
+    forward(stream, chunker, &mut out).await;
+}
+
+/// The event sink; once the client is gone, events are dropped.
+struct Out(Option<mpsc::Sender<Event>>);
+
+impl Out {
+    async fn send(&mut self, ev: Event) {
+        if let Some(tx) = &self.0
+            && tx.send(ev).await.is_err()
+        {
+            self.0 = None;
+        }
+    }
+}
+
+/// The role chunk, one chunk per provider event, then `[DONE]` or an error event.
+async fn forward(mut stream: RoutedStream, mut chunker: Chunker, out: &mut Out) {
+    out.send(data(&chunker.opening(stream.provider(), stream.attempts())))
+        .await;
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(ev) => {
+                if let Some(v) = chunker.event(ev) {
+                    out.send(data(&v)).await;
+                }
+            }
+            Err(broken) => {
+                out.send(error_event(broken.to_string(), "stream_broken"))
+                    .await;
+                return;
+            }
+        }
+    }
+    if stream.is_complete() {
+        out.send(Event::default().data("[DONE]")).await;
     }
 }
 
@@ -109,57 +157,12 @@ fn sse(
         .into_response()
 }
 
-fn data(v: &Value) -> Result<Event, Infallible> {
-    Ok(Event::default().data(v.to_string()))
+fn data(v: &Value) -> Event {
+    Event::default().data(v.to_string())
 }
 
-fn error_event(message: String, code: &str) -> Result<Event, Infallible> {
+fn error_event(message: String, code: &str) -> Event {
     data(
         &json!({"error": {"message": message, "type": "server_error", "param": null, "code": code}}),
     )
-}
-
-/// The SSE events: (the opening, if still pending), the role chunk, one
-/// chunk per provider event, then `[DONE]` or an error event.
-fn events(start: Phase) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
-    // `opened`: the role chunk was sent.
-    futures::stream::unfold((start, false), |(phase, opened)| async move {
-        match phase {
-            Phase::Done => None,
-            Phase::Waiting(mut opening, chunker, config) => match opening.wait().await {
-                Ok(stream) => {
-                    let chunker = with_model(&config, &stream, chunker);
-                    let ev = data(&chunker.opening(stream.provider(), stream.attempts()));
-                    Some((ev, (Phase::Open(stream, chunker), true)))
-                }
-                Err(e) => {
-                    let code = router_error(&e).code;
-                    Some((error_event(e.to_string(), code), (Phase::Done, true)))
-                }
-            },
-            Phase::Open(stream, chunker) if !opened => {
-                let ev = data(&chunker.opening(stream.provider(), stream.attempts()));
-                Some((ev, (Phase::Open(stream, chunker), true)))
-            }
-            Phase::Open(mut stream, mut chunker) => loop {
-                match stream.next().await {
-                    Some(Ok(ev)) => {
-                        if let Some(v) = chunker.event(ev) {
-                            break Some((data(&v), (Phase::Open(stream, chunker), true)));
-                        }
-                    }
-                    Some(Err(broken)) => {
-                        break Some((
-                            error_event(broken.to_string(), "stream_broken"),
-                            (Phase::Done, true),
-                        ));
-                    }
-                    None if stream.is_complete() => {
-                        break Some((Ok(Event::default().data("[DONE]")), (Phase::Done, true)));
-                    }
-                    None => break None,
-                }
-            },
-        }
-    })
 }
