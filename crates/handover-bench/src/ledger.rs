@@ -89,7 +89,7 @@ async fn lifecycle(
     Ok(())
 }
 
-fn requests(prefix: &str, n: usize) -> Result<Vec<OperationRequest>, String> {
+pub(crate) fn requests(prefix: &str, n: usize) -> Result<Vec<OperationRequest>, String> {
     (0..n)
         .map(|i| {
             OperationRequest::new(
@@ -106,7 +106,7 @@ fn requests(prefix: &str, n: usize) -> Result<Vec<OperationRequest>, String> {
 
 /// Runs `reqs` as lifecycles on `concurrency` tasks; returns per-lifecycle
 /// latencies and the wall time of the whole run.
-async fn drive(
+pub(crate) async fn drive(
     ledger: Arc<dyn Ledger>,
     reqs: Arc<Vec<OperationRequest>>,
     concurrency: usize,
@@ -139,6 +139,9 @@ async fn drive(
 /// Runs the `ledger` benchmark.
 pub(crate) async fn run(args: Args) -> BenchResult {
     let backend = args.string("backend", "sqlite");
+    if backend == "postgres" {
+        return crate::ledger_pg::run(args).await;
+    }
     let concurrency = usize::try_from(args.number("concurrency", 1)?)?.max(1);
     let ops = usize::try_from(args.number("ops", 5_000)?)?.max(1);
     let baseline_ops = usize::try_from(args.number("baseline-ops", 500)?)?.max(1);
@@ -155,7 +158,11 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         "sqlite" => Arc::new(
             SqliteLedger::open(scratch.0.join("ledger.db"), SqliteOptions::default()).await?,
         ),
-        other => return Err(format!("--backend: expected memory or sqlite, got {other:?}").into()),
+        other => {
+            return Err(
+                format!("--backend: expected memory, sqlite or postgres, got {other:?}").into(),
+            );
+        }
     };
     let warmup = Arc::new(requests("warmup", (ops / 10).clamp(10, 500))?);
     drive(ledger.clone(), warmup, concurrency).await?;

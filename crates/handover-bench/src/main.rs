@@ -13,6 +13,7 @@ mod adapter;
 mod args;
 mod gateway;
 mod ledger;
+mod ledger_pg;
 mod mock_http;
 mod perform;
 mod router;
