@@ -103,23 +103,30 @@ impl Breaker {
     }
 
     /// Whether an attempt may go to this provider now. When half-open, each
-    /// `true` is one probe; the caller must report its result.
+    /// `true` is one probe; the caller must report its result (or give the
+    /// probe back with [`Breaker::release_probe`]).
     pub fn try_acquire(&self) -> bool {
+        self.try_admit().is_some()
+    }
+
+    /// Like [`Breaker::try_acquire`], telling whether the admission is a
+    /// half-open probe (`Some(true)`) or ordinary traffic (`Some(false)`).
+    pub fn try_admit(&self) -> Option<bool> {
         let mut inner = self.lock();
         match *inner {
-            Inner::Closed { .. } => true,
-            Inner::Open { until } if Instant::now() < until => false,
+            Inner::Closed { .. } => Some(false),
+            Inner::Open { until } if Instant::now() < until => None,
             Inner::Open { .. } => {
                 *inner = Inner::HalfOpen { in_flight: 1 };
-                true
+                Some(true)
             }
             Inner::HalfOpen { in_flight } if in_flight < self.settings.half_open_probes => {
                 *inner = Inner::HalfOpen {
                     in_flight: in_flight + 1,
                 };
-                true
+                Some(true)
             }
-            Inner::HalfOpen { .. } => false,
+            Inner::HalfOpen { .. } => None,
         }
     }
 

@@ -551,3 +551,34 @@ async fn a_late_answer_from_an_abandoned_attempt_is_recorded_and_used_for_nothin
     assert_eq!(requests(&m), [1, 1, 0], "the late answer triggered nothing");
     assert_eq!(done.spent.requests, 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_cancelled_by_its_caller_is_given_back() {
+    let m = mocks().await;
+    m.primary
+        .script([status(503, "The server is overloaded", None)]);
+    let r = router(&m, "", "");
+    assert_eq!(
+        r.chat(&r.task("default").unwrap(), &hello())
+            .await
+            .unwrap()
+            .provider,
+        "fallback"
+    );
+    assert_eq!(r.breaker_state("primary").unwrap().as_str(), "open");
+    tokio::time::advance(Duration::from_secs(30)).await;
+    // The half-open probe hangs and its caller gives up (drops the future).
+    m.primary
+        .script([Plan::text(Flavor::OpenAi, "slow").delayed(Duration::from_secs(3600))]);
+    let task = r.task("default").unwrap();
+    let req = hello();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), r.chat(&task, &req))
+            .await
+            .is_err()
+    );
+    // The probe was given back: the next call probes the (recovered) primary.
+    let done = r.chat(&r.task("default").unwrap(), &hello()).await.unwrap();
+    assert_eq!(done.provider, "primary");
+    assert_eq!(r.breaker_state("primary").unwrap().as_str(), "closed");
+}

@@ -4,8 +4,9 @@ use handover_providers::{ChatRequest, Provider};
 
 use super::attempt::{AttemptResult, Completion, FailureReason};
 use super::run::{Run, Step};
+use super::slot::ProbeGuard;
 use super::task::Task;
-use super::{Router, late};
+use super::{Router, SkipReason, late};
 use crate::backoff::Backoff;
 use crate::error::RouterError;
 
@@ -24,22 +25,20 @@ impl Router {
         let mut budget_out = None;
         'chain: for slot in chain {
             let failover = run.failed_any();
-            if !slot.breaker.try_acquire() {
-                run.skip(&slot, super::SkipReason::BreakerOpen);
+            let Some(mut probe) = ProbeGuard::admit(&slot) else {
+                run.skip(&slot, SkipReason::BreakerOpen);
                 continue;
-            }
+            };
             let mut backoff = Backoff::new(&task.policy.backoff);
             let mut tries = 0;
             loop {
                 let permit = match run.admit(&slot, failover).await {
                     Ok(p) => p,
                     Err(Step::Stop(reason)) => {
-                        slot.breaker.release_probe();
                         budget_out = Some(reason);
                         break 'chain;
                     }
                     Err(_) => {
-                        slot.breaker.release_probe();
                         continue 'chain;
                     }
                 };
@@ -75,6 +74,7 @@ impl Router {
                 match result {
                     Ok(response) => {
                         slot.breaker.record_success();
+                        probe.disarm();
                         run.record(
                             &slot,
                             started,
@@ -111,7 +111,9 @@ impl Router {
                             e.was_sent(),
                             e.request_id().map(str::to_owned),
                         );
-                        match run.after_failure(&slot, &e, tries, &mut backoff).await {
+                        let step = run.after_failure(&slot, &e, tries, &mut backoff).await;
+                        probe.disarm();
+                        match step {
                             Step::Again => continue,
                             Step::Next => continue 'chain,
                             Step::Stop(reason) => {

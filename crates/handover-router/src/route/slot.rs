@@ -91,3 +91,35 @@ pub(crate) fn breaker_failure(class: ErrorClass) -> Option<Failure> {
         _ => None,
     }
 }
+
+/// A half-open probe that must be reported. If the call is dropped before
+/// the breaker learned its outcome (the caller's future was cancelled, a
+/// stream was dropped mid-way), the probe is given back, so the breaker can
+/// never stay half-open with no probes left.
+pub(crate) struct ProbeGuard {
+    slot: std::sync::Arc<Slot>,
+    armed: bool,
+}
+
+impl ProbeGuard {
+    /// Admits a call to `slot`, or `None` while its breaker is open.
+    pub(crate) fn admit(slot: &std::sync::Arc<Slot>) -> Option<Self> {
+        slot.breaker.try_admit().map(|probe| Self {
+            slot: slot.clone(),
+            armed: probe,
+        })
+    }
+
+    /// The breaker has been told the outcome: nothing to give back.
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for ProbeGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.slot.breaker.release_probe();
+        }
+    }
+}

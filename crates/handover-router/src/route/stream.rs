@@ -24,7 +24,7 @@ use handover_providers::{
 use super::Router;
 use super::attempt::{Attempt, AttemptResult, FailureReason, Partial, SkipReason};
 use super::run::{Run, Step};
-use super::slot::{Slot, breaker_failure};
+use super::slot::{ProbeGuard, Slot, breaker_failure};
 use super::task::Task;
 use crate::backoff::Backoff;
 use crate::config::CommitPoint;
@@ -61,6 +61,8 @@ pub struct RoutedStream {
     events: usize,
     complete: bool,
     broken: Option<StreamBroken>,
+    /// Gives a half-open probe back if the stream is dropped before its end.
+    probe: ProbeGuard,
     attempts: Vec<Attempt>,
     partials: Vec<Partial>,
 }
@@ -98,9 +100,11 @@ impl RoutedStream {
     }
 
     fn broke(&mut self, err: &ProviderError) -> StreamBroken {
-        if let Some(f) = breaker_failure(err.class()) {
-            self.slot.breaker.record_failure(f);
+        match breaker_failure(err.class()) {
+            Some(f) => self.slot.breaker.record_failure(f),
+            None => self.slot.breaker.release_probe(),
         }
+        self.probe.disarm();
         let b = StreamBroken {
             provider: self.slot.config.name.clone(),
             class: err.class(),
@@ -138,6 +142,7 @@ impl Stream for RoutedStream {
                 this.inner = None;
                 this.complete = true;
                 this.slot.breaker.record_success();
+                this.probe.disarm();
                 Poll::Ready(None)
             }
         }
@@ -210,22 +215,20 @@ impl Router {
         let mut stop = None;
         'chain: for slot in chain {
             let failover = run.failed_any();
-            if !slot.breaker.try_acquire() {
+            let Some(mut probe) = ProbeGuard::admit(&slot) else {
                 run.skip(&slot, SkipReason::BreakerOpen);
                 continue;
-            }
+            };
             let mut backoff = Backoff::new(&task.policy.backoff);
             let mut tries = 0;
             loop {
                 let permit = match run.admit(&slot, failover).await {
                     Ok(p) => p,
                     Err(Step::Stop(reason)) => {
-                        slot.breaker.release_probe();
                         stop = Some(reason);
                         break 'chain;
                     }
                     Err(_) => {
-                        slot.breaker.release_probe();
                         continue 'chain;
                     }
                 };
@@ -258,6 +261,7 @@ impl Router {
                         let complete = rest.is_none();
                         if complete {
                             slot.breaker.record_success();
+                            probe.disarm();
                         }
                         let events = buffered.iter().filter(|e| is_data(e)).count();
                         return Ok(RoutedStream {
@@ -267,6 +271,7 @@ impl Router {
                             events,
                             complete,
                             broken: None,
+                            probe,
                             attempts: run.attempts,
                             partials: run.partials,
                         });
@@ -280,7 +285,9 @@ impl Router {
                             request_id.or_else(|| e.request_id().map(str::to_owned)),
                         );
                         run.partials.extend(partial);
-                        match run.after_failure(&slot, &e, tries, &mut backoff).await {
+                        let step = run.after_failure(&slot, &e, tries, &mut backoff).await;
+                        probe.disarm();
+                        match step {
                             Step::Again => continue,
                             Step::Next => continue 'chain,
                             Step::Stop(reason) => {
