@@ -221,9 +221,10 @@ async fn bulk_load(schema: &Schema, rows: usize) -> Result<(), Error> {
         .await?;
         from = to;
     }
-    sqlx::raw_sql("VACUUM ANALYZE operations; VACUUM ANALYZE attempts")
-        .execute(&mut c)
-        .await?;
+    // One statement each: VACUUM cannot run in the implicit transaction of
+    // a multi-statement query.
+    sqlx::raw_sql("VACUUM ANALYZE operations").execute(&mut c).await?;
+    sqlx::raw_sql("VACUUM ANALYZE attempts").execute(&mut c).await?;
     c.close().await?;
     Ok(())
 }

@@ -4,8 +4,10 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Connection, Executor, PgConnection, PgPool};
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{Connection, Executor, PgConnection};
+
+use super::conns::Conns;
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::{LedgerError, ValidationError};
@@ -73,7 +75,7 @@ fn millis(d: Duration) -> u128 {
 }
 
 /// Connects, creates the schema if asked, applies migrations, opens the pool.
-pub(super) async fn open(url: &str, opts: &PostgresOptions) -> Result<PgPool, LedgerError> {
+pub(super) async fn open(url: &str, opts: &PostgresOptions) -> Result<Conns, LedgerError> {
     if let Some(s) = &opts.schema {
         validate_schema(s)?;
     }
@@ -128,15 +130,10 @@ pub(super) async fn open(url: &str, opts: &PostgresOptions) -> Result<PgPool, Le
             millis(idle_in_tx).to_string(),
         ),
     ]);
-    PgPoolOptions::new()
-        .max_connections(opts.max_connections)
-        .acquire_timeout(opts.connect_timeout)
-        // A broken connection fails the call (fail closed) and is dropped;
-        // the pool tests connections when they are returned.
-        .test_before_acquire(false)
-        .connect_with(pooled)
-        .await
-        .map_err(|e| LedgerError::unavailable("connecting to PostgreSQL", e))
+    let conns = Conns::new(pooled, opts.max_connections, opts.connect_timeout);
+    // One connection now, so bad settings fail here rather than on first use.
+    conns.get().await?.done();
+    Ok(conns)
 }
 
 /// `CREATE SCHEMA IF NOT EXISTS` can still fail with a unique violation

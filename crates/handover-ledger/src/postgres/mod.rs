@@ -21,6 +21,7 @@
 //! Standard SQL only; `docs/ledger.md` lists the statements.
 
 mod connect;
+mod conns;
 mod error;
 mod sql;
 mod store;
@@ -29,7 +30,9 @@ mod tx;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::{PgPool, QueryBuilder};
+use sqlx::{Connection, QueryBuilder};
+
+use conns::Conns;
 
 pub use connect::PostgresOptions;
 use error::unavailable;
@@ -67,7 +70,7 @@ use crate::retention::PurgeReport;
 /// ```
 #[derive(Debug)]
 pub struct PostgresLedger {
-    pool: PgPool,
+    pool: Conns,
     cfg: Config,
 }
 
@@ -91,7 +94,7 @@ impl PostgresLedger {
         })
     }
 
-    /// Closes the pool.
+    /// Closes the idle connections; calls after this fail with `Unavailable`.
     pub async fn close(self) {
         self.pool.close().await;
     }
@@ -108,8 +111,8 @@ impl PostgresLedger {
         hold: Duration,
     ) -> Result<Vec<OperationRecord>, LedgerError> {
         let now = self.cfg.clock.now();
-        let mut tx = self
-            .pool
+        let mut conn = self.pool.get().await?;
+        let mut tx = conn
             .begin()
             .await
             .map_err(|e| unavailable("opening a transaction", e))?;
@@ -133,6 +136,7 @@ impl PostgresLedger {
         tx.commit()
             .await
             .map_err(|e| unavailable("committing", e))?;
+        conn.done();
         Ok(taken)
     }
 
@@ -141,12 +145,14 @@ impl PostgresLedger {
     }
 
     async fn read(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+        let mut conn = self.pool.get().await?;
         let row = sqlx::query(sql::GET)
             .bind(id.scope.as_str())
             .bind(id.key.as_str())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *conn)
             .await
             .map_err(|e| unavailable("reading an operation", e))?;
+        conn.done();
         let rec = row.as_ref().map(sql::op_from_row).transpose()?;
         match rec {
             Some(r) if machine::settle(&r, self.cfg.clock.now()).is_some() => {
@@ -313,29 +319,36 @@ impl Ledger for PostgresLedger {
     }
     async fn list(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
         let now = self.cfg.clock.now();
+        let mut conn = self.pool.get().await?;
         let due = sqlx::query(sql::ANY_DUE)
             .bind(now.0)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *conn)
             .await
             .map_err(|e| unavailable("listing operations", e))?;
         if due.is_some() {
+            // The settling transaction needs a connection of its own.
+            conn.done();
             self.run(|| Command::SettleDue).await?;
+            conn = self.pool.get().await?;
         }
         let rows = list_query(filter, now)
             .build()
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *conn)
             .await
             .map_err(|e| unavailable("listing operations", e))?;
+        conn.done();
         rows.iter().map(sql::op_from_row).collect()
     }
     async fn attempts(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {
         self.read(id).await?;
+        let mut conn = self.pool.get().await?;
         let rows = sqlx::query(sql::ATTEMPTS)
             .bind(id.scope.as_str())
             .bind(id.key.as_str())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *conn)
             .await
             .map_err(|e| unavailable("reading attempts", e))?;
+        conn.done();
         rows.iter().map(sql::attempt_from_row).collect()
     }
     async fn purge(&self) -> Result<PurgeReport, LedgerError> {

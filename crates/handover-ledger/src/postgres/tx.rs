@@ -19,7 +19,9 @@
 //! that read. Only an answer that writes runs the full transaction, so
 //! racing losers never queue on the row lock.
 
-use sqlx::PgPool;
+use sqlx::Connection;
+
+use super::conns::Conns;
 
 use super::error::{Retry, map_err, unavailable};
 use super::sql;
@@ -38,7 +40,7 @@ type Tried = Result<Result<Answer, LedgerError>, (LedgerError, Option<Retry>)>;
 
 /// Runs the command `make()` builds, re-running it after a safe abort.
 pub(super) async fn run(
-    pool: &PgPool,
+    pool: &Conns,
     cfg: &Config,
     make: impl Fn() -> Command,
 ) -> Result<Answer, LedgerError> {
@@ -53,16 +55,17 @@ pub(super) async fn run(
     Err(last.unwrap_or_else(|| LedgerError::unavailable("writing", "no attempt was made")))
 }
 
-async fn run_once(pool: &PgPool, cfg: &Config, cmd: Command) -> Tried {
-    let mut tx = match pool.begin().await {
+async fn run_once(pool: &Conns, cfg: &Config, cmd: Command) -> Tried {
+    let mut conn = pool.get().await.map_err(|e| (e, None))?;
+    let mut tx = match conn.begin().await {
         Ok(tx) => tx,
+        // An idle connection broke (server restart, network): nothing was
+        // started; it is closed and the next try opens another.
         Err(e) => {
-            let retry = match &e {
-                sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed => None,
-                // A pooled connection broke while idle: nothing was started.
-                _ => Some(Retry::NotStarted),
-            };
-            return Err((unavailable("opening a transaction", e), retry));
+            return Err((
+                unavailable("opening a transaction", e),
+                Some(Retry::NotStarted),
+            ));
         }
     };
     let mut store = PgStore::new(&mut tx);
@@ -70,17 +73,24 @@ async fn run_once(pool: &PgPool, cfg: &Config, cmd: Command) -> Tried {
     let retry = store.retry;
     let answer = match (executed, retry) {
         (Err(e), retry) | (Ok(Err(e)), retry @ Some(_)) => {
-            let _ = tx.rollback().await;
+            if tx.rollback().await.is_ok() {
+                conn.done();
+            }
             return Err((e, retry));
         }
         (Ok(Ok(_)), Some(why)) => {
-            let _ = tx.rollback().await;
+            if tx.rollback().await.is_ok() {
+                conn.done();
+            }
             return Err((LedgerError::unavailable("writing", why.as_str()), Some(why)));
         }
         (Ok(answer), None) => answer,
     };
     match tx.commit().await {
-        Ok(()) => Ok(answer),
+        Ok(()) => {
+            conn.done();
+            Ok(answer)
+        }
         // Only a server-side abort (40001/40P01) proves nothing committed.
         Err(e) => Err(map_err("committing", e)),
     }
@@ -90,7 +100,7 @@ async fn run_once(pool: &PgPool, cfg: &Config, cmd: Command) -> Tried {
 /// run the full transaction. Only for block width `operation` (no other
 /// rows are involved).
 pub(super) async fn begin_fast(
-    pool: &PgPool,
+    pool: &Conns,
     cfg: &Config,
     req: &OperationRequest,
     opts: &BeginOptions,
@@ -114,12 +124,14 @@ pub(super) async fn begin_fast(
     if !e.attempts.is_empty() || !e.finishes.is_empty() {
         return Ok(None);
     }
+    let mut conn = pool.get().await?;
     let inserted = sql::bind_row(sqlx::query(sql::INSERT), OperationRow::from_record(rec))
-        .execute(pool)
+        .execute(&mut *conn)
         .await
         .map_err(|e| unavailable("claiming an operation", e))?
         .rows_affected();
     if inserted == 1 {
+        conn.done();
         return Ok(step.answer.ok());
     }
     // 2. Present: if the machine answers from the committed row without
@@ -129,9 +141,10 @@ pub(super) async fn begin_fast(
     let row = sqlx::query(sql::GET)
         .bind(req.id().scope.as_str())
         .bind(req.id().key.as_str())
-        .fetch_optional(pool)
+        .fetch_optional(&mut *conn)
         .await
         .map_err(|e| unavailable("reading an operation", e))?;
+    conn.done();
     let Some(cur) = row.as_ref().map(sql::op_from_row).transpose()? else {
         return Ok(None);
     };
