@@ -12,6 +12,8 @@ pub(super) enum Retry {
     Aborted,
     /// The connection failed before the transaction started.
     NotStarted,
+    /// The answer came from the ledger's cache and no write confirmed it.
+    Unconfirmed,
 }
 
 impl Retry {
@@ -22,6 +24,7 @@ impl Retry {
                 "the server aborted the transaction (serialization failure or deadlock)"
             }
             Self::NotStarted => "the connection failed before the transaction started",
+            Self::Unconfirmed => "a cached record was not confirmed by a write",
         }
     }
 }

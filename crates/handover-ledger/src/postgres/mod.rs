@@ -20,6 +20,7 @@
 //!
 //! Standard SQL only; `docs/ledger.md` lists the statements.
 
+mod cache;
 mod connect;
 mod conns;
 mod error;
@@ -32,6 +33,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::{Connection, QueryBuilder};
 
+use cache::Cache;
 use conns::Conns;
 
 pub use connect::PostgresOptions;
@@ -72,6 +74,7 @@ use crate::retention::PurgeReport;
 pub struct PostgresLedger {
     pool: Conns,
     cfg: Config,
+    cache: Cache,
 }
 
 impl PostgresLedger {
@@ -86,6 +89,7 @@ impl PostgresLedger {
         let pool = connect::open(url, &opts).await?;
         Ok(Self {
             pool,
+            cache: Cache::default(),
             cfg: Config {
                 clock: opts.clock,
                 retention: opts.retention,
@@ -116,7 +120,7 @@ impl PostgresLedger {
             .begin()
             .await
             .map_err(|e| unavailable("opening a transaction", e))?;
-        let mut store = store::PgStore::new(&mut tx);
+        let mut store = store::PgStore::new(&mut tx, None);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let due = store.take_due_unknown(now, limit).await?;
         let mut taken = Vec::with_capacity(due.len());
@@ -133,15 +137,26 @@ impl PostgresLedger {
             let cmd = Command::UpdateUnknown(rec.id, update);
             taken.push(Answer::record(execute(&mut store, cmd, &self.cfg).await?)?);
         }
+        let written = std::mem::take(&mut store.written);
         tx.commit()
             .await
             .map_err(|e| unavailable("committing", e))?;
         conn.done();
+        self.cache.put(written);
         Ok(taken)
     }
 
     async fn run(&self, make: impl Fn() -> Command) -> Result<Answer, LedgerError> {
-        tx::run(&self.pool, &self.cfg, make).await
+        tx::run(&self.pool, &self.cfg, &self.cache, None, make).await
+    }
+
+    /// A holder's command on `id`, which may start from the cached record.
+    async fn run_holder(
+        &self,
+        id: &OperationId,
+        make: impl Fn() -> Command,
+    ) -> Result<Answer, LedgerError> {
+        tx::run(&self.pool, &self.cfg, &self.cache, Some(id), make).await
     }
 
     async fn read(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
@@ -203,13 +218,17 @@ impl Ledger for PostgresLedger {
         req: &OperationRequest,
         opts: &BeginOptions,
     ) -> Result<BeginOutcome, LedgerError> {
-        if let Some(outcome) = tx::begin_fast(&self.pool, &self.cfg, req, opts).await? {
+        if let Some(outcome) = tx::begin_fast(&self.pool, &self.cfg, &self.cache, req, opts).await?
+        {
             return Ok(outcome);
         }
         Answer::begin(self.run(|| Command::Begin(req.clone(), opts.clone())).await)
     }
     async fn renew(&self, claim: &Claim, lease: Duration) -> Result<Claim, LedgerError> {
-        Answer::claim(self.run(|| Command::Renew(claim.clone(), lease)).await)
+        Answer::claim(
+            self.run_holder(&claim.id, || Command::Renew(claim.clone(), lease))
+                .await,
+        )
     }
     async fn mark_dispatched(
         &self,
@@ -217,8 +236,10 @@ impl Ledger for PostgresLedger {
         dispatch: Dispatch,
     ) -> Result<uuid::Uuid, LedgerError> {
         Answer::uuid(
-            self.run(|| Command::MarkDispatched(claim.clone(), dispatch.clone()))
-                .await,
+            self.run_holder(&claim.id, || {
+                Command::MarkDispatched(claim.clone(), dispatch.clone())
+            })
+            .await,
         )
     }
     async fn confirm(
@@ -228,8 +249,10 @@ impl Ledger for PostgresLedger {
         evidence: Option<String>,
     ) -> Result<OperationRecord, LedgerError> {
         Answer::record(
-            self.run(|| Command::Confirm(claim.clone(), result.clone(), evidence.clone()))
-                .await,
+            self.run_holder(&claim.id, || {
+                Command::Confirm(claim.clone(), result.clone(), evidence.clone())
+            })
+            .await,
         )
     }
     async fn reject(
@@ -239,8 +262,10 @@ impl Ledger for PostgresLedger {
         evidence: Option<String>,
     ) -> Result<OperationRecord, LedgerError> {
         Answer::record(
-            self.run(|| Command::Reject(claim.clone(), reason.clone(), evidence.clone()))
-                .await,
+            self.run_holder(&claim.id, || {
+                Command::Reject(claim.clone(), reason.clone(), evidence.clone())
+            })
+            .await,
         )
     }
     async fn mark_unknown(
@@ -249,8 +274,10 @@ impl Ledger for PostgresLedger {
         report: UnknownReport,
     ) -> Result<OperationRecord, LedgerError> {
         Answer::record(
-            self.run(|| Command::MarkUnknown(claim.clone(), report.clone()))
-                .await,
+            self.run_holder(&claim.id, || {
+                Command::MarkUnknown(claim.clone(), report.clone())
+            })
+            .await,
         )
     }
     async fn release(
@@ -259,7 +286,7 @@ impl Ledger for PostgresLedger {
         why: ReleaseReason,
     ) -> Result<OperationRecord, LedgerError> {
         Answer::record(
-            self.run(|| Command::Release(claim.clone(), why.clone()))
+            self.run_holder(&claim.id, || Command::Release(claim.clone(), why.clone()))
                 .await,
         )
     }
@@ -352,6 +379,10 @@ impl Ledger for PostgresLedger {
         rows.iter().map(sql::attempt_from_row).collect()
     }
     async fn purge(&self) -> Result<PurgeReport, LedgerError> {
-        Answer::purge(self.run(|| Command::Purge).await)
+        // Purge rewrites rows in bulk: nothing cached survives it.
+        self.cache.clear();
+        let report = Answer::purge(self.run(|| Command::Purge).await);
+        self.cache.clear();
+        report
     }
 }

@@ -16,7 +16,7 @@ macro_rules! op_cols {
         "SELECT scope, key, action, params, fingerprint, state, epoch, holder, lease_until, \
          dispatched_at, result, reason, evidence, decided_at, unknown_owner, unknown_since, \
          next_check_at, diverged, destination_key, created_at, updated_at, \
-         first_dispatched_at, dispatch_count, tombstone FROM operations "
+         first_dispatched_at, dispatch_count, tombstone, version FROM operations "
     };
 }
 pub(super) use op_cols;
@@ -77,17 +77,17 @@ pub(super) const INSERT: &str = "INSERT INTO operations (scope, key, action, par
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
      $19, $20, $21, $22, $23, $24) ON CONFLICT (scope, key) DO NOTHING";
 
-/// Every transition writes the whole row, guarded by the version it was
-/// computed from (`epoch`, `state`): under the row lock this always matches;
-/// if an engine ever let two writers through, the second matches nothing and
-/// its command is re-run.
+/// Every transition writes the whole row, guarded by the row version it was
+/// computed from: under the row lock this always matches; for a command
+/// computed from the ledger's cache, or if an engine ever let two writers
+/// through, a changed row matches nothing and the command is re-run.
 pub(super) const UPDATE: &str = "UPDATE operations SET action = $3, params = $4, \
      fingerprint = $5, state = $6, epoch = $7, holder = $8, lease_until = $9, \
      dispatched_at = $10, result = $11, reason = $12, evidence = $13, decided_at = $14, \
      unknown_owner = $15, unknown_since = $16, next_check_at = $17, diverged = $18, \
      destination_key = $19, created_at = $20, updated_at = $21, first_dispatched_at = $22, \
-     dispatch_count = $23, tombstone = $24 \
-     WHERE scope = $1 AND key = $2 AND epoch = $25 AND state = $26";
+     dispatch_count = $23, tombstone = $24, version = version + 1 \
+     WHERE scope = $1 AND key = $2 AND version = $25";
 
 pub(super) const INSERT_ATTEMPT: &str = "INSERT INTO attempts (attempt_id, scope, key, kind, \
      epoch, executor, destination_key, sent_at, finished_at, outcome, evidence, metadata) \
@@ -110,7 +110,7 @@ pub(super) const PURGE_DELETE: &str =
 
 pub(super) const PURGE_TOMBSTONE: &str = "UPDATE operations SET params = NULL, \
      result = CASE WHEN state = 'confirmed' THEN 'null' ELSE NULL END, \
-     evidence = NULL, tombstone = TRUE \
+     evidence = NULL, tombstone = TRUE, version = version + 1 \
      WHERE decided_at IS NOT NULL AND decided_at <= $1 AND tombstone = FALSE";
 
 /// Decodes a row selected with the `op_cols!` column list.
@@ -143,6 +143,12 @@ pub(super) fn op_from_row(r: &PgRow) -> Result<OperationRecord, LedgerError> {
         tombstone: r.try_get(23).map_err(g)?,
     }
     .into_record()
+}
+
+/// The row version of a row selected with the `op_cols!` column list.
+pub(super) fn version_of(r: &PgRow) -> Result<i64, LedgerError> {
+    r.try_get(24)
+        .map_err(|e| LedgerError::corrupt(format!("decoding an operation row: {e}")))
 }
 
 /// Decodes a row selected by [`ATTEMPTS`].

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use sqlx::PgConnection;
 
+use super::cache::Versioned;
 use super::error::{Retry, map_err};
 use super::sql;
 use crate::clock::Timestamp;
@@ -22,38 +23,40 @@ use crate::model::{AttemptRecord, OperationRecord, State};
 use crate::retention::PurgeReport;
 use crate::row::{AttemptRow, OperationRow};
 
-/// The `(epoch, state)` a locked row had when it was read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Version {
-    epoch: i64,
-    state: String,
-}
-
-impl Version {
-    fn of(rec: &OperationRecord) -> Self {
-        Self {
-            epoch: i64::try_from(rec.epoch.0).unwrap_or(i64::MAX),
-            state: rec.state.kind().as_str().to_owned(),
-        }
-    }
-}
-
-/// Row access inside one transaction; remembers what it locked.
+/// Row access inside one transaction; remembers the version of every row it
+/// read for writing.
 pub(super) struct PgStore<'c> {
     conn: &'c mut PgConnection,
     /// Identities read for writing in this transaction: `None` = absent.
-    versions: HashMap<OperationId, Option<Version>>,
+    versions: HashMap<OperationId, Option<i64>>,
+    /// A record (from the ledger's cache) to use instead of reading it.
+    preloaded: Option<Versioned>,
+    /// The command was computed from `preloaded`.
+    pub(super) used_preloaded: Option<OperationId>,
+    /// Records written, with their new row versions.
+    pub(super) written: Vec<Versioned>,
     /// Set when the transaction must be rolled back and the command re-run.
     pub(super) retry: Option<Retry>,
 }
 
 impl<'c> PgStore<'c> {
-    pub(super) fn new(conn: &'c mut PgConnection) -> Self {
+    pub(super) fn new(conn: &'c mut PgConnection, preloaded: Option<Versioned>) -> Self {
         Self {
             conn,
             versions: HashMap::new(),
+            preloaded,
+            used_preloaded: None,
+            written: Vec::new(),
             retry: None,
         }
+    }
+
+    /// Whether an answer computed from the preloaded record was confirmed by
+    /// a write conditional on its version.
+    pub(super) fn preloaded_unconfirmed(&self) -> bool {
+        self.used_preloaded
+            .as_ref()
+            .is_some_and(|id| !self.written.iter().any(|(r, _)| r.id == *id))
     }
 
     /// Maps a driver error, noting whether the command may be re-run.
@@ -93,12 +96,12 @@ impl<'c> PgStore<'c> {
         &mut self,
         rows: &[sqlx::postgres::PgRow],
     ) -> Result<Vec<OperationRecord>, LedgerError> {
-        let recs = rows
-            .iter()
-            .map(sql::op_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        for rec in &recs {
-            self.versions.insert(rec.id.clone(), Some(Version::of(rec)));
+        let mut recs = Vec::with_capacity(rows.len());
+        for row in rows {
+            let rec = sql::op_from_row(row)?;
+            self.versions
+                .insert(rec.id.clone(), Some(sql::version_of(row)?));
+            recs.push(rec);
         }
         Ok(recs)
     }
@@ -107,6 +110,13 @@ impl<'c> PgStore<'c> {
 #[async_trait]
 impl Store for PgStore<'_> {
     async fn load(&mut self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+        if self.preloaded.as_ref().is_some_and(|(r, _)| r.id == *id)
+            && let Some((rec, v)) = self.preloaded.take()
+        {
+            self.versions.insert(id.clone(), Some(v));
+            self.used_preloaded = Some(id.clone());
+            return Ok(Some(rec));
+        }
         let row = match sqlx::query(sql::LOAD)
             .bind(id.scope.as_str())
             .bind(id.key.as_str())
@@ -185,18 +195,22 @@ impl Store for PgStore<'_> {
 
     async fn save(&mut self, rec: &OperationRecord) -> Result<(), LedgerError> {
         let row = OperationRow::from_record(rec);
-        let next = Version::of(rec);
-        let written = match self.versions.get(&rec.id).cloned() {
-            Some(None) => sql::bind_row(sqlx::query(sql::INSERT), row)
-                .execute(&mut *self.conn)
-                .await
-                .map(|r| r.rows_affected()),
-            Some(Some(v)) => sql::bind_row(sqlx::query(sql::UPDATE), row)
-                .bind(v.epoch)
-                .bind(v.state)
-                .execute(&mut *self.conn)
-                .await
-                .map(|r| r.rows_affected()),
+        let (written, next) = match self.versions.get(&rec.id).copied() {
+            Some(None) => (
+                sql::bind_row(sqlx::query(sql::INSERT), row)
+                    .execute(&mut *self.conn)
+                    .await
+                    .map(|r| r.rows_affected()),
+                1,
+            ),
+            Some(Some(v)) => (
+                sql::bind_row(sqlx::query(sql::UPDATE), row)
+                    .bind(v)
+                    .execute(&mut *self.conn)
+                    .await
+                    .map(|r| r.rows_affected()),
+                v + 1,
+            ),
             None => {
                 return Err(LedgerError::corrupt(format!(
                     "internal: operation {} written without being read for update",
@@ -207,6 +221,7 @@ impl Store for PgStore<'_> {
         match written {
             Ok(1) => {
                 self.versions.insert(rec.id.clone(), Some(next));
+                self.written.push((rec.clone(), next));
                 Ok(())
             }
             Ok(_) => Err(self.lost_race(Retry::ConcurrentWrite)),

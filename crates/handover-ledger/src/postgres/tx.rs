@@ -10,6 +10,13 @@
 //! unknown, so the caller gets `Unavailable` (for `mark_dispatched`: do not
 //! send).
 //!
+//! A holder's command (`renew`, `mark_dispatched`, `confirm`, `reject`,
+//! `mark_unknown`, `release`) may start from the record this ledger last
+//! committed for the operation instead of reading it `FOR UPDATE`; its
+//! `UPDATE` is conditional on that row version, so if the row changed the
+//! write matches nothing and the command is re-run the normal way (see
+//! `cache`).
+//!
 //! `begin` of an identity with block width `operation` first tries a single
 //! autocommit `INSERT … ON CONFLICT DO NOTHING` of the record the machine
 //! computes for an absent identity: if it inserts a row, that *is* the
@@ -21,6 +28,7 @@
 
 use sqlx::Connection;
 
+use super::cache::{Cache, Versioned};
 use super::conns::Conns;
 
 use super::error::{Retry, map_err, unavailable};
@@ -28,7 +36,7 @@ use super::sql;
 use super::store::PgStore;
 use crate::error::LedgerError;
 use crate::exec::{Answer, Command, Config, execute};
-use crate::identity::OperationRequest;
+use crate::identity::{OperationId, OperationRequest};
 use crate::ledger::{BeginOptions, BeginOutcome, BlockWidth};
 use crate::machine::{self, Ctx};
 use crate::row::OperationRow;
@@ -36,26 +44,41 @@ use crate::row::OperationRow;
 /// Attempts per command before giving up with `Unavailable`.
 pub(super) const MAX_TRIES: usize = 8;
 
-type Tried = Result<Result<Answer, LedgerError>, (LedgerError, Option<Retry>)>;
+type Tried = Result<(Result<Answer, LedgerError>, Vec<Versioned>), (LedgerError, Option<Retry>)>;
 
 /// Runs the command `make()` builds, re-running it after a safe abort.
+/// `cached`: the operation a holder command acts on, whose record may come
+/// from `cache` (first try only; see [`Cache`]).
 pub(super) async fn run(
     pool: &Conns,
     cfg: &Config,
+    cache: &Cache,
+    cached: Option<&OperationId>,
     make: impl Fn() -> Command,
 ) -> Result<Answer, LedgerError> {
+    let mut preload = cached.and_then(|id| cache.get(id));
     let mut last = None;
     for _ in 0..MAX_TRIES {
-        match run_once(pool, cfg, make()).await {
-            Ok(answer) => return answer,
-            Err((e, Some(_))) => last = Some(e),
-            Err((e, None)) => return Err(e),
+        match run_once(pool, cfg, make(), preload.take()).await {
+            Ok((answer, written)) => {
+                cache.put(written);
+                return answer;
+            }
+            Err((e, retry)) => {
+                if let Some(id) = cached {
+                    cache.forget(id);
+                }
+                if retry.is_none() {
+                    return Err(e);
+                }
+                last = Some(e);
+            }
         }
     }
     Err(last.unwrap_or_else(|| LedgerError::unavailable("writing", "no attempt was made")))
 }
 
-async fn run_once(pool: &Conns, cfg: &Config, cmd: Command) -> Tried {
+async fn run_once(pool: &Conns, cfg: &Config, cmd: Command, preloaded: Option<Versioned>) -> Tried {
     let mut conn = pool.get().await.map_err(|e| (e, None))?;
     let mut tx = match conn.begin().await {
         Ok(tx) => tx,
@@ -68,9 +91,13 @@ async fn run_once(pool: &Conns, cfg: &Config, cmd: Command) -> Tried {
             ));
         }
     };
-    let mut store = PgStore::new(&mut tx);
+    let mut store = PgStore::new(&mut tx, preloaded);
     let executed = execute(&mut store, cmd, cfg).await;
-    let retry = store.retry;
+    let mut retry = store.retry;
+    if retry.is_none() && store.preloaded_unconfirmed() {
+        retry = Some(Retry::Unconfirmed);
+    }
+    let written = std::mem::take(&mut store.written);
     let answer = match (executed, retry) {
         (Err(e), retry) | (Ok(Err(e)), retry @ Some(_)) => {
             if tx.rollback().await.is_ok() {
@@ -89,7 +116,7 @@ async fn run_once(pool: &Conns, cfg: &Config, cmd: Command) -> Tried {
     match tx.commit().await {
         Ok(()) => {
             conn.done();
-            Ok(answer)
+            Ok((answer, written))
         }
         // Only a server-side abort (40001/40P01) proves nothing committed.
         Err(e) => Err(map_err("committing", e)),
@@ -102,6 +129,7 @@ async fn run_once(pool: &Conns, cfg: &Config, cmd: Command) -> Tried {
 pub(super) async fn begin_fast(
     pool: &Conns,
     cfg: &Config,
+    cache: &Cache,
     req: &OperationRequest,
     opts: &BeginOptions,
 ) -> Result<Option<BeginOutcome>, LedgerError> {
@@ -132,6 +160,7 @@ pub(super) async fn begin_fast(
         .rows_affected();
     if inserted == 1 {
         conn.done();
+        cache.put(vec![(rec.clone(), 1)]);
         return Ok(step.answer.ok());
     }
     // 2. Present: if the machine answers from the committed row without
