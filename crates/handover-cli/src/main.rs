@@ -15,6 +15,7 @@ mod check;
 mod demo;
 mod open;
 mod ops;
+mod serve;
 mod term;
 
 use std::path::PathBuf;
@@ -52,6 +53,11 @@ enum Command {
         after_help = "Example:\n  OPENAI_API_KEY=... handover chat --config handover.toml --policy default \"Say hi\" --stream"
     )]
     Chat(chat::ChatArgs),
+    /// Run the OpenAI-compatible gateway and the operations API (`[gateway]` in the config).
+    #[command(
+        after_help = "Example:\n  HANDOVER_PG_URL=postgres://... handover serve --config handover.toml --listen 127.0.0.1:8080"
+    )]
+    Serve(serve::ServeArgs),
 }
 
 /// Where `ops` commands find the ledger: the one a config file names, or a
@@ -85,6 +91,7 @@ fn main() -> ExitCode {
             Command::Check(args) => check::run(&args),
             Command::Ops(cmd) => ops::run(cmd).await,
             Command::Chat(args) => chat::run(args).await,
+            Command::Serve(args) => serve::run(args).await,
         }
     });
     match result {

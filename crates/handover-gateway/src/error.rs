@@ -18,9 +18,6 @@ pub enum GatewayError {
     /// The ledger could not be opened.
     #[error("while opening the ledger: {0}")]
     Ledger(#[source] LedgerError),
-    /// The configured ledger backend is not available in this build.
-    #[error("ledger backend {0:?} is not supported by the gateway yet")]
-    UnsupportedBackend(&'static str),
     /// The listen address could not be bound.
     #[error("while binding {addr}: {source}")]
     Bind {
@@ -39,9 +36,11 @@ impl GatewayError {
     /// The problem is in the configuration or environment (fix it and
     /// restart), not a runtime failure.
     pub fn is_config(&self) -> bool {
-        matches!(
-            self,
-            Self::NotConfigured(_) | Self::Router(_) | Self::UnsupportedBackend(_)
-        )
+        match self {
+            Self::NotConfigured(_) => true,
+            // A ledger that cannot be reached is a runtime failure, not a config error.
+            Self::Router(e) => !matches!(e, RouterError::Ledger(_)),
+            _ => false,
+        }
     }
 }

@@ -11,52 +11,26 @@
 
 use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::serve::ListenerExt;
-use handover_ledger::{
-    Clock, Ledger, Limits, MemoryLedger, Retention, SqliteLedger, SqliteOptions, SystemClock,
-};
-use handover_router::config::{Config, LedgerBackend};
+use handover_ledger::{Clock, Ledger, SystemClock};
+use handover_router::config::Config;
 use handover_router::route::Router;
 use tokio::net::TcpListener;
 
 use crate::error::GatewayError;
 use crate::state::GatewayState;
 
-/// Opens the ledger `config` names (`memory` or `sqlite`), with its
+/// Opens the ledger `config` names (memory, SQLite or PostgreSQL), with its
 /// retention and limits, on the system clock.
 pub async fn open_ledger(config: &Config) -> Result<Arc<dyn Ledger>, GatewayError> {
-    let s = config.ledger();
-    let retention = Retention {
-        replay_window: s.replay_window,
-        tombstone_horizon: s.tombstone_horizon,
-    };
-    let limits = Limits {
-        max_params_bytes: s.max_params_bytes,
-        max_depth: s.max_params_depth,
-    };
-    match &s.backend {
-        LedgerBackend::Memory => Ok(Arc::new(MemoryLedger::new(
-            Arc::new(SystemClock),
-            retention,
-            limits,
-        ))),
-        LedgerBackend::Sqlite { path } => {
-            let opts = SqliteOptions {
-                retention,
-                limits,
-                ..SqliteOptions::default()
-            };
-            let ledger = SqliteLedger::open(Path::new(path), opts)
-                .await
-                .map_err(GatewayError::Ledger)?;
-            Ok(Arc::new(ledger))
-        }
-        LedgerBackend::Postgres { .. } => Err(GatewayError::UnsupportedBackend("postgres")),
-    }
+    handover_router::open_ledger(config, Arc::new(SystemClock), &|var| {
+        std::env::var(var).ok()
+    })
+    .await
+    .map_err(GatewayError::Router)
 }
 
 /// A bound gateway, ready to [`run`](Gateway::run).

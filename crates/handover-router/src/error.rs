@@ -69,6 +69,12 @@ pub enum RouterError {
         #[source]
         source: handover_providers::ProviderError,
     },
+    /// `ledger.url_env` names a variable that is not set.
+    #[error("ledger.url_env: environment variable {variable} (the PostgreSQL URL) is not set")]
+    MissingLedgerUrl {
+        /// The variable.
+        variable: String,
+    },
     /// An internal invariant did not hold.
     #[error("unsupported: {0}")]
     Unsupported(String),
