@@ -172,12 +172,25 @@ impl Locker {
     }
 }
 
+/// The call's result, which must come promptly once its backend is
+/// terminated: not retried on another connection until the lock (or the
+/// statement timeout) lets it through.
+async fn answer<T>(call: tokio::task::JoinHandle<T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("a terminated call fails at once")
+        .expect("task")
+}
+
 async fn setup() -> Option<(Arc<PostgresLedger>, ManualClock, pg::SchemaGuard)> {
     pg::url()?;
     let clock = ManualClock::new(Timestamp::from_millis(1_700_000_000_000));
     let (ledger, guard) = pg::ledger(PostgresOptions {
         clock: Arc::new(clock.clone()),
         max_connections: 2,
+        // Long, so a terminated call cannot pass by timing out instead
+        // (see `answer`).
+        statement_timeout: Duration::from_secs(120),
         ..PostgresOptions::default()
     })
     .await;
@@ -200,7 +213,7 @@ async fn terminated_begin_claims_nothing() {
     let r = req.clone();
     let call = tokio::spawn(async move { l.begin(&r, &BeginOptions::new("exec", LEASE)).await });
     locker.terminate_waiter().await;
-    let e = call.await.expect("task").expect_err("terminated");
+    let e = answer(call).await.expect_err("terminated");
     assert!(e.is_unavailable(), "{e}");
     locker.release().await;
     let rec = ledger.get(req.id()).await.expect("get").expect("stored");
@@ -221,7 +234,7 @@ async fn terminated_dispatch_records_nothing() {
     let (l, cc) = (ledger.clone(), c.clone());
     let call = tokio::spawn(async move { l.mark_dispatched(&cc, dispatch()).await });
     locker.terminate_waiter().await;
-    let e = call.await.expect("task").expect_err("terminated");
+    let e = answer(call).await.expect_err("terminated");
     assert!(e.is_unavailable(), "{e}");
     locker.release().await;
     // Not dispatched (so the caller sent nothing); re-claimable after the lease.
@@ -254,7 +267,7 @@ async fn terminated_confirm_is_not_confirmed() {
     let (l, cc) = (ledger.clone(), c.clone());
     let call = tokio::spawn(async move { l.confirm(&cc, json!({"shipment": "S-1"}), None).await });
     locker.terminate_waiter().await;
-    let e = call.await.expect("task").expect_err("terminated");
+    let e = answer(call).await.expect_err("terminated");
     assert!(e.is_unavailable(), "{e}");
     locker.release().await;
     let rec = ledger.get(req.id()).await.expect("get").expect("stored");

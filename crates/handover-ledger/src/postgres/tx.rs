@@ -94,7 +94,9 @@ async fn run_once(pool: &Conns, cfg: &Config, cmd: Command, preloaded: Option<Ve
     let mut store = PgStore::new(&mut tx, preloaded);
     let executed = execute(&mut store, cmd, cfg).await;
     let mut retry = store.retry;
-    if retry.is_none() && store.preloaded_unconfirmed() {
+    // An answer computed from the cache that no write confirmed is re-run
+    // against the row; a failed write (e.g. a lost connection) is not.
+    if retry.is_none() && executed.is_ok() && store.preloaded_unconfirmed() {
         retry = Some(Retry::Unconfirmed);
     }
     let written = std::mem::take(&mut store.written);
