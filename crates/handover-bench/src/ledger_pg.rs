@@ -224,8 +224,12 @@ async fn bulk_load(schema: &Schema, rows: usize) -> Result<(), Error> {
     }
     // One statement each: VACUUM cannot run in the implicit transaction of
     // a multi-statement query.
-    sqlx::raw_sql("VACUUM ANALYZE operations").execute(&mut c).await?;
-    sqlx::raw_sql("VACUUM ANALYZE attempts").execute(&mut c).await?;
+    sqlx::raw_sql("VACUUM ANALYZE operations")
+        .execute(&mut c)
+        .await?;
+    sqlx::raw_sql("VACUUM ANALYZE attempts")
+        .execute(&mut c)
+        .await?;
     // Flush the load's dirty pages now rather than during the measurement
     // (needs superuser or pg_checkpoint; skipped without).
     let _ = sqlx::raw_sql("CHECKPOINT").execute(&mut c).await;
