@@ -24,6 +24,7 @@
 mod clock;
 mod error;
 mod exec;
+mod forward;
 mod identity;
 mod ledger;
 mod machine;

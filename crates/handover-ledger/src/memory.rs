@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::Mutex;
@@ -12,13 +11,10 @@ use tokio::sync::Mutex;
 use crate::clock::{Clock, SystemClock, Timestamp};
 use crate::error::LedgerError;
 use crate::exec::{Answer, Command, Config, Store, execute};
-use crate::identity::{ActionName, Limits, OperationId, OperationRequest, Scope};
-use crate::ledger::{
-    BeginOptions, BeginOutcome, Dispatch, Ledger, ListFilter, NewAttempt, ReleaseReason,
-    Resolution, UnknownReport, UnknownUpdate,
-};
+use crate::identity::{ActionName, Limits, OperationId, Scope};
+use crate::ledger::ListFilter;
 use crate::machine::{self, AttemptFinish};
-use crate::model::{AttemptOutcome, AttemptRecord, Claim, OperationRecord, State};
+use crate::model::{AttemptOutcome, AttemptRecord, OperationRecord, State};
 use crate::retention::{PurgeReport, Retention};
 
 #[derive(Debug, Default)]
@@ -190,105 +186,14 @@ impl Store for Inner {
     }
 }
 
-#[async_trait]
-impl Ledger for MemoryLedger {
-    async fn begin(
-        &self,
-        req: &OperationRequest,
-        opts: &BeginOptions,
-    ) -> Result<BeginOutcome, LedgerError> {
-        Answer::begin(self.run(Command::Begin(req.clone(), opts.clone())).await)
-    }
-    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<Claim, LedgerError> {
-        Answer::claim(self.run(Command::Renew(claim.clone(), lease)).await)
-    }
-    async fn mark_dispatched(
-        &self,
-        claim: &Claim,
-        dispatch: Dispatch,
-    ) -> Result<uuid::Uuid, LedgerError> {
-        Answer::uuid(
-            self.run(Command::MarkDispatched(claim.clone(), dispatch))
-                .await,
-        )
-    }
-    async fn confirm(
-        &self,
-        claim: &Claim,
-        result: serde_json::Value,
-        evidence: Option<String>,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(
-            self.run(Command::Confirm(claim.clone(), result, evidence))
-                .await,
-        )
-    }
-    async fn reject(
-        &self,
-        claim: &Claim,
-        reason: String,
-        evidence: Option<String>,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(
-            self.run(Command::Reject(claim.clone(), reason, evidence))
-                .await,
-        )
-    }
-    async fn mark_unknown(
-        &self,
-        claim: &Claim,
-        report: UnknownReport,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(self.run(Command::MarkUnknown(claim.clone(), report)).await)
-    }
-    async fn release(
-        &self,
-        claim: &Claim,
-        why: ReleaseReason,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(self.run(Command::Release(claim.clone(), why)).await)
-    }
-    async fn claim_for_resend(
-        &self,
-        id: &OperationId,
-        opts: &BeginOptions,
-        window: Duration,
-    ) -> Result<Option<Claim>, LedgerError> {
-        let cmd = Command::ClaimForResend(id.clone(), opts.clone(), window);
-        Answer::maybe_claim(self.run(cmd).await)
-    }
-    async fn resolve(
-        &self,
-        id: &OperationId,
-        resolution: Resolution,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(self.run(Command::Resolve(id.clone(), resolution)).await)
-    }
-    async fn update_unknown(
-        &self,
-        id: &OperationId,
-        update: UnknownUpdate,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(self.run(Command::UpdateUnknown(id.clone(), update)).await)
-    }
-    async fn append_attempt(
-        &self,
-        id: &OperationId,
-        attempt: NewAttempt,
-    ) -> Result<uuid::Uuid, LedgerError> {
-        Answer::uuid(self.run(Command::AppendAttempt(id.clone(), attempt)).await)
-    }
-    async fn cancel(
-        &self,
-        id: &OperationId,
-        reason: String,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(self.run(Command::Cancel(id.clone(), reason)).await)
-    }
-    async fn get(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+impl MemoryLedger {
+    /// The backend side of [`crate::Ledger::get`].
+    async fn get_record(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
         Answer::maybe_record(self.run(Command::Get(id.clone())).await)
     }
-    async fn list(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
+
+    /// The backend side of [`crate::Ledger::list`].
+    async fn list_records(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
         let mut inner = self.inner.lock().await;
         execute(&mut *inner, Command::SettleDue, &self.cfg).await??;
         let now = self.cfg.clock.now();
@@ -304,12 +209,13 @@ impl Ledger for MemoryLedger {
         }
         Ok(out)
     }
-    async fn attempts(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {
+
+    /// The backend side of [`crate::Ledger::attempts`].
+    async fn attempt_log(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {
         let mut inner = self.inner.lock().await;
         execute(&mut *inner, Command::Get(id.clone()), &self.cfg).await??;
         Ok(inner.attempts.get(id).cloned().unwrap_or_default())
     }
-    async fn purge(&self) -> Result<PurgeReport, LedgerError> {
-        Answer::purge(self.run(Command::Purge).await)
-    }
 }
+
+crate::forward::command_ledger!(MemoryLedger);

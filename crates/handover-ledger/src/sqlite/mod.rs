@@ -14,7 +14,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
@@ -22,14 +21,11 @@ use tokio::sync::{mpsc, oneshot};
 use crate::clock::{Clock, SystemClock};
 use crate::error::LedgerError;
 use crate::exec::{Answer, Command, Config};
-use crate::identity::{Limits, OperationId, OperationRequest};
-use crate::ledger::{
-    BeginOptions, BeginOutcome, Dispatch, Ledger, ListFilter, NewAttempt, ReleaseReason,
-    Resolution, UnknownReport, UnknownUpdate,
-};
+use crate::identity::{Limits, OperationId};
+use crate::ledger::ListFilter;
 use crate::machine;
-use crate::model::{AttemptRecord, Claim, OperationRecord};
-use crate::retention::{PurgeReport, Retention};
+use crate::model::{AttemptRecord, OperationRecord};
+use crate::retention::Retention;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -190,105 +186,14 @@ impl SqliteLedger {
     }
 }
 
-#[async_trait]
-impl Ledger for SqliteLedger {
-    async fn begin(
-        &self,
-        req: &OperationRequest,
-        opts: &BeginOptions,
-    ) -> Result<BeginOutcome, LedgerError> {
-        Answer::begin(self.run(Command::Begin(req.clone(), opts.clone())).await)
-    }
-    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<Claim, LedgerError> {
-        Answer::claim(self.run(Command::Renew(claim.clone(), lease)).await)
-    }
-    async fn mark_dispatched(
-        &self,
-        claim: &Claim,
-        dispatch: Dispatch,
-    ) -> Result<uuid::Uuid, LedgerError> {
-        Answer::uuid(
-            self.run(Command::MarkDispatched(claim.clone(), dispatch))
-                .await,
-        )
-    }
-    async fn confirm(
-        &self,
-        claim: &Claim,
-        result: serde_json::Value,
-        evidence: Option<String>,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(
-            self.run(Command::Confirm(claim.clone(), result, evidence))
-                .await,
-        )
-    }
-    async fn reject(
-        &self,
-        claim: &Claim,
-        reason: String,
-        evidence: Option<String>,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(
-            self.run(Command::Reject(claim.clone(), reason, evidence))
-                .await,
-        )
-    }
-    async fn mark_unknown(
-        &self,
-        claim: &Claim,
-        report: UnknownReport,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(self.run(Command::MarkUnknown(claim.clone(), report)).await)
-    }
-    async fn release(
-        &self,
-        claim: &Claim,
-        why: ReleaseReason,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(self.run(Command::Release(claim.clone(), why)).await)
-    }
-    async fn claim_for_resend(
-        &self,
-        id: &OperationId,
-        opts: &BeginOptions,
-        window: Duration,
-    ) -> Result<Option<Claim>, LedgerError> {
-        let cmd = Command::ClaimForResend(id.clone(), opts.clone(), window);
-        Answer::maybe_claim(self.run(cmd).await)
-    }
-    async fn resolve(
-        &self,
-        id: &OperationId,
-        resolution: Resolution,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(self.run(Command::Resolve(id.clone(), resolution)).await)
-    }
-    async fn update_unknown(
-        &self,
-        id: &OperationId,
-        update: UnknownUpdate,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(self.run(Command::UpdateUnknown(id.clone(), update)).await)
-    }
-    async fn append_attempt(
-        &self,
-        id: &OperationId,
-        attempt: NewAttempt,
-    ) -> Result<uuid::Uuid, LedgerError> {
-        Answer::uuid(self.run(Command::AppendAttempt(id.clone(), attempt)).await)
-    }
-    async fn cancel(
-        &self,
-        id: &OperationId,
-        reason: String,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(self.run(Command::Cancel(id.clone(), reason)).await)
-    }
-    async fn get(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+impl SqliteLedger {
+    /// The backend side of [`crate::Ledger::get`].
+    async fn get_record(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
         self.read(id).await
     }
-    async fn list(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
+
+    /// The backend side of [`crate::Ledger::list`].
+    async fn list_records(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
         let now = self.cfg.clock.now();
         let due = sqlx::query(store::ANY_DUE)
             .bind(now.0)
@@ -304,7 +209,9 @@ impl Ledger for SqliteLedger {
             .map_err(|e| map_err("listing operations", e))?;
         rows.iter().map(store::op_from_row).collect()
     }
-    async fn attempts(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {
+
+    /// The backend side of [`crate::Ledger::attempts`].
+    async fn attempt_log(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {
         self.read(id).await?;
         let rows = sqlx::query(store::ATTEMPTS)
             .bind(id.scope.as_str())
@@ -314,7 +221,6 @@ impl Ledger for SqliteLedger {
             .map_err(|e| map_err("reading attempts", e))?;
         rows.iter().map(store::attempt_from_row).collect()
     }
-    async fn purge(&self) -> Result<PurgeReport, LedgerError> {
-        Answer::purge(self.run(Command::Purge).await)
-    }
 }
+
+crate::forward::command_ledger!(SqliteLedger);
