@@ -96,6 +96,7 @@ macro_rules! per_backend {
     };
 }
 
+mod approval;
 mod content_fallback;
 mod layered_retries;
 mod lost_response;

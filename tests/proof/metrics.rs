@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use crate::support::{Backend, Run, Scoreboard};
-use crate::{content_fallback as c, layered_retries as l, lost_response as lr};
+use crate::{approval as a, content_fallback as c, layered_retries as l, lost_response as lr};
 use crate::{operation_identity as i, reconciliation as r, retention as t};
 
 #[tokio::test]
@@ -42,6 +42,8 @@ async fn metrics_of_the_whole_suite() {
     t::within_the_window_a_retry_replays_and_after_it_meets_the_tombstone(restarted()).await;
     l::an_application_retrying_the_same_task_sends_at_most_the_budget(plain()).await;
     l::a_new_task_per_retry_gets_a_new_budget_each_time(plain()).await;
+    a::the_approved_parameters_run_and_nothing_else(restarted()).await;
+    a::numbers_are_never_changed_silently(plain()).await;
 
     let totals = score.totals();
     println!("handover proof metrics: {}", totals.to_json());
@@ -63,8 +65,8 @@ async fn metrics_of_the_whole_suite() {
     );
 
     assert_eq!(totals.duplicates, 0, "no action may take effect twice");
-    // 17 scenarios; scenario 2 settles once per way of losing the answer.
-    assert_eq!(totals.scenarios, 19);
+    // 19 scenarios; scenario 2 settles once per way of losing the answer.
+    assert_eq!(totals.scenarios, 21);
     assert!(totals.effects >= totals.confirmed);
     assert!(
         !totals.recoveries.is_empty(),

@@ -18,25 +18,30 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|r| {
-            if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "invalid_request_error",
-                    "body_too_large",
-                    "request body is larger than gateway.max_body_bytes",
-                )
-            } else {
-                ApiError::new(
-                    r.status(),
-                    "invalid_request_error",
-                    "unreadable_body",
-                    format!("could not read the request body: {}", r.body_text()),
-                )
-            }
-        })?;
+        let bytes = read(req, state).await?;
         parse(&bytes).map(JsonBody)
     }
+}
+
+/// The whole body, within the configured limit.
+pub(crate) async fn read<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                "body_too_large",
+                "request body is larger than gateway.max_body_bytes",
+            )
+        } else {
+            ApiError::new(
+                r.status(),
+                "invalid_request_error",
+                "unreadable_body",
+                format!("could not read the request body: {}", r.body_text()),
+            )
+        }
+    })
 }
 
 /// Parses `bytes` as `T`; the error names the path of the problem.

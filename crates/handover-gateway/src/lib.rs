@@ -85,6 +85,7 @@ pub fn app(state: GatewayState) -> axum::Router {
         .route("/v1/models", get(openai::models::list))
         .route("/v1/operations", post(ops::begin).get(ops::list))
         .route("/v1/operations/{key}", get(ops::get))
+        .route("/v1/operations/{key}/approve", post(ops::approve))
         .route("/v1/operations/{key}/dispatch", post(ops::dispatch))
         .route("/v1/operations/{key}/outcome", post(ops::outcome))
         .route("/v1/admin/operations", get(ops::admin::list))

@@ -5,7 +5,8 @@
 //! user approved the action. Both are 1..=255 bytes of visible ASCII
 //! (`0x21..=0x7E`). Parameters are stored in RFC 8785 (JCS) canonical form and
 //! fingerprinted with SHA-256 over `{"action": …, "params": …}`, so member
-//! order never changes identity.
+//! order never changes identity; their numbers must be I-JSON (see
+//! [`crate::ijson`]), so the stored form is exactly what was approved.
 
 use std::fmt;
 use std::sync::Arc;
@@ -152,7 +153,8 @@ pub(crate) fn json_depth(v: &serde_json::Value) -> usize {
     max
 }
 
-/// Validates a JSON document against `limits` and returns its canonical text.
+/// Validates a JSON document against `limits` and I-JSON (see
+/// [`crate::ijson`]) and returns its canonical text.
 pub(crate) fn canonical_json(
     field: &'static str,
     v: &serde_json::Value,
@@ -168,6 +170,7 @@ pub(crate) fn canonical_json(
             ),
         ));
     }
+    crate::ijson::check_value(&crate::ijson::Path::root(field), v)?;
     let text = serde_json_canonicalizer::to_string(v).map_err(|e| {
         ValidationError::new(field, format!("cannot be canonicalised (RFC 8785): {e}"))
     })?;

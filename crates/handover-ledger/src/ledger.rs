@@ -86,6 +86,33 @@ pub enum BeginOutcome {
     },
 }
 
+/// The answer to [`Ledger::approve`]. Only `Planned` wrote anything.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ApproveOutcome {
+    /// Recorded now: the operation is `planned` with exactly these parameters.
+    Planned,
+    /// Approved earlier with the same parameters; nothing changed.
+    AlreadyApproved {
+        /// Where it is now: `planned`, `claimed`, `dispatched` or `unknown`.
+        state: StateKind,
+    },
+    /// Approved earlier with other parameters; nothing changed: the earlier
+    /// approval stands and every proposal must match it.
+    Conflict {
+        /// Fingerprint on record.
+        recorded: Fingerprint,
+        /// Fingerprint of this approval.
+        requested: Fingerprint,
+    },
+    /// Already decided: the recorded outcome (or its tombstone). Nothing changed.
+    Replayed(Terminal),
+    /// The approval was withdrawn earlier.
+    Cancelled {
+        /// Why.
+        reason: String,
+    },
+}
+
 /// Details recorded when marking an operation dispatched.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Dispatch {
@@ -235,8 +262,10 @@ impl ListFilter {
 /// an `Arc<dyn Ledger>`.
 ///
 /// Contract for every implementation (checked by the `conformance` suite, cargo feature `conformance`):
-/// * `begin` is one atomic check-and-claim: concurrent callers on one
-///   identity get exactly one `Started`.
+/// * `approve` and `begin` each check and write in one atomic step:
+///   concurrent approvals of one identity record one plan (the others get
+///   `AlreadyApproved` or `Conflict`); concurrent `begin`s get exactly one
+///   `Started`.
 /// * Every write after a claim is fenced by the claim's epoch and lease; any
 ///   error changes nothing.
 /// * A `dispatched` operation whose lease passed is `unknown` (recorded
@@ -247,6 +276,13 @@ impl ListFilter {
 ///   [`LedgerError::Unavailable`]: no claim, no send.
 #[async_trait]
 pub trait Ledger: Send + Sync + std::fmt::Debug {
+    /// Records what the user approved, durably, as `planned` — before any
+    /// model proposes anything. From then on every `begin` under this
+    /// identity must carry exactly these parameters (else `Conflict`),
+    /// whichever model proposes it and whenever. Idempotent: approving the
+    /// same parameters again changes nothing; other parameters are a
+    /// conflict and never replace the approved ones.
+    async fn approve(&self, req: &OperationRequest) -> Result<ApproveOutcome, LedgerError>;
     /// Atomically checks the identity and claims it if it may run now.
     async fn begin(
         &self,

@@ -2,8 +2,9 @@
 //! unconfirmed" a real, blocking state.
 //!
 //! Every business write in Handover goes through a [`Ledger`]:
-//! [`Ledger::begin`] atomically checks an operation's identity `(scope, key)`
-//! and claims it; the holder marks it [`dispatched`](Ledger::mark_dispatched)
+//! [`Ledger::approve`] records what the user approved (optional: the first
+//! `begin` records it otherwise); [`Ledger::begin`] atomically checks an
+//! operation's identity `(scope, key)` and claims it; the holder marks it [`dispatched`](Ledger::mark_dispatched)
 //! *before* sending a byte, then records `confirmed`, `rejected` or
 //! `unknown`. A retry, a reconnect or a fallback model that re-proposes the
 //! same action gets the recorded outcome replayed — or, while the outcome is
@@ -21,11 +22,12 @@
 //!
 //! See `docs/ledger.md` for states, guarantees and what is not guaranteed.
 
+mod cache;
 mod clock;
+mod driver;
 mod error;
-mod exec;
-mod forward;
 mod identity;
+mod ijson;
 mod ledger;
 mod machine;
 mod memory;
@@ -44,9 +46,10 @@ pub use identity::{
     ActionName, Fingerprint, Key, Limits, MAX_IDENT_BYTES, OperationId, OperationRequest, Scope,
     destination_key,
 };
+pub use ijson::{MAX_EXACT_INTEGER, validate_json_text};
 pub use ledger::{
-    BeginOptions, BeginOutcome, BlockWidth, Dispatch, Ledger, ListFilter, NewAttempt,
-    ReleaseReason, Resolution, ResolvedAs, UnknownReport, UnknownUpdate,
+    ApproveOutcome, BeginOptions, BeginOutcome, BlockWidth, Dispatch, Ledger, ListFilter,
+    NewAttempt, ReleaseReason, Resolution, ResolvedAs, UnknownReport, UnknownUpdate,
 };
 pub use machine::RESEND_CLAIM_LAPSED;
 pub use memory::MemoryLedger;

@@ -9,12 +9,13 @@ use async_trait::async_trait;
 use tokio::sync::Mutex;
 
 use crate::clock::{Clock, SystemClock, Timestamp};
+use crate::driver::jobs::{self, SettleDue};
+use crate::driver::{Backend, Config, Job, Store, execute};
 use crate::error::LedgerError;
-use crate::exec::{Answer, Command, Config, Store, execute};
 use crate::identity::{ActionName, Limits, OperationId, Scope};
 use crate::ledger::ListFilter;
-use crate::machine::{self, AttemptFinish};
-use crate::model::{AttemptOutcome, AttemptRecord, OperationRecord, State};
+use crate::machine::{self, AttemptFinish, Retire};
+use crate::model::{AttemptKind, AttemptOutcome, AttemptRecord, OperationRecord, State};
 use crate::retention::{PurgeReport, Retention};
 
 #[derive(Debug, Default)]
@@ -74,23 +75,9 @@ impl MemoryLedger {
             },
         }
     }
-
-    async fn run(&self, cmd: Command) -> Result<Answer, LedgerError> {
-        let mut inner = self.inner.lock().await;
-        // The memory store cannot fail a write, so there is never a partial effect.
-        execute(&mut *inner, cmd, &self.cfg).await?
-    }
 }
 
-fn blocks(rec: &OperationRecord, now: Timestamp) -> bool {
-    match &rec.state {
-        State::Unknown(_) => true,
-        State::Dispatched { lease_until, .. } => *lease_until <= now,
-        _ => false,
-    }
-}
-
-fn order_key(rec: &OperationRecord) -> (crate::clock::Timestamp, &OperationId) {
+fn order_key(rec: &OperationRecord) -> (Timestamp, &OperationId) {
     (rec.created_at, &rec.id)
 }
 
@@ -114,7 +101,7 @@ impl Store for Inner {
                 r.id != *except
                     && r.action == *action
                     && scope.is_none_or(|s| r.id.scope == *s)
-                    && blocks(r, now)
+                    && machine::blocks(r, now)
             })
             .min_by(|a, b| order_key(a).cmp(&order_key(b)))
             .cloned())
@@ -127,6 +114,29 @@ impl Store for Inner {
             .filter(|r| machine::settle(r, now).is_some())
             .cloned()
             .collect())
+    }
+
+    async fn take_due_unknown(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<OperationRecord>, LedgerError> {
+        let mut due: Vec<&OperationRecord> = self
+            .ops
+            .values()
+            .filter(|r| match &r.state {
+                State::Unknown(u) => u.next_check_at.is_some_and(|t| t <= now),
+                _ => false,
+            })
+            .collect();
+        due.sort_by_key(|r| {
+            let next = match &r.state {
+                State::Unknown(u) => u.next_check_at,
+                _ => None,
+            };
+            (next, order_key(r))
+        });
+        Ok(due.into_iter().take(limit).cloned().collect())
     }
 
     async fn save(&mut self, rec: &OperationRecord) -> Result<(), LedgerError> {
@@ -146,7 +156,7 @@ impl Store for Inner {
         if let Some(list) = self.attempts.get_mut(&f.id) {
             for a in list.iter_mut().filter(|a| {
                 a.epoch == Some(f.epoch)
-                    && a.kind == crate::model::AttemptKind::Dispatch
+                    && a.kind == AttemptKind::Dispatch
                     && a.outcome == AttemptOutcome::Pending
             }) {
                 a.outcome = f.outcome;
@@ -159,11 +169,11 @@ impl Store for Inner {
         Ok(())
     }
 
-    async fn purge(
-        &mut self,
-        tombstone_cutoff: Timestamp,
-        delete_cutoff: Timestamp,
-    ) -> Result<PurgeReport, LedgerError> {
+    async fn retire(&mut self, retire: Retire) -> Result<PurgeReport, LedgerError> {
+        let Retire {
+            tombstone_cutoff,
+            delete_cutoff,
+        } = retire;
         let mut report = PurgeReport::default();
         let mut doomed = Vec::new();
         for rec in self.ops.values_mut() {
@@ -186,16 +196,20 @@ impl Store for Inner {
     }
 }
 
-impl MemoryLedger {
-    /// The backend side of [`crate::Ledger::get`].
-    async fn get_record(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
-        Answer::maybe_record(self.run(Command::Get(id.clone())).await)
+impl Backend for MemoryLedger {
+    async fn run<J: Job + 'static>(&self, job: J) -> Result<J::Output, LedgerError> {
+        let mut inner = self.inner.lock().await;
+        // The memory store cannot fail a write, so there is never a partial effect.
+        execute(&job, &mut *inner, &self.cfg).await?
     }
 
-    /// The backend side of [`crate::Ledger::list`].
+    async fn get_record(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+        self.run(jobs::get(id)).await
+    }
+
     async fn list_records(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
         let mut inner = self.inner.lock().await;
-        execute(&mut *inner, Command::SettleDue, &self.cfg).await??;
+        execute(&SettleDue, &mut *inner, &self.cfg).await??;
         let now = self.cfg.clock.now();
         let mut out: Vec<OperationRecord> = inner
             .ops
@@ -210,12 +224,9 @@ impl MemoryLedger {
         Ok(out)
     }
 
-    /// The backend side of [`crate::Ledger::attempts`].
     async fn attempt_log(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {
         let mut inner = self.inner.lock().await;
-        execute(&mut *inner, Command::Get(id.clone()), &self.cfg).await??;
+        execute(&jobs::get(id), &mut *inner, &self.cfg).await??;
         Ok(inner.attempts.get(id).cloned().unwrap_or_default())
     }
 }
-
-crate::forward::command_ledger!(MemoryLedger);

@@ -1,7 +1,12 @@
-//! Flat row form of records, shared by the SQL backends (no SQL here).
+//! Flat row form of records, shared by the SQL backends: one row type per
+//! table, decoded with `sqlx::FromRow` and bound in one column order, the
+//! same for SQLite and PostgreSQL (no statements here).
 //!
 //! One `operations` row holds every state's data in nullable columns; the
 //! `reason` column serves rejected, cancelled and unknown states.
+
+use sqlx::query::Query;
+use sqlx::{Database, Encode, Type};
 
 use crate::clock::Timestamp;
 use crate::error::LedgerError;
@@ -11,8 +16,40 @@ use crate::model::{
     UnknownInfo,
 };
 
+/// The columns of [`OperationRow`] after the identity `scope, key`, in its
+/// field (and bind) order: what a transition rewrites.
+macro_rules! operation_data_columns {
+    () => {
+        "action, params, fingerprint, state, epoch, holder, lease_until, \
+         dispatched_at, result, reason, evidence, decided_at, unknown_owner, unknown_since, \
+         next_check_at, diverged, destination_key, created_at, updated_at, \
+         first_dispatched_at, dispatch_count, tombstone"
+    };
+}
+pub(crate) use operation_data_columns;
+
+/// The columns of [`OperationRow`], in its field (and bind) order.
+macro_rules! operation_columns {
+    () => {
+        concat!("scope, key, ", $crate::row::operation_data_columns!())
+    };
+}
+pub(crate) use operation_columns;
+
+/// The columns of [`AttemptRow`], in its field (and bind) order.
+macro_rules! attempt_columns {
+    () => {
+        "attempt_id, scope, key, kind, epoch, executor, destination_key, sent_at, \
+         finished_at, outcome, evidence, metadata"
+    };
+}
+pub(crate) use attempt_columns;
+
+/// A statement with arguments, on either SQL backend.
+pub(crate) type Bound<'q, DB> = Query<'q, DB, <DB as Database>::Arguments>;
+
 /// Column values of one `operations` row.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, sqlx::FromRow)]
 pub(crate) struct OperationRow {
     pub(crate) scope: String,
     pub(crate) key: String,
@@ -57,6 +94,42 @@ fn epoch_to_i64(e: Epoch) -> i64 {
 }
 
 impl OperationRow {
+    /// Binds the columns in [`operation_columns!`] order.
+    pub(crate) fn bind<'q, DB>(self, q: Bound<'q, DB>) -> Bound<'q, DB>
+    where
+        DB: Database,
+        for<'t> String: Encode<'t, DB> + Type<DB>,
+        for<'t> Option<String>: Encode<'t, DB> + Type<DB>,
+        for<'t> i64: Encode<'t, DB> + Type<DB>,
+        for<'t> Option<i64>: Encode<'t, DB> + Type<DB>,
+        for<'t> bool: Encode<'t, DB> + Type<DB>,
+    {
+        q.bind(self.scope)
+            .bind(self.key)
+            .bind(self.action)
+            .bind(self.params)
+            .bind(self.fingerprint)
+            .bind(self.state)
+            .bind(self.epoch)
+            .bind(self.holder)
+            .bind(self.lease_until)
+            .bind(self.dispatched_at)
+            .bind(self.result)
+            .bind(self.reason)
+            .bind(self.evidence)
+            .bind(self.decided_at)
+            .bind(self.unknown_owner)
+            .bind(self.unknown_since)
+            .bind(self.next_check_at)
+            .bind(self.diverged)
+            .bind(self.destination_key)
+            .bind(self.created_at)
+            .bind(self.updated_at)
+            .bind(self.first_dispatched_at)
+            .bind(self.dispatch_count)
+            .bind(self.tombstone)
+    }
+
     pub(crate) fn from_record(rec: &OperationRecord) -> Self {
         let mut row = OperationRow {
             scope: rec.id.scope.to_string(),
@@ -201,7 +274,7 @@ impl OperationRow {
 }
 
 /// Column values of one `attempts` row.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub(crate) struct AttemptRow {
     pub(crate) attempt_id: String,
     pub(crate) scope: String,
@@ -218,6 +291,29 @@ pub(crate) struct AttemptRow {
 }
 
 impl AttemptRow {
+    /// Binds the columns in [`attempt_columns!`] order.
+    pub(crate) fn bind<'q, DB>(self, q: Bound<'q, DB>) -> Bound<'q, DB>
+    where
+        DB: Database,
+        for<'t> String: Encode<'t, DB> + Type<DB>,
+        for<'t> Option<String>: Encode<'t, DB> + Type<DB>,
+        for<'t> i64: Encode<'t, DB> + Type<DB>,
+        for<'t> Option<i64>: Encode<'t, DB> + Type<DB>,
+    {
+        q.bind(self.attempt_id)
+            .bind(self.scope)
+            .bind(self.key)
+            .bind(self.kind)
+            .bind(self.epoch)
+            .bind(self.executor)
+            .bind(self.destination_key)
+            .bind(self.sent_at)
+            .bind(self.finished_at)
+            .bind(self.outcome)
+            .bind(self.evidence)
+            .bind(self.metadata)
+    }
+
     pub(crate) fn from_record(a: &AttemptRecord) -> Self {
         Self {
             attempt_id: a.attempt_id.to_string(),

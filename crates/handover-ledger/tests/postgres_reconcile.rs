@@ -210,16 +210,41 @@ async fn unresolved_scans_use_partial_indexes() {
         ),
     ];
     for (index, query) in plans {
-        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN {query}")))
-            .fetch_all(&mut c)
-            .await
-            .expect("explain")
-            .iter()
-            .map(|r| r.get::<String, _>(0))
-            .collect();
-        let plan = plan.join("\n");
+        let plan = explain(&mut c, &query).await;
         assert!(plan.contains(index), "expected {index} in\n{plan}");
         assert!(!plan.contains("Seq Scan"), "{plan}");
     }
+    // The ledger's one blocker statement (width `scope` binds the scope,
+    // width `action` NULL), as a prepared statement's generic plan: the
+    // plan the server keeps using after a few executions.
+    sqlx::raw_sql(
+        "SET plan_cache_mode = force_generic_plan; \
+         PREPARE blocker(text, text, text, text, bigint) AS SELECT * FROM operations \
+         WHERE action = $1 AND (CAST($2 AS TEXT) IS NULL OR scope = $2) \
+         AND NOT (scope = $3 AND key = $4) \
+         AND (state = 'unknown' OR (state = 'dispatched' AND lease_until <= $5)) \
+         ORDER BY created_at, scope, key LIMIT 1",
+    )
+    .execute(&mut c)
+    .await
+    .expect("prepare");
+    for scope in ["'tenant-1'", "NULL"] {
+        let query =
+            format!("EXECUTE blocker('create_shipment', {scope}, 'tenant-1', 'K-1', {now})");
+        let plan = explain(&mut c, &query).await;
+        assert!(plan.contains("operations_unresolved"), "{scope}: {plan}");
+        assert!(!plan.contains("Seq Scan"), "{scope}: {plan}");
+    }
     let _ = c.close().await;
+}
+
+async fn explain(c: &mut sqlx::PgConnection, query: &str) -> String {
+    let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN {query}")))
+        .fetch_all(c)
+        .await
+        .expect("explain")
+        .iter()
+        .map(|r| r.get::<String, _>(0))
+        .collect();
+    plan.join("\n")
 }

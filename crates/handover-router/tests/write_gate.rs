@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use handover_ledger::{AttemptKind, AttemptOutcome, Owner, State, StateKind, Terminal};
 use handover_router::gate::{
-    ExecutorError, FixedApproval, OperationKey, PerformOptions, PerformOutcome, ProposedCall,
+    ExecutorError, FixedApproval, PerformOptions, PerformOutcome, ProposedCall,
 };
 use handover_testkit::{Behaviour, MockDestination};
 use serde_json::json;
@@ -63,13 +63,7 @@ async fn lost_confirmation_is_unknown_and_never_sent_twice() {
         assert!(matches!(after_restart, PerformOutcome::Unresolved(_)));
 
         // A fallback model re-proposes the action with a new tool-call id.
-        let approval = FixedApproval {
-            action: "create_shipment".into(),
-            key: OperationKey {
-                scope: "tenant-1".into(),
-                key: "K-701".into(),
-            },
-        };
+        let approval = FixedApproval::new("tenant-1", "K-701", "create_shipment");
         let call = ProposedCall {
             tool_call_id: "call_fallback_9".into(),
             action: "create_shipment".into(),
@@ -124,13 +118,7 @@ async fn fallback_with_changed_params_gets_a_conflict_and_nothing_runs() {
         PerformOutcome::Confirmed { .. }
     ));
 
-    let approval = FixedApproval {
-        action: "create_shipment".into(),
-        key: OperationKey {
-            scope: "t".into(),
-            key: "K-701".into(),
-        },
-    };
+    let approval = FixedApproval::new("t", "K-701", "create_shipment");
     let changed = ProposedCall {
         tool_call_id: "call_2".into(),
         action: "create_shipment".into(),
@@ -485,13 +473,7 @@ async fn dispatch_is_recorded_before_the_executor_runs_with_tool_call_metadata()
         "g",
     );
     let ledger = g.ledger().clone();
-    let approval = FixedApproval {
-        action: "create_shipment".into(),
-        key: OperationKey {
-            scope: "t".into(),
-            key: "K-9".into(),
-        },
-    };
+    let approval = FixedApproval::new("t", "K-9", "create_shipment");
     let call = ProposedCall {
         tool_call_id: "call_abc".into(),
         action: "create_shipment".into(),
@@ -528,5 +510,100 @@ async fn dispatch_is_recorded_before_the_executor_runs_with_tool_call_metadata()
     assert_eq!(
         attempts[0].metadata.as_ref().unwrap()["tool_call_id"],
         "call_abc"
+    );
+}
+
+/// An approval that names its parameters refuses a differing proposal
+/// before the ledger is asked: nothing claimed, nothing recorded, nothing
+/// sent — even though no approval was recorded in the ledger — whatever
+/// model proposed first. The approved parameters (any member order, any
+/// number spelling) then run once.
+#[tokio::test]
+async fn an_approval_with_parameters_refuses_others_before_the_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let dest = MockDestination::builder().start().await;
+    let g = gate(
+        sqlite(&dir.path().join("bound.db"), &clock).await,
+        &config(SHIP),
+        &clock,
+        "gate",
+    );
+    let exec = http_executor(&dest);
+    let approval = FixedApproval::new("t", "K-701", "create_shipment")
+        .with_params(json!({"sku": "A", "qty": 1}));
+    let call = |id: &str, arguments: serde_json::Value| ProposedCall {
+        tool_call_id: id.into(),
+        action: "create_shipment".into(),
+        arguments,
+        provider: Some("fallback".into()),
+        model: None,
+    };
+    let approved = g
+        .request(
+            "t",
+            "K-701",
+            "create_shipment",
+            &json!({"sku": "A", "qty": 1}),
+        )
+        .unwrap();
+    let changed = g
+        .request(
+            "t",
+            "K-701",
+            "create_shipment",
+            &json!({"sku": "A", "qty": 2}),
+        )
+        .unwrap();
+
+    let outcome = g
+        .perform_call(
+            &call("call_1", json!({"sku": "A", "qty": 2})),
+            &approval,
+            &exec,
+            opts(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        PerformOutcome::Conflict {
+            recorded: approved.fingerprint(),
+            requested: changed.fingerprint(),
+        }
+    );
+    assert!(
+        g.ledger().get(approved.id()).await.unwrap().is_none(),
+        "nothing recorded"
+    );
+    assert_eq!(dest.action_requests().await, 0);
+
+    let outcome = g
+        .perform_call(
+            &call("call_2", json!({"qty": 1.0, "sku": "A"})),
+            &approval,
+            &exec,
+            opts(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, PerformOutcome::Confirmed { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(dest.action_requests().await, 1);
+    assert_eq!(dest.records()[0].body["qty"], 1);
+    // Another action under the same policy is not approved at all.
+    let other = ProposedCall {
+        action: "cancel_order".into(),
+        ..call("call_3", json!({}))
+    };
+    let err = g
+        .perform_call(&other, &approval, &exec, opts())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, handover_router::RouterError::NotApproved { .. }),
+        "{err:?}"
     );
 }

@@ -7,7 +7,7 @@
 
 use handover::providers::{ChatRequest, Message, Tool, ToolCall};
 use handover::router::config::Config;
-use handover::router::gate::{FixedApproval, HttpJsonExecutor, OperationKey, ProposedCall};
+use handover::router::gate::{FixedApproval, HttpJsonExecutor, ProposedCall};
 use handover::router::reconcile::{FoundRecord, Lookup, LookupContext};
 use handover::router::route::{Completion, Router};
 use handover_testkit::MockDestination;
@@ -30,13 +30,7 @@ pub fn shipment_reordered() -> Value {
 
 /// What the user approved: `create_shipment` under `key` in [`SCOPE`].
 pub fn approval(key: &str) -> FixedApproval {
-    FixedApproval {
-        action: SHIP.into(),
-        key: OperationKey {
-            scope: SCOPE.into(),
-            key: key.into(),
-        },
-    }
+    FixedApproval::new(SCOPE, key, SHIP)
 }
 
 /// The user's message, offering the shipping tool.

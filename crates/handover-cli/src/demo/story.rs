@@ -95,6 +95,7 @@ pub(super) async fn play(path: &Path) -> anyhow::Result<Report> {
             scope: SCOPE.to_owned(),
             key: key.clone(),
         },
+        params: None,
     };
     let mut cast = Cast {
         tl: Timeline::new(clock.clone()),

@@ -10,10 +10,9 @@ use handover_router::RouterError;
 use serde_json::Value;
 
 use super::wire::{self, Decision, ListQuery, ResolveBody};
-use super::{from_router, path_error, query_error, record_answer};
+use super::{LedgerBody, from_router, path_error, query_error, record_answer};
 use crate::api_error::ApiError;
 use crate::auth::Operator;
-use crate::body::JsonBody;
 use crate::state::GatewayState;
 
 fn id(scope: &str, key: &str) -> Result<OperationId, ApiError> {
@@ -56,7 +55,7 @@ pub(crate) async fn resolve(
     State(state): State<GatewayState>,
     op: Operator,
     path: Result<Path<(String, String)>, PathRejection>,
-    JsonBody(body): JsonBody<ResolveBody>,
+    LedgerBody(body): LedgerBody<ResolveBody>,
 ) -> Result<Response, ApiError> {
     let Path((scope, key)) = path.map_err(path_error)?;
     let id = id(&scope, &key)?;

@@ -1,6 +1,11 @@
 //! The operations API: tool calls executed by agents in any language go
 //! through the ledger exactly as the Rust write gate does.
 //!
+//! `POST /v1/operations/{key}/approve` (body = action and params) records
+//! what the user approved before any agent proposes it
+//! ([`handover_ledger::Ledger::approve`]): from then on a begin under that
+//! key with other parameters gets 422, whichever agent or model sends it.
+//!
 //! `POST /v1/operations` (`Idempotency-Key` = the operation key; body =
 //! action and params) is [`handover_ledger::Ledger::begin`]; the holder then
 //! marks the operation dispatched **before** calling the destination,
@@ -9,7 +14,9 @@
 //! write fenced by the claim's epoch. The scope is always the calling
 //! client's: one client can neither see, replay nor write another's
 //! operations. Status codes follow the IETF Idempotency-Key draft where it
-//! has one (409 in progress, 422 key reused with other parameters).
+//! has one (409 in progress, 422 key reused with other parameters). Every
+//! number in params, results and metadata must be recordable exactly
+//! (I-JSON): otherwise 400 naming its path, and nothing is written.
 
 pub(crate) mod admin;
 mod wire;
@@ -28,9 +35,9 @@ use serde_json::{Value, json};
 
 use crate::api_error::ApiError;
 use crate::auth::Client;
-use crate::body::JsonBody;
 use crate::state::GatewayState;
-use wire::{BeginBody, DispatchBody, ListQuery, OutcomeBody, OutcomeKind};
+pub(crate) use wire::LedgerBody;
+use wire::{ApproveBody, BeginBody, DispatchBody, ListQuery, OutcomeBody, OutcomeKind};
 
 /// The request header carrying the operation key.
 pub(crate) const KEY_HEADER: &str = "idempotency-key";
@@ -81,11 +88,39 @@ fn begin_options(holder: String, c: &ActionContract) -> BeginOptions {
     }
 }
 
+/// Records the user's approval of `action` with exactly `params` under `key`.
+pub(crate) async fn approve(
+    State(state): State<GatewayState>,
+    client: Client,
+    key: Result<Path<String>, PathRejection>,
+    LedgerBody(body): LedgerBody<ApproveBody>,
+) -> Result<Response, ApiError> {
+    let Path(key) = key.map_err(path_error)?;
+    // The key is in the path here, not in the Idempotency-Key header.
+    let error = |e: RouterError| match e {
+        RouterError::Ledger(l) => ApiError::ledger(&l),
+        other => from_router(other),
+    };
+    let gate = state.gate();
+    let req = gate
+        .request(client.scope.as_str(), &key, &body.action, &body.params)
+        .map_err(error)?;
+    let outcome = gate.approve(&req).await.map_err(error)?;
+    let replayed = matches!(outcome, handover_ledger::ApproveOutcome::Replayed(_));
+    let (status, body) = wire::approved(outcome, &req, &client.scope);
+    let mut resp = json_status(status, body);
+    if replayed {
+        resp.headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    Ok(resp)
+}
+
 pub(crate) async fn begin(
     State(state): State<GatewayState>,
     client: Client,
     headers: HeaderMap,
-    JsonBody(body): JsonBody<BeginBody>,
+    LedgerBody(body): LedgerBody<BeginBody>,
 ) -> Result<Response, ApiError> {
     let key = headers
         .get(KEY_HEADER)
@@ -215,7 +250,7 @@ pub(crate) async fn dispatch(
     State(state): State<GatewayState>,
     client: Client,
     key: Result<Path<String>, PathRejection>,
-    JsonBody(body): JsonBody<DispatchBody>,
+    LedgerBody(body): LedgerBody<DispatchBody>,
 ) -> Result<Response, ApiError> {
     let Path(key) = key.map_err(path_error)?;
     let claim = claim_for(&state, &client, &key, body.epoch).await?;
@@ -251,7 +286,7 @@ pub(crate) async fn outcome(
     State(state): State<GatewayState>,
     client: Client,
     key: Result<Path<String>, PathRejection>,
-    JsonBody(body): JsonBody<OutcomeBody>,
+    LedgerBody(body): LedgerBody<OutcomeBody>,
 ) -> Result<Response, ApiError> {
     let Path(key) = key.map_err(path_error)?;
     let claim = claim_for(&state, &client, &key, body.epoch).await?;

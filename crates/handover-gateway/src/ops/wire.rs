@@ -1,9 +1,36 @@
 //! Request bodies and answer shapes of the operations API.
 
-use handover_ledger::{BeginOutcome, Claim, OperationRequest, StateKind};
+use axum::extract::{FromRequest, Request};
+use handover_ledger::{ApproveOutcome, BeginOutcome, Claim, OperationRequest, StateKind};
 use handover_router::config::ActionContract;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+
+use crate::api_error::ApiError;
+use crate::body;
+
+/// A JSON body of type `T` whose values the ledger records (params,
+/// results, metadata): parsed like every body, then every number in it is
+/// checked *as sent* against I-JSON, before a parser could round it
+/// (`params.items[2].batch: integer 9007199254740993 is outside …`).
+/// Nothing is done with a body that fails.
+#[derive(Debug)]
+pub(crate) struct LedgerBody<T>(pub(crate) T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for LedgerBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = body::read(req, state).await?;
+        let value: T = body::parse(&bytes)?;
+        // Parsed, so the text is valid JSON (UTF-8 included).
+        let text = std::str::from_utf8(&bytes).unwrap_or_default();
+        handover_ledger::validate_json_text(text)
+            .map_err(|e| ApiError::invalid("invalid_field", e.field(), e.to_string()))?;
+        Ok(Self(value))
+    }
+}
 
 /// `POST /v1/operations` body. The scope is never here: it is the client's.
 #[derive(Debug, Deserialize)]
@@ -12,6 +39,9 @@ pub(crate) struct BeginBody {
     pub(crate) action: String,
     pub(crate) params: Value,
 }
+
+/// `POST /v1/operations/{key}/approve` body: what the user approved.
+pub(crate) type ApproveBody = BeginBody;
 
 /// `POST /v1/operations/{key}/dispatch` body.
 #[derive(Debug, Deserialize)]
@@ -81,12 +111,7 @@ pub(crate) fn started(
     json!({
         "status": "started",
         "resend": resend,
-        "operation": {
-            "scope": req.id().scope,
-            "key": req.id().key,
-            "action": req.action(),
-            "fingerprint": req.fingerprint(),
-        },
+        "operation": operation(req),
         "claim": {
             "epoch": claim.epoch,
             "lease_until": claim.lease_until,
@@ -100,6 +125,49 @@ pub(crate) fn started(
             "timeout_s": c.timeout.as_secs(),
         },
     })
+}
+
+/// The operation as the caller named it.
+fn operation(req: &OperationRequest) -> Value {
+    json!({
+        "scope": req.id().scope,
+        "key": req.id().key,
+        "action": req.action(),
+        "fingerprint": req.fingerprint(),
+    })
+}
+
+/// The answer to an approval: `(HTTP status, body)`, as `begin` answers
+/// when it does not start.
+pub(crate) fn approved(
+    outcome: ApproveOutcome,
+    req: &OperationRequest,
+    own_scope: &handover_ledger::Scope,
+) -> (u16, Value) {
+    let as_begin = match outcome {
+        ApproveOutcome::Planned => {
+            return (
+                201,
+                json!({"status": "planned", "operation": operation(req)}),
+            );
+        }
+        ApproveOutcome::AlreadyApproved { state } => {
+            return (
+                200,
+                json!({"status": "already_approved", "state": state, "operation": operation(req)}),
+            );
+        }
+        ApproveOutcome::Conflict {
+            recorded,
+            requested,
+        } => BeginOutcome::Conflict {
+            recorded,
+            requested,
+        },
+        ApproveOutcome::Replayed(t) => BeginOutcome::Replayed(t),
+        ApproveOutcome::Cancelled { reason } => BeginOutcome::Cancelled { reason },
+    };
+    other(as_begin, own_scope)
 }
 
 fn error(code: &str, message: &str) -> Value {

@@ -16,6 +16,7 @@
 //!
 //! Scenarios panic (with a message) when a backend deviates.
 
+mod approval;
 mod errors;
 mod lifecycle;
 mod resolution;
@@ -27,6 +28,10 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use approval::{
+    approval_binds_parameters, approval_in_unknown_and_cancelled,
+    concurrent_approvals_record_one_plan, numbers_are_recorded_exactly,
+};
 pub use errors::{
     finish_invalid_result_changes_nothing, finish_mismatched_params_changes_nothing,
     finish_unknown_identity_changes_nothing, second_finish_cannot_overwrite, stale_epoch_refused,
@@ -193,7 +198,9 @@ macro_rules! conformance_tests {
             list_unknown_with_owner_and_age, suspended_by_block_width,
             cancel_before_dispatch_only, resolve_needs_actor_and_evidence,
             claim_for_resend_window, release_not_sent_and_abandoned, attempt_log,
-            reject_is_replayed, resend_claim_lapse_returns_to_unknown
+            reject_is_replayed, resend_claim_lapse_returns_to_unknown,
+            approval_binds_parameters, approval_in_unknown_and_cancelled,
+            concurrent_approvals_record_one_plan, numbers_are_recorded_exactly
         );
     };
     (@each $make:path, $enabled:path; $($name:ident),+ $(,)?) => {

@@ -1,6 +1,8 @@
 //! Unfenced commands: reads, operator/reconciler decisions, cancellation.
 
-use super::{Ctx, Effect, Step, canonical_value, illegal, require_opt_text, require_text, view};
+use super::{
+    Change, Ctx, Effect, Step, canonical_value, illegal, require_opt_text, require_text, view,
+};
 use crate::error::LedgerError;
 use crate::identity::OperationId;
 use crate::ledger::{NewAttempt, Resolution, ResolvedAs, UnknownUpdate};
@@ -16,44 +18,37 @@ fn existing<'a>(
 /// Reads a record, recording a lease expiry if one is due.
 pub(crate) fn get(cur: Option<&OperationRecord>, ctx: Ctx<'_>) -> Step<Option<OperationRecord>> {
     let Some(rec) = cur else {
-        return Step::answer(Effect::default(), None);
+        return Ok(Change::answer(None));
     };
     let (v, settled) = view(rec, ctx.now);
     let mut effect = Effect::default();
     effect.absorb(settled);
-    Step::answer(effect, Some(v))
+    Ok(Change::new(effect, Some(v)))
 }
 
 /// `unknown` → `confirmed` | `rejected`, with evidence and actor; appends an operator attempt.
 pub(crate) fn resolve(
     cur: Option<&OperationRecord>,
     id: &OperationId,
-    resolution: Resolution,
+    resolution: &Resolution,
     attempt_id: uuid::Uuid,
     ctx: Ctx<'_>,
 ) -> Step<OperationRecord> {
-    let checked = require_text("evidence", &resolution.evidence)
-        .and_then(|()| require_text("actor", &resolution.actor))
-        .and_then(|()| match &resolution.outcome {
-            ResolvedAs::Confirmed { result } => {
-                canonical_value("result", result, ctx.limits).map(Some)
-            }
-            ResolvedAs::Rejected { reason } => require_text("reason", reason).map(|()| None),
-        });
-    let result = match checked {
-        Ok(r) => r,
-        Err(e) => return Step::fail(e),
+    require_text("evidence", &resolution.evidence)?;
+    require_text("actor", &resolution.actor)?;
+    let result = match &resolution.outcome {
+        ResolvedAs::Confirmed { result } => Some(canonical_value("result", result, ctx.limits)?),
+        ResolvedAs::Rejected { reason } => {
+            require_text("reason", reason)?;
+            None
+        }
     };
-    let rec = match existing(cur, id) {
-        Ok(r) => r,
-        Err(e) => return Step::fail(e),
-    };
-    let (mut rec, settled) = view(rec, ctx.now);
+    let (mut rec, settled) = view(existing(cur, id)?, ctx.now);
     if !matches!(rec.state, State::Unknown(_)) {
-        return Step::fail(illegal(&rec, "resolve"));
+        return Err(illegal(&rec, "resolve"));
     }
     let evidence = Some(resolution.evidence.clone());
-    let outcome = match resolution.outcome {
+    let outcome = match &resolution.outcome {
         ResolvedAs::Confirmed { .. } => {
             rec.state = State::Confirmed {
                 result: result.unwrap_or(serde_json::Value::Null),
@@ -64,7 +59,7 @@ pub(crate) fn resolve(
         }
         ResolvedAs::Rejected { reason } => {
             rec.state = State::Rejected {
-                reason,
+                reason: reason.clone(),
                 evidence: evidence.clone(),
                 at: ctx.now,
             };
@@ -82,7 +77,7 @@ pub(crate) fn resolve(
         id: rec.id.clone(),
         kind: AttemptKind::Operator,
         epoch: None,
-        executor: resolution.actor,
+        executor: resolution.actor.clone(),
         destination_key: rec.destination_key.clone(),
         sent_at: ctx.now,
         finished_at: Some(ctx.now),
@@ -90,29 +85,23 @@ pub(crate) fn resolve(
         evidence,
         metadata: None,
     });
-    Step::answer(effect, rec)
+    Ok(Change::new(effect, rec))
 }
 
 /// Updates the bookkeeping of an `unknown` operation (its `since` is kept).
 pub(crate) fn update_unknown(
     cur: Option<&OperationRecord>,
     id: &OperationId,
-    update: UnknownUpdate,
+    update: &UnknownUpdate,
     ctx: Ctx<'_>,
 ) -> Step<OperationRecord> {
-    if let Err(e) = require_text("reason", &update.reason) {
-        return Step::fail(e);
-    }
-    let rec = match existing(cur, id) {
-        Ok(r) => r,
-        Err(e) => return Step::fail(e),
-    };
-    let (mut rec, settled) = view(rec, ctx.now);
+    require_text("reason", &update.reason)?;
+    let (mut rec, settled) = view(existing(cur, id)?, ctx.now);
     let State::Unknown(info) = &mut rec.state else {
-        return Step::fail(illegal(&rec, "update_unknown"));
+        return Err(illegal(&rec, "update_unknown"));
     };
     info.owner = update.owner;
-    info.reason = update.reason;
+    info.reason.clone_from(&update.reason);
     info.next_check_at = update.next_check_at;
     info.diverged = update.diverged;
     rec.updated_at = ctx.now;
@@ -121,35 +110,25 @@ pub(crate) fn update_unknown(
         effect.finishes.extend(s.finish);
     }
     effect.saves.push(rec.clone());
-    Step::answer(effect, rec)
+    Ok(Change::new(effect, rec))
 }
 
 /// Appends an unfenced attempt (reconciler lookup) to an existing operation.
 pub(crate) fn append_attempt(
     cur: Option<&OperationRecord>,
     id: &OperationId,
-    attempt: NewAttempt,
+    attempt: &NewAttempt,
     attempt_id: uuid::Uuid,
     ctx: Ctx<'_>,
 ) -> Step<uuid::Uuid> {
-    let checked = require_text("executor", &attempt.executor)
-        .and_then(|()| require_opt_text("evidence", attempt.evidence.as_deref()))
-        .and_then(|()| {
-            attempt
-                .metadata
-                .as_ref()
-                .map(|m| canonical_value("metadata", m, ctx.limits))
-                .transpose()
-        });
-    let metadata = match checked {
-        Ok(m) => m,
-        Err(e) => return Step::fail(e),
-    };
-    let rec = match existing(cur, id) {
-        Ok(r) => r,
-        Err(e) => return Step::fail(e),
-    };
-    let (rec, settled) = view(rec, ctx.now);
+    require_text("executor", &attempt.executor)?;
+    require_opt_text("evidence", attempt.evidence.as_deref())?;
+    let metadata = attempt
+        .metadata
+        .as_ref()
+        .map(|m| canonical_value("metadata", m, ctx.limits))
+        .transpose()?;
+    let (rec, settled) = view(existing(cur, id)?, ctx.now);
     let mut effect = Effect::default();
     effect.absorb(settled);
     let pending = attempt.outcome == AttemptOutcome::Pending;
@@ -158,50 +137,38 @@ pub(crate) fn append_attempt(
         id: rec.id.clone(),
         kind: attempt.kind,
         epoch: None,
-        executor: attempt.executor,
+        executor: attempt.executor.clone(),
         destination_key: rec.destination_key.clone(),
         sent_at: ctx.now,
         finished_at: (!pending).then_some(ctx.now),
         outcome: attempt.outcome,
-        evidence: attempt.evidence,
+        evidence: attempt.evidence.clone(),
         metadata,
     });
-    Step::answer(effect, attempt_id)
+    Ok(Change::new(effect, attempt_id))
 }
 
 /// `planned` | `claimed` (never dispatched) → `cancelled`.
 pub(crate) fn cancel(
     cur: Option<&OperationRecord>,
     id: &OperationId,
-    reason: String,
+    reason: &str,
     ctx: Ctx<'_>,
 ) -> Step<OperationRecord> {
-    if let Err(e) = require_text("reason", &reason) {
-        return Step::fail(e);
-    }
-    let rec = match existing(cur, id) {
-        Ok(r) => r,
-        Err(e) => return Step::fail(e),
-    };
-    let (mut rec, _) = view(rec, ctx.now);
+    require_text("reason", reason)?;
+    let (mut rec, _) = view(existing(cur, id)?, ctx.now);
     let cancellable = match rec.state {
         State::Planned => true,
         State::Claimed { .. } => rec.dispatch_count == 0,
         _ => false,
     };
     if !cancellable {
-        return Step::fail(illegal(&rec, "cancel"));
+        return Err(illegal(&rec, "cancel"));
     }
     rec.state = State::Cancelled {
-        reason,
+        reason: reason.to_owned(),
         at: ctx.now,
     };
     rec.updated_at = ctx.now;
-    Step::answer(
-        Effect {
-            saves: vec![rec.clone()],
-            ..Effect::default()
-        },
-        rec,
-    )
+    Ok(Change::new(Effect::save(rec.clone()), rec))
 }

@@ -1,11 +1,11 @@
-//! `begin` (check-and-claim) and `claim_for_resend`.
+//! `approve` (record the plan), `begin` (check-and-claim) and `claim_for_resend`.
 
 use std::time::Duration;
 
-use super::{Ctx, Effect, Step, illegal, require_lease, require_text, view};
+use super::{Change, Ctx, Effect, Step, illegal, require_lease, require_text, view};
 use crate::error::{LedgerError, ValidationError};
 use crate::identity::{OperationId, OperationRequest, destination_key};
-use crate::ledger::{BeginOptions, BeginOutcome};
+use crate::ledger::{ApproveOutcome, BeginOptions, BeginOutcome};
 use crate::model::{Claim, Epoch, OperationRecord, State, Terminal};
 
 fn validate_opts(opts: &BeginOptions) -> Result<(), ValidationError> {
@@ -34,6 +34,129 @@ fn claim(rec: &mut OperationRecord, opts: &BeginOptions, ctx: Ctx<'_>) -> Claim 
     }
 }
 
+/// The `planned` record of a new identity.
+pub(crate) fn planned(req: &OperationRequest, ctx: Ctx<'_>) -> OperationRecord {
+    OperationRecord {
+        id: req.id().clone(),
+        action: req.action().clone(),
+        params: Some(req.params()),
+        fingerprint: req.fingerprint(),
+        state: State::Planned,
+        epoch: Epoch(0),
+        destination_key: destination_key(req.id()),
+        created_at: ctx.now,
+        updated_at: ctx.now,
+        first_dispatched_at: None,
+        dispatch_count: 0,
+        tombstone: false,
+    }
+}
+
+/// The recorded outcome of a terminal record as a retry sees it: in full
+/// inside the replay window, a tombstone after it. `None` if not terminal
+/// (cancellation is answered on its own).
+pub(crate) fn replay(rec: &OperationRecord, ctx: Ctx<'_>) -> Option<Terminal> {
+    let (State::Confirmed { at, .. } | State::Rejected { at, .. }) = &rec.state else {
+        return None;
+    };
+    if rec.tombstone || !ctx.retention.replays(*at, ctx.now) {
+        return Some(Terminal::Tombstone {
+            state: rec.state.kind(),
+            at: *at,
+        });
+    }
+    Some(match &rec.state {
+        State::Confirmed {
+            result,
+            evidence,
+            at,
+        } => Terminal::Confirmed {
+            result: result.clone(),
+            evidence: evidence.clone(),
+            at: *at,
+        },
+        State::Rejected {
+            reason,
+            evidence,
+            at,
+        } => Terminal::Rejected {
+            reason: reason.clone(),
+            evidence: evidence.clone(),
+            at: *at,
+        },
+        _ => return None,
+    })
+}
+
+/// What `begin` answers for a settled record that it cannot claim; `None`
+/// when the record may be claimed now (planned, or a first claim whose
+/// lease ran out).
+fn refusal(rec: &OperationRecord, ctx: Ctx<'_>) -> Option<BeginOutcome> {
+    let in_progress = |holder: &String, lease_until: &crate::clock::Timestamp| {
+        Some(BeginOutcome::InProgress {
+            holder: holder.clone(),
+            state: rec.state.kind(),
+            lease_until: *lease_until,
+        })
+    };
+    match &rec.state {
+        State::Planned => None,
+        State::Claimed {
+            holder,
+            lease_until,
+            ..
+        } if *lease_until > ctx.now => in_progress(holder, lease_until),
+        State::Claimed { .. } => None,
+        State::Dispatched {
+            holder,
+            lease_until,
+            ..
+        } => in_progress(holder, lease_until),
+        State::Confirmed { .. } | State::Rejected { .. } => {
+            replay(rec, ctx).map(BeginOutcome::Replayed)
+        }
+        State::Unknown(info) => Some(BeginOutcome::Unresolved(info.clone())),
+        State::Cancelled { reason, .. } => Some(BeginOutcome::Cancelled {
+            reason: reason.clone(),
+        }),
+    }
+}
+
+/// `approve`: records a new identity as `planned`; an existing one is
+/// answered, never changed (apart from recording a due lease expiry, as
+/// every command that touches a record does).
+pub(crate) fn approve(
+    cur: Option<&OperationRecord>,
+    req: &OperationRequest,
+    ctx: Ctx<'_>,
+) -> Step<ApproveOutcome> {
+    let Some(rec) = cur else {
+        return Ok(Change::new(
+            Effect::save(planned(req, ctx)),
+            ApproveOutcome::Planned,
+        ));
+    };
+    if rec.fingerprint != req.fingerprint() {
+        return Ok(Change::answer(ApproveOutcome::Conflict {
+            recorded: rec.fingerprint,
+            requested: req.fingerprint(),
+        }));
+    }
+    let (rec, settled) = view(rec, ctx.now);
+    let mut effect = Effect::default();
+    effect.absorb(settled);
+    let outcome = match (&rec.state, replay(&rec, ctx)) {
+        (_, Some(terminal)) => ApproveOutcome::Replayed(terminal),
+        (State::Cancelled { reason, .. }, None) => ApproveOutcome::Cancelled {
+            reason: reason.clone(),
+        },
+        (state, None) => ApproveOutcome::AlreadyApproved {
+            state: state.kind(),
+        },
+    };
+    Ok(Change::new(effect, outcome))
+}
+
 /// `begin`: `cur` is the stored record of the identity; `blocker` is any
 /// *other* operation the backend found within the block width that is
 /// `unknown` or `dispatched` past its lease (ignored if it is neither).
@@ -44,138 +167,39 @@ pub(crate) fn begin(
     opts: &BeginOptions,
     ctx: Ctx<'_>,
 ) -> Step<BeginOutcome> {
-    if let Err(e) = validate_opts(opts) {
-        return Step::fail(e);
-    }
+    validate_opts(opts)?;
     let mut effect = Effect::default();
-    if let Some(rec) = cur
-        && rec.fingerprint != req.fingerprint()
-    {
-        return Step::answer(
-            effect,
-            BeginOutcome::Conflict {
+    let mut rec = match cur {
+        Some(rec) if rec.fingerprint != req.fingerprint() => {
+            return Ok(Change::answer(BeginOutcome::Conflict {
                 recorded: rec.fingerprint,
                 requested: req.fingerprint(),
-            },
-        );
-    }
-    let mut rec = match cur {
-        None => OperationRecord {
-            id: req.id().clone(),
-            action: req.action().clone(),
-            params: Some(req.params()),
-            fingerprint: req.fingerprint(),
-            state: State::Planned,
-            epoch: Epoch(0),
-            destination_key: destination_key(req.id()),
-            created_at: ctx.now,
-            updated_at: ctx.now,
-            first_dispatched_at: None,
-            dispatch_count: 0,
-            tombstone: false,
-        },
+            }));
+        }
         Some(rec) => {
             let (v, settled) = view(rec, ctx.now);
             effect.absorb(settled);
             v
         }
+        None => planned(req, ctx),
     };
-    let startable = match &rec.state {
-        State::Planned => true,
-        State::Claimed {
-            holder,
-            lease_until,
-            ..
-        } => {
-            if *lease_until > ctx.now {
-                let outcome = BeginOutcome::InProgress {
-                    holder: holder.clone(),
-                    state: rec.state.kind(),
-                    lease_until: *lease_until,
-                };
-                return Step::answer(effect, outcome);
-            }
-            true
-        }
-        State::Dispatched {
-            holder,
-            lease_until,
-            ..
-        } => {
-            let outcome = BeginOutcome::InProgress {
-                holder: holder.clone(),
-                state: rec.state.kind(),
-                lease_until: *lease_until,
-            };
-            return Step::answer(effect, outcome);
-        }
-        State::Confirmed {
-            result,
-            evidence,
-            at,
-        } => {
-            let t = if rec.tombstone || !ctx.retention.replays(*at, ctx.now) {
-                Terminal::Tombstone {
-                    state: rec.state.kind(),
-                    at: *at,
-                }
-            } else {
-                Terminal::Confirmed {
-                    result: result.clone(),
-                    evidence: evidence.clone(),
-                    at: *at,
-                }
-            };
-            return Step::answer(effect, BeginOutcome::Replayed(t));
-        }
-        State::Rejected {
-            reason,
-            evidence,
-            at,
-        } => {
-            let t = if rec.tombstone || !ctx.retention.replays(*at, ctx.now) {
-                Terminal::Tombstone {
-                    state: rec.state.kind(),
-                    at: *at,
-                }
-            } else {
-                Terminal::Rejected {
-                    reason: reason.clone(),
-                    evidence: evidence.clone(),
-                    at: *at,
-                }
-            };
-            return Step::answer(effect, BeginOutcome::Replayed(t));
-        }
-        State::Unknown(info) => {
-            return Step::answer(effect, BeginOutcome::Unresolved(info.clone()));
-        }
-        State::Cancelled { reason, .. } => {
-            return Step::answer(
-                effect,
-                BeginOutcome::Cancelled {
-                    reason: reason.clone(),
-                },
-            );
-        }
-    };
-    debug_assert!(startable);
-    if let Some(b) = blocker
-        && b.id != rec.id
-    {
+    if let Some(outcome) = refusal(&rec, ctx) {
+        return Ok(Change::new(effect, outcome));
+    }
+    if let Some(b) = blocker.filter(|b| b.id != rec.id) {
         let (bv, settled) = view(b, ctx.now);
         if let State::Unknown(info) = bv.state {
             effect.absorb(settled);
-            let outcome = BeginOutcome::Suspended {
-                blocked_by: bv.id,
-                info,
-            };
-            return Step::answer(effect, outcome);
+            let blocked_by = bv.id;
+            return Ok(Change::new(
+                effect,
+                BeginOutcome::Suspended { blocked_by, info },
+            ));
         }
     }
     let c = claim(&mut rec, opts, ctx);
     effect.saves.push(rec);
-    Step::answer(effect, BeginOutcome::Started(c))
+    Ok(Change::new(effect, BeginOutcome::Started(c)))
 }
 
 /// `claim_for_resend`: an `unknown` operation is re-claimed (epoch + 1) only
@@ -188,26 +212,22 @@ pub(crate) fn claim_for_resend(
     window: Duration,
     ctx: Ctx<'_>,
 ) -> Step<Option<Claim>> {
-    if let Err(e) = validate_opts(opts) {
-        return Step::fail(e);
-    }
-    let Some(rec) = cur else {
-        return Step::fail(LedgerError::NotFound { id: id.clone() });
-    };
+    validate_opts(opts)?;
+    let rec = cur.ok_or_else(|| LedgerError::NotFound { id: id.clone() })?;
     let (mut rec, settled) = view(rec, ctx.now);
     let mut effect = Effect::default();
     effect.absorb(settled);
     let State::Unknown(info) = &rec.state else {
-        return Step::fail(illegal(&rec, "claim_for_resend"));
+        return Err(illegal(&rec, "claim_for_resend"));
     };
     let inside = rec
         .first_dispatched_at
         .is_some_and(|first| first.plus(window) > ctx.now);
     if !inside || info.diverged {
-        return Step::answer(effect, None);
+        return Ok(Change::new(effect, None));
     }
     let c = claim(&mut rec, opts, ctx);
     effect.saves.retain(|r| r.id != rec.id);
     effect.saves.push(rec);
-    Step::answer(effect, Some(c))
+    Ok(Change::new(effect, Some(c)))
 }

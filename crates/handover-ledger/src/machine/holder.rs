@@ -3,10 +3,9 @@
 use std::time::Duration;
 
 use super::{
-    AttemptFinish, Ctx, Effect, Step, canonical_value, fence, illegal, require_lease,
+    AttemptFinish, Change, Ctx, Effect, Step, canonical_value, fence, illegal, require_lease,
     require_opt_text, require_text,
 };
-use crate::error::LedgerError;
 use crate::ledger::{Dispatch, ReleaseReason, UnknownReport};
 use crate::model::{
     AttemptKind, AttemptOutcome, AttemptRecord, Claim, OperationRecord, Owner, State, UnknownInfo,
@@ -19,61 +18,43 @@ pub(crate) fn renew(
     lease: Duration,
     ctx: Ctx<'_>,
 ) -> Step<Claim> {
-    if let Err(e) = require_lease(lease) {
-        return Step::fail(e);
-    }
-    let mut rec = match fence(cur, claim, ctx.now, "renew") {
-        Ok(r) => r,
-        Err(e) => return Step::fail(e),
-    };
+    require_lease(lease)?;
+    let mut rec = fence(cur, claim, ctx.now, "renew")?;
     let new_until = ctx.now.plus(lease);
     match &mut rec.state {
         State::Claimed { lease_until, .. } | State::Dispatched { lease_until, .. } => {
             *lease_until = new_until;
         }
-        _ => return Step::fail(illegal(&rec, "renew")),
+        _ => return Err(illegal(&rec, "renew")),
     }
     rec.updated_at = ctx.now;
     let mut renewed = claim.clone();
     renewed.lease_until = new_until;
-    Step::answer(
-        Effect {
-            saves: vec![rec],
-            ..Effect::default()
-        },
-        renewed,
-    )
+    Ok(Change::new(Effect::save(rec), renewed))
 }
 
 /// `claimed` → `dispatched`, appending a pending dispatch attempt.
 pub(crate) fn mark_dispatched(
     cur: Option<&OperationRecord>,
     claim: &Claim,
-    dispatch: Dispatch,
+    dispatch: &Dispatch,
     attempt_id: uuid::Uuid,
     ctx: Ctx<'_>,
 ) -> Step<uuid::Uuid> {
-    if let Err(e) = require_text("executor", &dispatch.executor) {
-        return Step::fail(e);
-    }
-    let metadata = match dispatch.metadata.as_ref() {
-        Some(m) => match canonical_value("metadata", m, ctx.limits) {
-            Ok(v) => Some(v),
-            Err(e) => return Step::fail(e),
-        },
-        None => None,
-    };
-    let mut rec = match fence(cur, claim, ctx.now, "mark_dispatched") {
-        Ok(r) => r,
-        Err(e) => return Step::fail(e),
-    };
+    require_text("executor", &dispatch.executor)?;
+    let metadata = dispatch
+        .metadata
+        .as_ref()
+        .map(|m| canonical_value("metadata", m, ctx.limits))
+        .transpose()?;
+    let mut rec = fence(cur, claim, ctx.now, "mark_dispatched")?;
     let State::Claimed {
         holder,
         epoch,
         lease_until,
     } = &rec.state
     else {
-        return Step::fail(illegal(&rec, "mark_dispatched"));
+        return Err(illegal(&rec, "mark_dispatched"));
     };
     let epoch = *epoch;
     rec.state = State::Dispatched {
@@ -90,7 +71,7 @@ pub(crate) fn mark_dispatched(
         id: rec.id.clone(),
         kind: AttemptKind::Dispatch,
         epoch: Some(epoch),
-        executor: dispatch.executor,
+        executor: dispatch.executor.clone(),
         destination_key: rec.destination_key.clone(),
         sent_at: ctx.now,
         finished_at: None,
@@ -98,14 +79,11 @@ pub(crate) fn mark_dispatched(
         evidence: None,
         metadata,
     };
-    Step::answer(
-        Effect {
-            saves: vec![rec],
-            attempts: vec![attempt],
-            finishes: vec![],
-        },
-        attempt_id,
-    )
+    let effect = Effect {
+        attempts: vec![attempt],
+        ..Effect::save(rec)
+    };
+    Ok(Change::new(effect, attempt_id))
 }
 
 /// Shared shape of confirm / reject / mark_unknown: fenced, from `dispatched` only.
@@ -118,12 +96,9 @@ fn finish_dispatched(
     next: State,
     ctx: Ctx<'_>,
 ) -> Step<OperationRecord> {
-    let mut rec = match fence(cur, claim, ctx.now, op) {
-        Ok(r) => r,
-        Err(e) => return Step::fail(e),
-    };
+    let mut rec = fence(cur, claim, ctx.now, op)?;
     if !matches!(rec.state, State::Dispatched { .. }) {
-        return Step::fail(illegal(&rec, op));
+        return Err(illegal(&rec, op));
     }
     rec.state = next;
     rec.updated_at = ctx.now;
@@ -134,14 +109,11 @@ fn finish_dispatched(
         at: ctx.now,
         evidence,
     };
-    Step::answer(
-        Effect {
-            saves: vec![rec.clone()],
-            attempts: vec![],
-            finishes: vec![finish],
-        },
-        rec,
-    )
+    let effect = Effect {
+        finishes: vec![finish],
+        ..Effect::save(rec.clone())
+    };
+    Ok(Change::new(effect, rec))
 }
 
 /// `dispatched` → `confirmed`.
@@ -149,16 +121,12 @@ pub(crate) fn confirm(
     cur: Option<&OperationRecord>,
     claim: &Claim,
     result: &serde_json::Value,
-    evidence: Option<String>,
+    evidence: Option<&str>,
     ctx: Ctx<'_>,
 ) -> Step<OperationRecord> {
-    let result = match canonical_value("result", result, ctx.limits) {
-        Ok(v) => v,
-        Err(e) => return Step::fail(e),
-    };
-    if let Err(e) = require_opt_text("evidence", evidence.as_deref()) {
-        return Step::fail(e);
-    }
+    let evidence = evidence.map(str::to_owned);
+    let result = canonical_value("result", result, ctx.limits)?;
+    require_opt_text("evidence", evidence.as_deref())?;
     let next = State::Confirmed {
         result,
         evidence: evidence.clone(),
@@ -179,17 +147,15 @@ pub(crate) fn confirm(
 pub(crate) fn reject(
     cur: Option<&OperationRecord>,
     claim: &Claim,
-    reason: String,
-    evidence: Option<String>,
+    reason: &str,
+    evidence: Option<&str>,
     ctx: Ctx<'_>,
 ) -> Step<OperationRecord> {
-    if let Err(e) = require_text("reason", &reason)
-        .and_then(|()| require_opt_text("evidence", evidence.as_deref()))
-    {
-        return Step::fail(e);
-    }
+    require_text("reason", reason)?;
+    require_opt_text("evidence", evidence)?;
+    let evidence = evidence.map(str::to_owned);
     let next = State::Rejected {
-        reason,
+        reason: reason.to_owned(),
         evidence: evidence.clone(),
         at: ctx.now,
     };
@@ -208,17 +174,14 @@ pub(crate) fn reject(
 pub(crate) fn mark_unknown(
     cur: Option<&OperationRecord>,
     claim: &Claim,
-    report: UnknownReport,
+    report: &UnknownReport,
     ctx: Ctx<'_>,
 ) -> Step<OperationRecord> {
-    if let Err(e) = require_text("reason", &report.reason)
-        .and_then(|()| require_opt_text("evidence", report.evidence.as_deref()))
-    {
-        return Step::fail(e);
-    }
+    require_text("reason", &report.reason)?;
+    require_opt_text("evidence", report.evidence.as_deref())?;
     let next = State::Unknown(UnknownInfo {
         owner: report.owner,
-        reason: report.reason,
+        reason: report.reason.clone(),
         since: ctx.now,
         next_check_at: report.next_check_at,
         diverged: false,
@@ -228,7 +191,7 @@ pub(crate) fn mark_unknown(
         claim,
         "mark_unknown",
         AttemptOutcome::Unknown,
-        report.evidence,
+        report.evidence.clone(),
         next,
         ctx,
     )
@@ -240,20 +203,15 @@ pub(crate) fn mark_unknown(
 pub(crate) fn release(
     cur: Option<&OperationRecord>,
     claim: &Claim,
-    why: ReleaseReason,
+    why: &ReleaseReason,
     ctx: Ctx<'_>,
 ) -> Step<OperationRecord> {
-    if let ReleaseReason::NotSent { evidence } = &why
-        && let Err(e) = require_text("evidence", evidence)
-    {
-        return Step::fail(LedgerError::from(e));
+    if let ReleaseReason::NotSent { evidence } = why {
+        require_text("evidence", evidence)?;
     }
-    let mut rec = match fence(cur, claim, ctx.now, "release") {
-        Ok(r) => r,
-        Err(e) => return Step::fail(e),
-    };
+    let mut rec = fence(cur, claim, ctx.now, "release")?;
     let mut effect = Effect::default();
-    match (&rec.state, &why) {
+    match (&rec.state, why) {
         (State::Claimed { .. }, _) => {}
         (State::Dispatched { .. }, ReleaseReason::NotSent { evidence }) => {
             rec.dispatch_count -= 1;
@@ -268,7 +226,7 @@ pub(crate) fn release(
                 evidence: Some(evidence.clone()),
             });
         }
-        _ => return Step::fail(illegal(&rec, "release")),
+        _ => return Err(illegal(&rec, "release")),
     }
     rec.state = if rec.dispatch_count == 0 {
         State::Planned
@@ -283,5 +241,5 @@ pub(crate) fn release(
     };
     rec.updated_at = ctx.now;
     effect.saves.push(rec.clone());
-    Step::answer(effect, rec)
+    Ok(Change::new(effect, rec))
 }

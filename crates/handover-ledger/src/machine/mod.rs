@@ -12,7 +12,7 @@ mod begin;
 mod holder;
 
 pub(crate) use admin::{append_attempt, cancel, get, resolve, update_unknown};
-pub(crate) use begin::{begin, claim_for_resend};
+pub(crate) use begin::{approve, begin, claim_for_resend};
 pub(crate) use holder::{confirm, mark_dispatched, mark_unknown, reject, release, renew};
 
 use crate::clock::Timestamp;
@@ -47,49 +47,79 @@ pub(crate) struct AttemptFinish {
     pub(crate) evidence: Option<String>,
 }
 
-/// What a backend must write, in order: record upserts, new attempts, finished attempts.
+/// Retention to apply: tombstone terminal records decided at or before
+/// `tombstone_cutoff`, delete those decided at or before `delete_cutoff`
+/// (with their attempts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Retire {
+    pub(crate) tombstone_cutoff: Timestamp,
+    pub(crate) delete_cutoff: Timestamp,
+}
+
+/// What a backend must write, in order: record upserts, new attempts,
+/// finished attempts, then retention.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Effect {
     pub(crate) saves: Vec<OperationRecord>,
     pub(crate) attempts: Vec<AttemptRecord>,
     pub(crate) finishes: Vec<AttemptFinish>,
+    pub(crate) retire: Option<Retire>,
 }
 
 impl Effect {
     pub(crate) fn is_empty(&self) -> bool {
-        self.saves.is_empty() && self.attempts.is_empty() && self.finishes.is_empty()
+        self.saves.is_empty()
+            && self.attempts.is_empty()
+            && self.finishes.is_empty()
+            && self.retire.is_none()
     }
 
-    fn absorb(&mut self, settled: Option<Settled>) {
+    /// Writes only `rec`.
+    pub(crate) fn save(rec: OperationRecord) -> Self {
+        Self {
+            saves: vec![rec],
+            ..Self::default()
+        }
+    }
+
+    /// Adds the write that records a lease expiry, if there is one.
+    pub(crate) fn absorb(&mut self, settled: Option<Settled>) {
         if let Some(s) = settled {
             self.saves.push(s.record);
             self.finishes.extend(s.finish);
         }
     }
+
+    /// Appends `other`'s writes after this one's.
+    pub(crate) fn extend(&mut self, other: Effect) {
+        self.saves.extend(other.saves);
+        self.attempts.extend(other.attempts);
+        self.finishes.extend(other.finishes);
+        self.retire = other.retire.or(self.retire);
+    }
 }
 
-/// One transition: what to write and what to answer.
+/// An accepted command: what to write and what to answer.
 #[derive(Debug)]
-pub(crate) struct Step<T> {
+pub(crate) struct Change<T> {
     pub(crate) effect: Effect,
-    pub(crate) answer: Result<T, LedgerError>,
+    pub(crate) answer: T,
 }
 
-impl<T> Step<T> {
-    pub(crate) fn fail(e: impl Into<LedgerError>) -> Self {
-        Self {
-            effect: Effect::default(),
-            answer: Err(e.into()),
-        }
+impl<T> Change<T> {
+    pub(crate) fn new(effect: Effect, answer: T) -> Self {
+        Self { effect, answer }
     }
 
-    fn answer(effect: Effect, answer: T) -> Self {
-        Self {
-            effect,
-            answer: Ok(answer),
-        }
+    /// An answer that writes nothing.
+    pub(crate) fn answer(answer: T) -> Self {
+        Self::new(Effect::default(), answer)
     }
 }
+
+/// One transition. `Err` is a refusal and carries no effect: a refused
+/// command changes nothing. Transitions use `?` on their checks.
+pub(crate) type Step<T> = Result<Change<T>, LedgerError>;
 
 /// A lease expiry that must be recorded.
 #[derive(Clone, Debug)]
@@ -133,6 +163,18 @@ pub(crate) fn settle(rec: &OperationRecord, now: Timestamp) -> Option<Settled> {
         evidence: Some(LEASE_EXPIRED_AFTER_DISPATCH.to_owned()),
     });
     Some(Settled { record, finish })
+}
+
+/// Whether `rec` blocks other operations of its action within a block
+/// width at `now`: `unknown`, or `dispatched` past its lease (about to be
+/// recorded as `unknown`). What every backend's `find_blocker` selects,
+/// besides action and scope.
+pub(crate) fn blocks(rec: &OperationRecord, now: Timestamp) -> bool {
+    match &rec.state {
+        State::Unknown(_) => true,
+        State::Dispatched { lease_until, .. } => *lease_until <= now,
+        _ => false,
+    }
 }
 
 /// The settled view of `rec` and the write that records it, if any.

@@ -9,53 +9,48 @@
 //! writes nothing is never given from the cache. Entries are hints, never
 //! truth.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 
+use crate::cache::RecordCache;
 use crate::identity::OperationId;
 use crate::model::{OperationRecord, State};
-
-/// Entries kept before the cache is simply emptied.
-const LIMIT: usize = 16_384;
 
 /// A record and the row version it was committed with.
 pub(super) type Versioned = (OperationRecord, i64);
 
+/// The crate's [`RecordCache`], shared by this ledger's concurrent calls.
 #[derive(Debug, Default)]
-pub(super) struct Cache(Mutex<HashMap<OperationId, Versioned>>);
+pub(super) struct Cache(Mutex<RecordCache<Versioned>>);
 
 impl Cache {
     pub(super) fn get(&self, id: &OperationId) -> Option<Versioned> {
-        self.0.lock().ok().and_then(|m| m.get(id).cloned())
+        self.0.lock().ok().and_then(|c| c.get(id))
     }
 
     /// Remembers committed writes; only claims in flight are worth keeping
     /// (holder commands act on nothing else).
     pub(super) fn put(&self, written: Vec<Versioned>) {
-        let Ok(mut m) = self.0.lock() else {
+        let Ok(mut c) = self.0.lock() else {
             return;
         };
         for (rec, v) in written {
             if matches!(rec.state, State::Claimed { .. } | State::Dispatched { .. }) {
-                if m.len() >= LIMIT {
-                    m.clear();
-                }
-                m.insert(rec.id.clone(), (rec, v));
+                c.put(rec.id.clone(), (rec, v));
             } else {
-                m.remove(&rec.id);
+                c.forget(&rec.id);
             }
         }
     }
 
     pub(super) fn forget(&self, id: &OperationId) {
-        if let Ok(mut m) = self.0.lock() {
-            m.remove(id);
+        if let Ok(mut c) = self.0.lock() {
+            c.forget(id);
         }
     }
 
     pub(super) fn clear(&self) {
-        if let Ok(mut m) = self.0.lock() {
-            m.clear();
+        if let Ok(mut c) = self.0.lock() {
+            c.clear();
         }
     }
 }

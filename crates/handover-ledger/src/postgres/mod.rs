@@ -2,12 +2,14 @@
 //! (processes or machines), with the same pure state machine and the same
 //! conformance suite as the other backends.
 //!
-//! * Every write command is one `READ COMMITTED` transaction that reads the
-//!   record `FOR UPDATE`, runs the machine and writes the effect; a new
-//!   identity is inserted with `INSERT … ON CONFLICT DO NOTHING` and the
-//!   command re-run if another replica inserted it first (see `tx`). Every
+//! * Every command is a typed job of the crate's driver, run in one `READ
+//!   COMMITTED` transaction that reads the record `FOR UPDATE`, runs the
+//!   machine and writes the effect; a new identity is inserted with `INSERT
+//!   … ON CONFLICT DO NOTHING` and the job re-run if another replica
+//!   inserted it first (see `tx`, which also has the unlocked path for
+//!   `begin` and `get`, and the holder writes from the cache). Every
 //!   post-claim write is fenced by the claim's epoch, checked under the row
-//!   lock, and the `UPDATE` itself is guarded by the `(epoch, state)` it was
+//!   lock, and the `UPDATE` itself is guarded by the row version it was
 //!   computed from.
 //! * Versioned migrations (`migrations/postgres`) run on connect under
 //!   sqlx's database-wide advisory lock, so replicas may start together.
@@ -30,8 +32,7 @@ mod tx;
 
 use std::time::Duration;
 
-use async_trait::async_trait;
-use sqlx::{Connection, QueryBuilder};
+use sqlx::QueryBuilder;
 
 use cache::Cache;
 use conns::Conns;
@@ -40,16 +41,13 @@ pub use connect::PostgresOptions;
 use error::unavailable;
 
 use crate::clock::Timestamp;
+use crate::driver::jobs::{self, SettleDue, TakeDueUnknown};
+use crate::driver::{Backend, Config, Job};
 use crate::error::LedgerError;
-use crate::exec::{Answer, Command, Config, execute};
-use crate::identity::{OperationId, OperationRequest};
-use crate::ledger::{
-    BeginOptions, BeginOutcome, Dispatch, Ledger, ListFilter, NewAttempt, ReleaseReason,
-    Resolution, UnknownReport, UnknownUpdate,
-};
-use crate::machine;
-use crate::model::{AttemptRecord, Claim, OperationRecord, State};
-use crate::retention::PurgeReport;
+use crate::identity::OperationId;
+use crate::ledger::ListFilter;
+use crate::model::{AttemptRecord, OperationRecord};
+use crate::row::{AttemptRow, OperationRow};
 
 /// The ledger on PostgreSQL, shared by any number of replicas.
 ///
@@ -114,67 +112,7 @@ impl PostgresLedger {
         limit: usize,
         hold: Duration,
     ) -> Result<Vec<OperationRecord>, LedgerError> {
-        let now = self.cfg.clock.now();
-        let mut conn = self.pool.get().await?;
-        let mut tx = conn
-            .begin()
-            .await
-            .map_err(|e| unavailable("opening a transaction", e))?;
-        let mut store = store::PgStore::new(&mut tx, None);
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let due = store.take_due_unknown(now, limit).await?;
-        let mut taken = Vec::with_capacity(due.len());
-        for rec in due {
-            let State::Unknown(info) = rec.state else {
-                continue;
-            };
-            let update = UnknownUpdate {
-                owner: info.owner,
-                reason: info.reason,
-                next_check_at: Some(now.plus(hold)),
-                diverged: info.diverged,
-            };
-            let cmd = Command::UpdateUnknown(rec.id, update);
-            taken.push(Answer::record(execute(&mut store, cmd, &self.cfg).await?)?);
-        }
-        let written = std::mem::take(&mut store.written);
-        tx.commit()
-            .await
-            .map_err(|e| unavailable("committing", e))?;
-        conn.done();
-        self.cache.put(written);
-        Ok(taken)
-    }
-
-    async fn run(&self, make: impl Fn() -> Command) -> Result<Answer, LedgerError> {
-        tx::run(&self.pool, &self.cfg, &self.cache, None, make).await
-    }
-
-    /// A holder's command on `id`, which may start from the cached record.
-    async fn run_holder(
-        &self,
-        id: &OperationId,
-        make: impl Fn() -> Command,
-    ) -> Result<Answer, LedgerError> {
-        tx::run(&self.pool, &self.cfg, &self.cache, Some(id), make).await
-    }
-
-    async fn read(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
-        let mut conn = self.pool.get().await?;
-        let row = sqlx::query(sql::GET)
-            .bind(id.scope.as_str())
-            .bind(id.key.as_str())
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(|e| unavailable("reading an operation", e))?;
-        conn.done();
-        let rec = row.as_ref().map(sql::op_from_row).transpose()?;
-        match rec {
-            Some(r) if machine::settle(&r, self.cfg.clock.now()).is_some() => {
-                Answer::maybe_record(self.run(|| Command::Get(id.clone())).await)
-            }
-            other => Ok(other),
-        }
+        self.run(TakeDueUnknown { limit, hold }).await
     }
 }
 
@@ -182,7 +120,7 @@ impl PostgresLedger {
 /// use the partial indexes (the state is inlined: it is one of a closed set
 /// of literals).
 fn list_query(filter: &ListFilter, now: Timestamp) -> QueryBuilder<sqlx::Postgres> {
-    let mut q = QueryBuilder::new(concat!(sql::op_cols!(), "WHERE TRUE"));
+    let mut q = QueryBuilder::new(concat!(sql::op_select!(), "WHERE TRUE"));
     if let Some(state) = filter.state {
         q.push(format_args!(" AND state = '{}'", state.as_str()));
     }
@@ -211,140 +149,17 @@ fn list_query(filter: &ListFilter, now: Timestamp) -> QueryBuilder<sqlx::Postgre
     q
 }
 
-#[async_trait]
-impl Ledger for PostgresLedger {
-    async fn begin(
-        &self,
-        req: &OperationRequest,
-        opts: &BeginOptions,
-    ) -> Result<BeginOutcome, LedgerError> {
-        if let Some(outcome) = tx::begin_fast(&self.pool, &self.cfg, &self.cache, req, opts).await?
-        {
-            return Ok(outcome);
-        }
-        Answer::begin(self.run(|| Command::Begin(req.clone(), opts.clone())).await)
+impl Backend for PostgresLedger {
+    async fn run<J: Job + 'static>(&self, job: J) -> Result<J::Output, LedgerError> {
+        tx::run(&self.pool, &self.cfg, &self.cache, &job).await
     }
-    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<Claim, LedgerError> {
-        Answer::claim(
-            self.run_holder(&claim.id, || Command::Renew(claim.clone(), lease))
-                .await,
-        )
+
+    /// Without a lock unless a lease expiry must be recorded (see `tx`).
+    async fn get_record(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+        self.run(jobs::get(id)).await
     }
-    async fn mark_dispatched(
-        &self,
-        claim: &Claim,
-        dispatch: Dispatch,
-    ) -> Result<uuid::Uuid, LedgerError> {
-        Answer::uuid(
-            self.run_holder(&claim.id, || {
-                Command::MarkDispatched(claim.clone(), dispatch.clone())
-            })
-            .await,
-        )
-    }
-    async fn confirm(
-        &self,
-        claim: &Claim,
-        result: serde_json::Value,
-        evidence: Option<String>,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(
-            self.run_holder(&claim.id, || {
-                Command::Confirm(claim.clone(), result.clone(), evidence.clone())
-            })
-            .await,
-        )
-    }
-    async fn reject(
-        &self,
-        claim: &Claim,
-        reason: String,
-        evidence: Option<String>,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(
-            self.run_holder(&claim.id, || {
-                Command::Reject(claim.clone(), reason.clone(), evidence.clone())
-            })
-            .await,
-        )
-    }
-    async fn mark_unknown(
-        &self,
-        claim: &Claim,
-        report: UnknownReport,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(
-            self.run_holder(&claim.id, || {
-                Command::MarkUnknown(claim.clone(), report.clone())
-            })
-            .await,
-        )
-    }
-    async fn release(
-        &self,
-        claim: &Claim,
-        why: ReleaseReason,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(
-            self.run_holder(&claim.id, || Command::Release(claim.clone(), why.clone()))
-                .await,
-        )
-    }
-    async fn claim_for_resend(
-        &self,
-        id: &OperationId,
-        opts: &BeginOptions,
-        window: Duration,
-    ) -> Result<Option<Claim>, LedgerError> {
-        Answer::maybe_claim(
-            self.run(|| Command::ClaimForResend(id.clone(), opts.clone(), window))
-                .await,
-        )
-    }
-    async fn resolve(
-        &self,
-        id: &OperationId,
-        resolution: Resolution,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(
-            self.run(|| Command::Resolve(id.clone(), resolution.clone()))
-                .await,
-        )
-    }
-    async fn update_unknown(
-        &self,
-        id: &OperationId,
-        update: UnknownUpdate,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(
-            self.run(|| Command::UpdateUnknown(id.clone(), update.clone()))
-                .await,
-        )
-    }
-    async fn append_attempt(
-        &self,
-        id: &OperationId,
-        attempt: NewAttempt,
-    ) -> Result<uuid::Uuid, LedgerError> {
-        Answer::uuid(
-            self.run(|| Command::AppendAttempt(id.clone(), attempt.clone()))
-                .await,
-        )
-    }
-    async fn cancel(
-        &self,
-        id: &OperationId,
-        reason: String,
-    ) -> Result<OperationRecord, LedgerError> {
-        Answer::record(
-            self.run(|| Command::Cancel(id.clone(), reason.clone()))
-                .await,
-        )
-    }
-    async fn get(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
-        self.read(id).await
-    }
-    async fn list(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
+
+    async fn list_records(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
         let now = self.cfg.clock.now();
         let mut conn = self.pool.get().await?;
         let due = sqlx::query(sql::ANY_DUE)
@@ -355,34 +170,28 @@ impl Ledger for PostgresLedger {
         if due.is_some() {
             // The settling transaction needs a connection of its own.
             conn.done();
-            self.run(|| Command::SettleDue).await?;
+            self.run(SettleDue).await?;
             conn = self.pool.get().await?;
         }
         let rows = list_query(filter, now)
-            .build()
+            .build_query_as::<OperationRow>()
             .fetch_all(&mut *conn)
             .await
             .map_err(|e| unavailable("listing operations", e))?;
         conn.done();
-        rows.iter().map(sql::op_from_row).collect()
+        rows.into_iter().map(OperationRow::into_record).collect()
     }
-    async fn attempts(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {
-        self.read(id).await?;
+
+    async fn attempt_log(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {
+        self.get_record(id).await?;
         let mut conn = self.pool.get().await?;
-        let rows = sqlx::query(sql::ATTEMPTS)
+        let rows = sqlx::query_as::<_, AttemptRow>(sql::ATTEMPTS)
             .bind(id.scope.as_str())
             .bind(id.key.as_str())
             .fetch_all(&mut *conn)
             .await
             .map_err(|e| unavailable("reading attempts", e))?;
         conn.done();
-        rows.iter().map(sql::attempt_from_row).collect()
-    }
-    async fn purge(&self) -> Result<PurgeReport, LedgerError> {
-        // Purge rewrites rows in bulk: nothing cached survives it.
-        self.cache.clear();
-        let report = Answer::purge(self.run(|| Command::Purge).await);
-        self.cache.clear();
-        report
+        rows.into_iter().map(AttemptRow::into_record).collect()
     }
 }

@@ -13,13 +13,13 @@ use sqlx::PgConnection;
 
 use super::cache::Versioned;
 use super::error::{Retry, map_err};
-use super::sql;
+use super::sql::{self, Stored};
 use crate::clock::Timestamp;
+use crate::driver::Store;
 use crate::error::LedgerError;
-use crate::exec::Store;
 use crate::identity::{ActionName, OperationId, Scope};
-use crate::machine::{self, AttemptFinish};
-use crate::model::{AttemptRecord, OperationRecord, State};
+use crate::machine::{self, AttemptFinish, Retire};
+use crate::model::{AttemptRecord, OperationRecord};
 use crate::retention::PurgeReport;
 use crate::row::{AttemptRow, OperationRow};
 
@@ -37,6 +37,8 @@ pub(super) struct PgStore<'c> {
     pub(super) written: Vec<Versioned>,
     /// Set when the transaction must be rolled back and the command re-run.
     pub(super) retry: Option<Retry>,
+    /// Rows were rewritten in bulk (retention): no cached record survives.
+    pub(super) bulk: bool,
 }
 
 impl<'c> PgStore<'c> {
@@ -48,6 +50,7 @@ impl<'c> PgStore<'c> {
             used_preloaded: None,
             written: Vec::new(),
             retry: None,
+            bulk: false,
         }
     }
 
@@ -73,37 +76,50 @@ impl<'c> PgStore<'c> {
         LedgerError::unavailable("writing an operation", why.as_str())
     }
 
-    /// Locks and returns up to `limit` unknown operations due at `now` that
-    /// no other transaction holds.
-    pub(super) async fn take_due_unknown(
-        &mut self,
-        now: Timestamp,
-        limit: i64,
-    ) -> Result<Vec<OperationRecord>, LedgerError> {
-        let rows = match sqlx::query(sql::TAKE_DUE_UNKNOWN)
-            .bind(now.0)
-            .bind(limit)
-            .fetch_all(&mut *self.conn)
-            .await
-        {
-            Ok(rows) => rows,
-            Err(e) => return Err(self.fail("taking unknown operations due for a check", e)),
-        };
-        self.locked(&rows)
-    }
-
-    fn locked(
-        &mut self,
-        rows: &[sqlx::postgres::PgRow],
-    ) -> Result<Vec<OperationRecord>, LedgerError> {
+    /// Records read for writing: their versions are kept for the writes.
+    fn locked(&mut self, rows: Vec<Stored>) -> Result<Vec<OperationRecord>, LedgerError> {
         let mut recs = Vec::with_capacity(rows.len());
-        for row in rows {
-            let rec = sql::op_from_row(row)?;
-            self.versions
-                .insert(rec.id.clone(), Some(sql::version_of(row)?));
+        for Stored { row, version } in rows {
+            let rec = row.into_record()?;
+            self.versions.insert(rec.id.clone(), Some(version));
             recs.push(rec);
         }
         Ok(recs)
+    }
+
+    /// Fetches the rows of `q` and keeps their versions for writing.
+    async fn fetch_locked(
+        &mut self,
+        q: sqlx::query::QueryAs<'_, sqlx::Postgres, Stored, sqlx::postgres::PgArguments>,
+        context: &'static str,
+    ) -> Result<Vec<OperationRecord>, LedgerError> {
+        match q.fetch_all(&mut *self.conn).await {
+            Ok(rows) => self.locked(rows),
+            Err(e) => Err(self.fail(context, e)),
+        }
+    }
+
+    /// The first other unresolved operation within the block width, read
+    /// without a lock.
+    async fn peek_blocker(
+        &mut self,
+        except: &OperationId,
+        action: &ActionName,
+        scope: Option<&Scope>,
+        now: Timestamp,
+    ) -> Result<Option<OperationRecord>, LedgerError> {
+        let found = sqlx::query_as::<_, Stored>(sql::BLOCKER)
+            .bind(action.as_str())
+            .bind(scope.map(Scope::as_str))
+            .bind(except.scope.as_str())
+            .bind(except.key.as_str())
+            .bind(now.0)
+            .fetch_optional(&mut *self.conn)
+            .await;
+        match found {
+            Ok(row) => row.map(|s| s.row.into_record()).transpose(),
+            Err(e) => Err(self.fail("looking for blocking operations", e)),
+        }
     }
 }
 
@@ -117,22 +133,14 @@ impl Store for PgStore<'_> {
             self.used_preloaded = Some(id.clone());
             return Ok(Some(rec));
         }
-        let row = match sqlx::query(sql::LOAD)
+        let q = sqlx::query_as(sql::LOAD)
             .bind(id.scope.as_str())
-            .bind(id.key.as_str())
-            .fetch_optional(&mut *self.conn)
-            .await
-        {
-            Ok(row) => row,
-            Err(e) => return Err(self.fail("loading an operation", e)),
-        };
-        match row {
-            Some(row) => Ok(self.locked(std::slice::from_ref(&row))?.pop()),
-            None => {
-                self.versions.insert(id.clone(), None);
-                Ok(None)
-            }
+            .bind(id.key.as_str());
+        let rec = self.fetch_locked(q, "loading an operation").await?.pop();
+        if rec.is_none() {
+            self.versions.insert(id.clone(), None);
         }
+        Ok(rec)
     }
 
     /// Found without a lock; a blocker the machine will write (a dispatched
@@ -145,66 +153,55 @@ impl Store for PgStore<'_> {
         now: Timestamp,
     ) -> Result<Option<OperationRecord>, LedgerError> {
         for _ in 0..4 {
-            let q = match scope {
-                Some(s) => sqlx::query(sql::BLOCKER_SAME_SCOPE)
-                    .bind(action.as_str())
-                    .bind(s.as_str())
-                    .bind(except.key.as_str()),
-                None => sqlx::query(sql::BLOCKER_ANY_SCOPE)
-                    .bind(action.as_str())
-                    .bind(except.scope.as_str())
-                    .bind(except.key.as_str()),
-            };
-            let found = match q.bind(now.0).fetch_optional(&mut *self.conn).await {
-                Ok(row) => row.as_ref().map(sql::op_from_row).transpose()?,
-                Err(e) => return Err(self.fail("looking for blocking operations", e)),
-            };
-            let Some(rec) = found else {
+            let Some(rec) = self.peek_blocker(except, action, scope, now).await? else {
                 return Ok(None);
             };
             if machine::settle(&rec, now).is_none() {
                 return Ok(Some(rec));
             }
             let locked = self.load(&rec.id).await?;
-            let still = locked.filter(|r| {
+            let still = |r: &OperationRecord| {
                 r.action == *action
                     && scope.is_none_or(|s| r.id.scope == *s)
-                    && match &r.state {
-                        State::Unknown(_) => true,
-                        State::Dispatched { lease_until, .. } => *lease_until <= now,
-                        _ => false,
-                    }
-            });
-            if still.is_some() {
-                return Ok(still);
+                    && machine::blocks(r, now)
+            };
+            if let Some(r) = locked.filter(still) {
+                return Ok(Some(r));
             }
         }
         Err(self.lost_race(Retry::ConcurrentWrite))
     }
 
     async fn due_expired(&mut self, now: Timestamp) -> Result<Vec<OperationRecord>, LedgerError> {
-        match sqlx::query(sql::DUE_EXPIRED)
+        let q = sqlx::query_as(sql::DUE_EXPIRED).bind(now.0);
+        self.fetch_locked(q, "looking for expired leases").await
+    }
+
+    async fn take_due_unknown(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<OperationRecord>, LedgerError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let q = sqlx::query_as(sql::TAKE_DUE_UNKNOWN)
             .bind(now.0)
-            .fetch_all(&mut *self.conn)
+            .bind(limit);
+        self.fetch_locked(q, "taking unknown operations due for a check")
             .await
-        {
-            Ok(rows) => self.locked(&rows),
-            Err(e) => Err(self.fail("looking for expired leases", e)),
-        }
     }
 
     async fn save(&mut self, rec: &OperationRecord) -> Result<(), LedgerError> {
         let row = OperationRow::from_record(rec);
         let (written, next) = match self.versions.get(&rec.id).copied() {
             Some(None) => (
-                sql::bind_row(sqlx::query(sql::INSERT), row)
+                row.bind(sqlx::query(sql::INSERT))
                     .execute(&mut *self.conn)
                     .await
                     .map(|r| r.rows_affected()),
                 1,
             ),
             Some(Some(v)) => (
-                sql::bind_row(sqlx::query(sql::UPDATE), row)
+                row.bind(sqlx::query(sql::UPDATE))
                     .bind(v)
                     .execute(&mut *self.conn)
                     .await
@@ -230,20 +227,8 @@ impl Store for PgStore<'_> {
     }
 
     async fn insert_attempt(&mut self, a: &AttemptRecord) -> Result<(), LedgerError> {
-        let r = AttemptRow::from_record(a);
-        let res = sqlx::query(sql::INSERT_ATTEMPT)
-            .bind(r.attempt_id)
-            .bind(r.scope)
-            .bind(r.key)
-            .bind(r.kind)
-            .bind(r.epoch)
-            .bind(r.executor)
-            .bind(r.destination_key)
-            .bind(r.sent_at)
-            .bind(r.finished_at)
-            .bind(r.outcome)
-            .bind(r.evidence)
-            .bind(r.metadata)
+        let res = AttemptRow::from_record(a)
+            .bind(sqlx::query(sql::INSERT_ATTEMPT))
             .execute(&mut *self.conn)
             .await;
         res.map(|_| ())
@@ -264,12 +249,13 @@ impl Store for PgStore<'_> {
             .map_err(|e| self.fail("finishing an attempt", e))
     }
 
-    async fn purge(
-        &mut self,
-        tombstone_cutoff: Timestamp,
-        delete_cutoff: Timestamp,
-    ) -> Result<PurgeReport, LedgerError> {
+    async fn retire(&mut self, retire: Retire) -> Result<PurgeReport, LedgerError> {
+        let Retire {
+            tombstone_cutoff,
+            delete_cutoff,
+        } = retire;
         let ctx = "applying retention";
+        self.bulk = true;
         if let Err(e) = sqlx::query(sql::PURGE_ATTEMPTS)
             .bind(delete_cutoff.0)
             .execute(&mut *self.conn)

@@ -16,14 +16,14 @@ use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, SqlitePool};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::clock::{Clock, SystemClock};
+use crate::driver::jobs::{self, SettleDue};
+use crate::driver::{Backend, Config, Job, answer_read_only};
 use crate::error::LedgerError;
-use crate::exec::{Answer, Command, Config};
 use crate::identity::{Limits, OperationId};
 use crate::ledger::ListFilter;
-use crate::machine;
 use crate::model::{AttemptRecord, OperationRecord};
 use crate::retention::Retention;
 
@@ -74,7 +74,7 @@ impl Default for SqliteOptions {
 
 #[derive(Debug)]
 enum Writes {
-    Batched(mpsc::Sender<writer::Job>),
+    Batched(mpsc::Sender<Box<dyn writer::Queued>>),
     Direct,
 }
 
@@ -148,51 +148,46 @@ impl SqliteLedger {
     pub async fn close(self) {
         self.pool.close().await;
     }
+}
 
-    async fn run(&self, cmd: Command) -> Result<Answer, LedgerError> {
+impl Backend for SqliteLedger {
+    async fn run<J: Job + 'static>(&self, job: J) -> Result<J::Output, LedgerError> {
         match &self.writes {
-            Writes::Direct => writer::run_pooled(&self.pool, cmd, &self.cfg).await,
+            Writes::Direct => writer::run_pooled(&self.pool, &job, &self.cfg).await,
             Writes::Batched(tx) => {
-                let (reply, rx) = oneshot::channel();
-                tx.send(writer::Job { cmd, reply })
+                let (queued, answer) = writer::queue(job);
+                tx.send(queued)
                     .await
                     .map_err(|_| LedgerError::unavailable("queueing a write", "writer stopped"))?;
-                rx.await
+                answer
+                    .await
                     .map_err(|_| LedgerError::unavailable("awaiting a write", "writer stopped"))?
             }
         }
     }
 
-    async fn read(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
-        let row = sqlx::query(
-            "SELECT scope, key, action, params, fingerprint, state, epoch, holder, lease_until, \
-             dispatched_at, result, reason, evidence, decided_at, unknown_owner, unknown_since, \
-             next_check_at, diverged, destination_key, created_at, updated_at, \
-             first_dispatched_at, dispatch_count, tombstone FROM operations \
-             WHERE scope = ?1 AND key = ?2",
-        )
-        .bind(id.scope.as_str())
-        .bind(id.key.as_str())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| map_err("reading an operation", e))?;
-        let rec = row.as_ref().map(store::op_from_row).transpose()?;
-        match rec {
-            Some(r) if machine::settle(&r, self.cfg.clock.now()).is_some() => {
-                Answer::maybe_record(self.run(Command::Get(id.clone())).await)
+    /// From a pool connection; through the writer only when a lease expiry
+    /// must be recorded first.
+    async fn get_record(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+        let job = jobs::get(id);
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| map_err("acquiring a connection", e))?;
+        let mut store = store::SqlStore {
+            conn: &mut conn,
+            cache: None,
+        };
+        match answer_read_only(&job, &mut store, &self.cfg).await {
+            Some(answer) => answer,
+            None => {
+                drop(conn);
+                self.run(job).await
             }
-            other => Ok(other),
         }
     }
-}
 
-impl SqliteLedger {
-    /// The backend side of [`crate::Ledger::get`].
-    async fn get_record(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
-        self.read(id).await
-    }
-
-    /// The backend side of [`crate::Ledger::list`].
     async fn list_records(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
         let now = self.cfg.clock.now();
         let due = sqlx::query(store::ANY_DUE)
@@ -201,26 +196,27 @@ impl SqliteLedger {
             .await
             .map_err(|e| map_err("listing operations", e))?;
         if due.is_some() {
-            self.run(Command::SettleDue).await?;
+            self.run(SettleDue).await?;
         }
-        let rows = store::list_query(filter, now)
+        store::list_query(filter, now)
             .fetch_all(&self.pool)
             .await
-            .map_err(|e| map_err("listing operations", e))?;
-        rows.iter().map(store::op_from_row).collect()
+            .map_err(|e| map_err("listing operations", e))?
+            .into_iter()
+            .map(crate::row::OperationRow::into_record)
+            .collect()
     }
 
-    /// The backend side of [`crate::Ledger::attempts`].
     async fn attempt_log(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {
-        self.read(id).await?;
-        let rows = sqlx::query(store::ATTEMPTS)
+        self.get_record(id).await?;
+        sqlx::query_as::<_, crate::row::AttemptRow>(store::ATTEMPTS)
             .bind(id.scope.as_str())
             .bind(id.key.as_str())
             .fetch_all(&self.pool)
             .await
-            .map_err(|e| map_err("reading attempts", e))?;
-        rows.iter().map(store::attempt_from_row).collect()
+            .map_err(|e| map_err("reading attempts", e))?
+            .into_iter()
+            .map(crate::row::AttemptRow::into_record)
+            .collect()
     }
 }
-
-crate::forward::command_ledger!(SqliteLedger);

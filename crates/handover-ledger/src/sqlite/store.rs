@@ -2,45 +2,36 @@
 //! inside a transaction opened by the caller). Standard SQL only
 //! (`INSERT … ON CONFLICT`), so the PostgreSQL backend can follow it.
 
-use std::collections::HashMap;
-
 use async_trait::async_trait;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection};
+use sqlx::SqliteConnection;
 
 use super::map_err;
+use crate::cache::RecordCache;
 use crate::clock::Timestamp;
+use crate::driver::Store;
 use crate::error::LedgerError;
-use crate::exec::Store;
 use crate::identity::{ActionName, OperationId, Scope};
 use crate::ledger::ListFilter;
-use crate::machine::AttemptFinish;
+use crate::machine::{AttemptFinish, Retire};
 use crate::model::{AttemptRecord, OperationRecord};
 use crate::retention::PurgeReport;
-use crate::row::{AttemptRow, OperationRow};
+use crate::row::{
+    AttemptRow, OperationRow, attempt_columns, operation_columns, operation_data_columns,
+};
 
 macro_rules! op_cols {
     () => {
-        "SELECT scope, key, action, params, fingerprint, state, epoch, holder, lease_until, \
-         dispatched_at, result, reason, evidence, decided_at, unknown_owner, unknown_since, \
-         next_check_at, diverged, destination_key, created_at, updated_at, \
-         first_dispatched_at, dispatch_count, tombstone FROM operations "
+        concat!("SELECT ", operation_columns!(), " FROM operations ")
     };
 }
 
 const LOAD: &str = concat!(op_cols!(), "WHERE scope = ?1 AND key = ?2");
 
-const BLOCKER_ANY_SCOPE: &str = concat!(
+/// Width `scope` binds the scope, width `action` NULL.
+const BLOCKER: &str = concat!(
     op_cols!(),
-    "WHERE action = ?1 AND NOT (scope = ?2 AND key = ?3) \
-     AND (state = 'unknown' OR (state = 'dispatched' AND lease_until <= ?4)) \
-     ORDER BY created_at, scope, key LIMIT 1"
-);
-
-const BLOCKER_SAME_SCOPE: &str = concat!(
-    op_cols!(),
-    "WHERE action = ?1 AND scope = ?2 AND key <> ?3 \
-     AND (state = 'unknown' OR (state = 'dispatched' AND lease_until <= ?4)) \
+    "WHERE action = ?1 AND (?2 IS NULL OR scope = ?2) AND NOT (scope = ?3 AND key = ?4) \
+     AND (state = 'unknown' OR (state = 'dispatched' AND lease_until <= ?5)) \
      ORDER BY created_at, scope, key LIMIT 1"
 );
 
@@ -48,6 +39,12 @@ const DUE_EXPIRED: &str = concat!(
     op_cols!(),
     "WHERE (state = 'dispatched' AND lease_until <= ?1) \
      OR (state = 'claimed' AND dispatch_count > 0 AND lease_until <= ?1)"
+);
+
+const DUE_UNKNOWN: &str = concat!(
+    op_cols!(),
+    "WHERE state = 'unknown' AND next_check_at <= ?1 \
+     ORDER BY next_check_at, created_at, scope, key LIMIT ?2"
 );
 
 pub(super) const ANY_DUE: &str = "SELECT 1 FROM operations \
@@ -65,34 +62,44 @@ pub(super) const LIST: &str = concat!(
      ORDER BY created_at, scope, key LIMIT ?7"
 );
 
-const UPSERT: &str = "INSERT INTO operations (scope, key, action, params, fingerprint, state, \
-     epoch, holder, lease_until, dispatched_at, result, reason, evidence, decided_at, \
-     unknown_owner, unknown_since, next_check_at, diverged, destination_key, created_at, \
-     updated_at, first_dispatched_at, dispatch_count, tombstone) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
-     ?19, ?20, ?21, ?22, ?23, ?24) \
-     ON CONFLICT (scope, key) DO UPDATE SET action = excluded.action, params = excluded.params, \
-     fingerprint = excluded.fingerprint, state = excluded.state, epoch = excluded.epoch, \
-     holder = excluded.holder, lease_until = excluded.lease_until, \
-     dispatched_at = excluded.dispatched_at, result = excluded.result, \
-     reason = excluded.reason, evidence = excluded.evidence, decided_at = excluded.decided_at, \
-     unknown_owner = excluded.unknown_owner, unknown_since = excluded.unknown_since, \
-     next_check_at = excluded.next_check_at, diverged = excluded.diverged, \
-     destination_key = excluded.destination_key, created_at = excluded.created_at, \
-     updated_at = excluded.updated_at, first_dispatched_at = excluded.first_dispatched_at, \
-     dispatch_count = excluded.dispatch_count, tombstone = excluded.tombstone";
+/// Placeholders of the operation data columns (after `scope, key`).
+macro_rules! op_data_values {
+    () => {
+        "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, \
+         ?21, ?22, ?23, ?24"
+    };
+}
 
-const INSERT_ATTEMPT: &str = "INSERT INTO attempts (attempt_id, scope, key, kind, epoch, \
-     executor, destination_key, sent_at, finished_at, outcome, evidence, metadata) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+/// Inserts or replaces a whole record: one column list, the update a
+/// row-value `SET` of the data columns (the identity never changes, so its
+/// index is left alone).
+const UPSERT: &str = concat!(
+    "INSERT INTO operations (",
+    operation_columns!(),
+    ") VALUES (?1, ?2, ",
+    op_data_values!(),
+    ") ON CONFLICT (scope, key) DO UPDATE SET (",
+    operation_data_columns!(),
+    ") = (",
+    op_data_values!(),
+    ")"
+);
+
+const INSERT_ATTEMPT: &str = concat!(
+    "INSERT INTO attempts (",
+    attempt_columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+);
 
 const FINISH_ATTEMPT: &str = "UPDATE attempts SET outcome = ?1, finished_at = ?2, \
      evidence = COALESCE(?3, evidence) \
      WHERE scope = ?4 AND key = ?5 AND epoch = ?6 AND kind = 'dispatch' AND outcome = 'pending'";
 
-pub(super) const ATTEMPTS: &str = "SELECT attempt_id, scope, key, kind, epoch, executor, \
-     destination_key, sent_at, finished_at, outcome, evidence, metadata \
-     FROM attempts WHERE scope = ?1 AND key = ?2 ORDER BY seq";
+pub(super) const ATTEMPTS: &str = concat!(
+    "SELECT ",
+    attempt_columns!(),
+    " FROM attempts WHERE scope = ?1 AND key = ?2 ORDER BY seq"
+);
 
 const PURGE_ATTEMPTS: &str = "DELETE FROM attempts WHERE EXISTS (SELECT 1 FROM operations o \
      WHERE o.scope = attempts.scope AND o.key = attempts.key \
@@ -106,62 +113,12 @@ const PURGE_TOMBSTONE: &str = "UPDATE operations SET params = NULL, \
      evidence = NULL, tombstone = 1 \
      WHERE decided_at IS NOT NULL AND decided_at <= ?1 AND tombstone = 0";
 
-pub(super) fn op_from_row(r: &SqliteRow) -> Result<OperationRecord, LedgerError> {
-    let g = |e: sqlx::Error| LedgerError::corrupt(format!("decoding an operation row: {e}"));
-    OperationRow {
-        scope: r.try_get(0).map_err(g)?,
-        key: r.try_get(1).map_err(g)?,
-        action: r.try_get(2).map_err(g)?,
-        params: r.try_get(3).map_err(g)?,
-        fingerprint: r.try_get(4).map_err(g)?,
-        state: r.try_get(5).map_err(g)?,
-        epoch: r.try_get(6).map_err(g)?,
-        holder: r.try_get(7).map_err(g)?,
-        lease_until: r.try_get(8).map_err(g)?,
-        dispatched_at: r.try_get(9).map_err(g)?,
-        result: r.try_get(10).map_err(g)?,
-        reason: r.try_get(11).map_err(g)?,
-        evidence: r.try_get(12).map_err(g)?,
-        decided_at: r.try_get(13).map_err(g)?,
-        unknown_owner: r.try_get(14).map_err(g)?,
-        unknown_since: r.try_get(15).map_err(g)?,
-        next_check_at: r.try_get(16).map_err(g)?,
-        diverged: r.try_get(17).map_err(g)?,
-        destination_key: r.try_get(18).map_err(g)?,
-        created_at: r.try_get(19).map_err(g)?,
-        updated_at: r.try_get(20).map_err(g)?,
-        first_dispatched_at: r.try_get(21).map_err(g)?,
-        dispatch_count: r.try_get(22).map_err(g)?,
-        tombstone: r.try_get(23).map_err(g)?,
-    }
-    .into_record()
-}
-
-pub(super) fn attempt_from_row(r: &SqliteRow) -> Result<AttemptRecord, LedgerError> {
-    let g = |e: sqlx::Error| LedgerError::corrupt(format!("decoding an attempt row: {e}"));
-    AttemptRow {
-        attempt_id: r.try_get(0).map_err(g)?,
-        scope: r.try_get(1).map_err(g)?,
-        key: r.try_get(2).map_err(g)?,
-        kind: r.try_get(3).map_err(g)?,
-        epoch: r.try_get(4).map_err(g)?,
-        executor: r.try_get(5).map_err(g)?,
-        destination_key: r.try_get(6).map_err(g)?,
-        sent_at: r.try_get(7).map_err(g)?,
-        finished_at: r.try_get(8).map_err(g)?,
-        outcome: r.try_get(9).map_err(g)?,
-        evidence: r.try_get(10).map_err(g)?,
-        metadata: r.try_get(11).map_err(g)?,
-    }
-    .into_record()
-}
-
 /// Binds of [`LIST`] for `filter` at `now`.
 pub(super) fn list_query(
     filter: &ListFilter,
     now: Timestamp,
-) -> sqlx::query::Query<'static, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
-    sqlx::query(LIST)
+) -> sqlx::query::QueryAs<'static, sqlx::Sqlite, OperationRow, sqlx::sqlite::SqliteArguments> {
+    sqlx::query_as(LIST)
         .bind(filter.state.map(|s| s.as_str()))
         .bind(filter.diverged)
         .bind(filter.scope.as_ref().map(|s| s.to_string()))
@@ -175,66 +132,71 @@ pub(super) fn list_query(
         )
 }
 
-/// Records as of the last commit of the group-commit connection, valid only
-/// while no other connection has written to the file (checked with
-/// `PRAGMA data_version` inside each write transaction). Saves one `SELECT`
-/// per command on the hot path; cleared on any doubt.
-#[derive(Debug, Default)]
-pub(super) struct RecordCache {
-    records: HashMap<OperationId, Option<OperationRecord>>,
-    data_version: Option<i64>,
+/// Records as of the last commit of the group-commit connection (`None`:
+/// known absent), valid only while no other connection has written to the
+/// file: checked with `PRAGMA data_version` inside each write transaction.
+pub(super) type Cache = RecordCache<Option<OperationRecord>>;
+
+/// Call right after `BEGIN IMMEDIATE`: empties `cache` if another
+/// connection committed since this one last looked.
+pub(super) async fn validate(
+    cache: &mut Cache,
+    conn: &mut SqliteConnection,
+) -> Result<(), LedgerError> {
+    let v: i64 = sqlx::query_scalar("PRAGMA data_version")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| map_err("checking for other writers", e))?;
+    cache.validate(v);
+    Ok(())
 }
 
-/// Entries kept before the cache is simply emptied.
-const CACHE_LIMIT: usize = 16_384;
+/// One row of `q`, decoded.
+async fn fetch_one_op(
+    q: sqlx::query::QueryAs<'_, sqlx::Sqlite, OperationRow, sqlx::sqlite::SqliteArguments>,
+    conn: &mut SqliteConnection,
+    context: &'static str,
+) -> Result<Option<OperationRecord>, LedgerError> {
+    q.fetch_optional(conn)
+        .await
+        .map_err(|e| map_err(context, e))?
+        .map(OperationRow::into_record)
+        .transpose()
+}
 
-impl RecordCache {
-    /// Call right after `BEGIN IMMEDIATE`: drops everything if another
-    /// connection committed since this one last looked.
-    pub(super) async fn validate(
-        &mut self,
-        conn: &mut SqliteConnection,
-    ) -> Result<(), LedgerError> {
-        let v: i64 = sqlx::query_scalar("PRAGMA data_version")
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(|e| map_err("checking for other writers", e))?;
-        if self.data_version != Some(v) || self.records.len() > CACHE_LIMIT {
-            self.records.clear();
-            self.data_version = Some(v);
-        }
-        Ok(())
-    }
-
-    /// Forgets everything (after a rollback or a bulk change).
-    pub(super) fn clear(&mut self) {
-        self.records.clear();
-        self.data_version = None;
-    }
+/// Every row of `q`, decoded.
+async fn fetch_all_ops(
+    q: sqlx::query::QueryAs<'_, sqlx::Sqlite, OperationRow, sqlx::sqlite::SqliteArguments>,
+    conn: &mut SqliteConnection,
+    context: &'static str,
+) -> Result<Vec<OperationRecord>, LedgerError> {
+    q.fetch_all(conn)
+        .await
+        .map_err(|e| map_err(context, e))?
+        .into_iter()
+        .map(OperationRow::into_record)
+        .collect()
 }
 
 /// [`Store`] over a connection that is inside `BEGIN IMMEDIATE`, with an
 /// optional [`RecordCache`] (group-commit writer only).
 pub(super) struct SqlStore<'c> {
     pub(super) conn: &'c mut SqliteConnection,
-    pub(super) cache: Option<&'c mut RecordCache>,
+    pub(super) cache: Option<&'c mut Cache>,
 }
 
 #[async_trait]
 impl Store for SqlStore<'_> {
     async fn load(&mut self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
-        if let Some(hit) = self.cache.as_ref().and_then(|c| c.records.get(id)) {
-            return Ok(hit.clone());
+        if let Some(hit) = self.cache.as_ref().and_then(|c| c.get(id)) {
+            return Ok(hit);
         }
-        let row = sqlx::query(LOAD)
+        let q = sqlx::query_as(LOAD)
             .bind(id.scope.as_str())
-            .bind(id.key.as_str())
-            .fetch_optional(&mut *self.conn)
-            .await
-            .map_err(|e| map_err("loading an operation", e))?;
-        let rec = row.as_ref().map(op_from_row).transpose()?;
+            .bind(id.key.as_str());
+        let rec = fetch_one_op(q, self.conn, "loading an operation").await?;
         if let Some(c) = self.cache.as_mut() {
-            c.records.insert(id.clone(), rec.clone());
+            c.put(id.clone(), rec.clone());
         }
         Ok(rec)
     }
@@ -246,84 +208,46 @@ impl Store for SqlStore<'_> {
         scope: Option<&Scope>,
         now: Timestamp,
     ) -> Result<Option<OperationRecord>, LedgerError> {
-        let q = match scope {
-            Some(s) => sqlx::query(BLOCKER_SAME_SCOPE)
-                .bind(action.as_str())
-                .bind(s.as_str())
-                .bind(except.key.as_str()),
-            None => sqlx::query(BLOCKER_ANY_SCOPE)
-                .bind(action.as_str())
-                .bind(except.scope.as_str())
-                .bind(except.key.as_str()),
-        };
-        let row = q
-            .bind(now.0)
-            .fetch_optional(&mut *self.conn)
-            .await
-            .map_err(|e| map_err("looking for blocking operations", e))?;
-        row.as_ref().map(op_from_row).transpose()
+        let q = sqlx::query_as(BLOCKER)
+            .bind(action.as_str())
+            .bind(scope.map(Scope::as_str))
+            .bind(except.scope.as_str())
+            .bind(except.key.as_str())
+            .bind(now.0);
+        fetch_one_op(q, self.conn, "looking for blocking operations").await
     }
 
     async fn due_expired(&mut self, now: Timestamp) -> Result<Vec<OperationRecord>, LedgerError> {
-        let rows = sqlx::query(DUE_EXPIRED)
-            .bind(now.0)
-            .fetch_all(&mut *self.conn)
-            .await
-            .map_err(|e| map_err("looking for expired leases", e))?;
-        rows.iter().map(op_from_row).collect()
+        let q = sqlx::query_as(DUE_EXPIRED).bind(now.0);
+        fetch_all_ops(q, self.conn, "looking for expired leases").await
+    }
+
+    async fn take_due_unknown(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<OperationRecord>, LedgerError> {
+        // Under `BEGIN IMMEDIATE` no other connection writes until COMMIT.
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let q = sqlx::query_as(DUE_UNKNOWN).bind(now.0).bind(limit);
+        fetch_all_ops(q, self.conn, "taking unknown operations due for a check").await
     }
 
     async fn save(&mut self, rec: &OperationRecord) -> Result<(), LedgerError> {
-        let r = OperationRow::from_record(rec);
-        sqlx::query(UPSERT)
-            .bind(r.scope)
-            .bind(r.key)
-            .bind(r.action)
-            .bind(r.params)
-            .bind(r.fingerprint)
-            .bind(r.state)
-            .bind(r.epoch)
-            .bind(r.holder)
-            .bind(r.lease_until)
-            .bind(r.dispatched_at)
-            .bind(r.result)
-            .bind(r.reason)
-            .bind(r.evidence)
-            .bind(r.decided_at)
-            .bind(r.unknown_owner)
-            .bind(r.unknown_since)
-            .bind(r.next_check_at)
-            .bind(r.diverged)
-            .bind(r.destination_key)
-            .bind(r.created_at)
-            .bind(r.updated_at)
-            .bind(r.first_dispatched_at)
-            .bind(r.dispatch_count)
-            .bind(r.tombstone)
+        OperationRow::from_record(rec)
+            .bind(sqlx::query(UPSERT))
             .execute(&mut *self.conn)
             .await
             .map_err(|e| map_err("writing an operation", e))?;
         if let Some(c) = self.cache.as_mut() {
-            c.records.insert(rec.id.clone(), Some(rec.clone()));
+            c.put(rec.id.clone(), Some(rec.clone()));
         }
         Ok(())
     }
 
     async fn insert_attempt(&mut self, a: &AttemptRecord) -> Result<(), LedgerError> {
-        let r = AttemptRow::from_record(a);
-        sqlx::query(INSERT_ATTEMPT)
-            .bind(r.attempt_id)
-            .bind(r.scope)
-            .bind(r.key)
-            .bind(r.kind)
-            .bind(r.epoch)
-            .bind(r.executor)
-            .bind(r.destination_key)
-            .bind(r.sent_at)
-            .bind(r.finished_at)
-            .bind(r.outcome)
-            .bind(r.evidence)
-            .bind(r.metadata)
+        AttemptRow::from_record(a)
+            .bind(sqlx::query(INSERT_ATTEMPT))
             .execute(&mut *self.conn)
             .await
             .map_err(|e| map_err("appending an attempt", e))?;
@@ -344,11 +268,11 @@ impl Store for SqlStore<'_> {
         Ok(())
     }
 
-    async fn purge(
-        &mut self,
-        tombstone_cutoff: Timestamp,
-        delete_cutoff: Timestamp,
-    ) -> Result<PurgeReport, LedgerError> {
+    async fn retire(&mut self, retire: Retire) -> Result<PurgeReport, LedgerError> {
+        let Retire {
+            tombstone_cutoff,
+            delete_cutoff,
+        } = retire;
         let ctx = "applying retention";
         if let Some(c) = self.cache.as_mut() {
             c.clear();

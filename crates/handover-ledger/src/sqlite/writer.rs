@@ -1,42 +1,153 @@
 //! How SQLite write transactions are run.
 //!
 //! **Group commit** (default): one task owns one write connection and runs
-//! every queued command of a batch inside one `BEGIN IMMEDIATE … COMMIT`,
-//! one after another. Nobody is answered before the COMMIT (and its fsync)
+//! every queued job of a batch inside one `BEGIN IMMEDIATE … COMMIT`, one
+//! after another. Nobody is answered before the COMMIT (and its fsync)
 //! returns, so each answer is exactly as durable as with one transaction per
-//! command, and each command still sees the effects of the ones before it
-//! (two `begin`s of one key in one batch: one `started`, one `in_progress`).
-//! If any write or the COMMIT fails, the whole batch is rolled back and every
+//! job, and each job still sees the effects of the ones before it (two
+//! `begin`s of one key in one batch: one `started`, one `in_progress`). If
+//! any write or the COMMIT fails, the whole batch is rolled back and every
 //! caller in it gets [`LedgerError::Unavailable`]: fail closed.
 //!
-//! **Direct**: each command takes a pool connection and its own
+//! Jobs of every type share the queue: each is boxed with the channel its
+//! own typed answer goes back on ([`Queued`]).
+//!
+//! **Direct**: each job takes a pool connection and its own
 //! `BEGIN IMMEDIATE` transaction; SQLite's write lock serialises them.
+
+use std::future::Future;
+use std::pin::Pin;
 
 use sqlx::{Executor, SqliteConnection, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 use super::map_err;
-use super::store::{RecordCache, SqlStore};
+use super::store::{Cache, SqlStore, validate};
+use crate::driver::{Config, Job, execute};
 use crate::error::LedgerError;
-use crate::exec::{Answer, Command, Config, execute};
 
-type Reply = oneshot::Sender<Result<Answer, LedgerError>>;
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-pub(super) struct Job {
-    pub(super) cmd: Command,
-    pub(super) reply: Reply,
+/// Why a batch failed, for every caller in it.
+pub(super) struct Failure {
+    context: &'static str,
+    message: String,
 }
 
-/// Runs one command in its own transaction on `conn`.
-pub(super) async fn run_direct(
+impl Failure {
+    fn new(context: &'static str, e: &dyn std::fmt::Display) -> Self {
+        let message = e.to_string();
+        tracing::warn!(context, error = %message, "ledger write failed; transaction rolled back");
+        Self { context, message }
+    }
+
+    fn error(&self) -> LedgerError {
+        LedgerError::Unavailable {
+            context: self.context,
+            message: self.message.clone(),
+        }
+    }
+}
+
+/// A job run in a batch: its answer to send after COMMIT, or the failed
+/// write that makes the batch roll back (with the reply its caller waits on).
+type Ran = Result<Box<dyn Reply>, (LedgerError, Box<dyn Reply>)>;
+
+/// A job waiting for the writer, whatever its answer type.
+pub(super) trait Queued: Send {
+    /// Runs the job in the batch's open transaction. `Ok`: its answer, to
+    /// be sent once the batch commits. `Err`: a write failed and the batch
+    /// must be rolled back; the job's caller is still waiting.
+    fn execute<'a>(
+        self: Box<Self>,
+        store: &'a mut SqlStore<'_>,
+        cfg: &'a Config,
+    ) -> BoxFuture<'a, Ran>;
+
+    /// The job was not run: its caller gets the batch's failure.
+    fn fail(self: Box<Self>, failure: &Failure);
+}
+
+/// A typed answer waiting for the batch's COMMIT.
+pub(super) trait Reply: Send {
+    /// Sends the answer, or `failure` if the batch did not commit.
+    fn send(self: Box<Self>, failure: Option<&Failure>);
+}
+
+type Answer<T> = Result<T, LedgerError>;
+
+struct Waiting<J: Job> {
+    job: J,
+    reply: oneshot::Sender<Answer<J::Output>>,
+}
+
+struct Ready<T> {
+    answer: Answer<T>,
+    reply: oneshot::Sender<Answer<T>>,
+}
+
+impl<T: Send> Reply for Ready<T> {
+    fn send(self: Box<Self>, failure: Option<&Failure>) {
+        let answer = match failure {
+            Some(f) => Err(f.error()),
+            None => self.answer,
+        };
+        // The caller may have gone away; its answer is then simply dropped.
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// A closed reply for a job whose answer cannot be delivered.
+struct Failed<T>(oneshot::Sender<Answer<T>>);
+
+impl<T: Send> Reply for Failed<T> {
+    fn send(self: Box<Self>, failure: Option<&Failure>) {
+        let e = failure.map_or_else(
+            || LedgerError::unavailable("writing a batch", "the job failed"),
+            Failure::error,
+        );
+        let _ = self.0.send(Err(e));
+    }
+}
+
+impl<J: Job + 'static> Queued for Waiting<J> {
+    fn execute<'a>(
+        self: Box<Self>,
+        store: &'a mut SqlStore<'_>,
+        cfg: &'a Config,
+    ) -> BoxFuture<'a, Ran> {
+        Box::pin(async move {
+            let Waiting { job, reply } = *self;
+            match execute(&job, store, cfg).await {
+                Ok(answer) => Ok(Box::new(Ready { answer, reply }) as Box<dyn Reply>),
+                Err(e) => Err((e, Box::new(Failed(reply)) as Box<dyn Reply>)),
+            }
+        })
+    }
+
+    fn fail(self: Box<Self>, failure: &Failure) {
+        let _ = self.reply.send(Err(failure.error()));
+    }
+}
+
+/// `job` boxed for the queue, and where its answer will arrive.
+pub(super) fn queue<J: Job + 'static>(
+    job: J,
+) -> (Box<dyn Queued>, oneshot::Receiver<Answer<J::Output>>) {
+    let (reply, answer) = oneshot::channel();
+    (Box::new(Waiting { job, reply }), answer)
+}
+
+/// Runs one job in its own transaction on `conn`.
+pub(super) async fn run_direct<J: Job>(
     conn: &mut SqliteConnection,
-    cmd: Command,
+    job: &J,
     cfg: &Config,
-) -> Result<Answer, LedgerError> {
+) -> Answer<J::Output> {
     conn.execute("BEGIN IMMEDIATE")
         .await
         .map_err(|e| map_err("opening a write transaction", e))?;
-    match execute(&mut SqlStore { conn, cache: None }, cmd, cfg).await {
+    match execute(job, &mut SqlStore { conn, cache: None }, cfg).await {
         Ok(answer) => {
             if let Err(e) = conn.execute("COMMIT").await {
                 let _ = conn.execute("ROLLBACK").await;
@@ -54,121 +165,106 @@ pub(super) async fn run_direct(
 }
 
 /// Direct mode over a pool.
-pub(super) async fn run_pooled(
+pub(super) async fn run_pooled<J: Job>(
     pool: &SqlitePool,
-    cmd: Command,
+    job: &J,
     cfg: &Config,
-) -> Result<Answer, LedgerError> {
+) -> Answer<J::Output> {
     let mut conn = pool
         .acquire()
         .await
         .map_err(|e| map_err("acquiring a connection", e))?;
-    run_direct(&mut conn, cmd, cfg).await
+    run_direct(&mut conn, job, cfg).await
 }
 
 /// The group-commit loop; ends when every sender is dropped.
 pub(super) async fn group_commit(
     mut conn: SqliteConnection,
-    mut rx: mpsc::Receiver<Job>,
+    mut rx: mpsc::Receiver<Box<dyn Queued>>,
     cfg: Config,
     max_batch: usize,
 ) {
-    let mut batch: Vec<Job> = Vec::with_capacity(max_batch);
-    let mut cache = RecordCache::default();
+    let mut batch: Vec<Box<dyn Queued>> = Vec::with_capacity(max_batch);
+    let mut cache = Cache::default();
     while let Some(first) = rx.recv().await {
         batch.push(first);
-        // Gather: callers answered by the previous commit are usually about
-        // to enqueue their next command. Yield (never sleep) while new jobs
-        // keep arriving, so one commit serves all of them.
-        loop {
-            while batch.len() < max_batch {
-                match rx.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
-            }
-            if batch.len() >= max_batch {
-                break;
-            }
-            tokio::task::yield_now().await;
-            if rx.is_empty() {
-                break;
-            }
-        }
-        run_batch(&mut conn, &mut cache, &mut batch, &cfg).await;
+        gather(&mut rx, &mut batch, max_batch).await;
+        run_batch(&mut conn, &mut cache, batch.drain(..), &cfg).await;
     }
     let _ = sqlx::Connection::close(conn).await;
 }
 
+/// Callers answered by the previous commit are usually about to enqueue
+/// their next job. Yield (never sleep) while new jobs keep arriving, so
+/// one commit serves all of them.
+async fn gather(
+    rx: &mut mpsc::Receiver<Box<dyn Queued>>,
+    batch: &mut Vec<Box<dyn Queued>>,
+    max_batch: usize,
+) {
+    loop {
+        while batch.len() < max_batch {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        if batch.len() >= max_batch {
+            return;
+        }
+        tokio::task::yield_now().await;
+        if rx.is_empty() {
+            return;
+        }
+    }
+}
+
 async fn run_batch(
     conn: &mut SqliteConnection,
-    cache: &mut RecordCache,
-    batch: &mut Vec<Job>,
+    cache: &mut Cache,
+    mut jobs: impl Iterator<Item = Box<dyn Queued>>,
     cfg: &Config,
 ) {
-    if let Err(e) = conn.execute("BEGIN IMMEDIATE").await {
-        fail_all(
-            batch.drain(..).map(|j| j.reply),
-            "opening a write transaction",
-            &e,
-        );
-        return;
-    }
-    if let Err(e) = cache.validate(conn).await {
+    let opened = match conn.execute("BEGIN IMMEDIATE").await {
+        Ok(_) => validate(cache, conn).await,
+        Err(e) => Err(map_err("opening a write transaction", e)),
+    };
+    if let Err(e) = opened {
         let _ = conn.execute("ROLLBACK").await;
         cache.clear();
-        fail_all(
-            batch.drain(..).map(|j| j.reply),
-            "opening a write transaction",
-            &e,
-        );
+        let failure = Failure::new("opening a write transaction", &e);
+        jobs.for_each(|j| j.fail(&failure));
         return;
     }
-    let mut done: Vec<(Reply, Result<Answer, LedgerError>)> = Vec::with_capacity(batch.len());
-    let mut jobs = batch.drain(..);
-    for job in jobs.by_ref() {
+    let mut done: Vec<Box<dyn Reply>> = Vec::new();
+    while let Some(job) = jobs.next() {
         let mut store = SqlStore {
             conn: &mut *conn,
             cache: Some(&mut *cache),
         };
-        match execute(&mut store, job.cmd, cfg).await {
-            Ok(answer) => done.push((job.reply, answer)),
-            Err(e) => {
+        match job.execute(&mut store, cfg).await {
+            Ok(reply) => done.push(reply),
+            Err((e, reply)) => {
                 let _ = conn.execute("ROLLBACK").await;
                 cache.clear();
-                let replies = done
-                    .into_iter()
-                    .map(|(r, _)| r)
-                    .chain(std::iter::once(job.reply))
-                    .chain(jobs.map(|j| j.reply));
-                fail_all(replies, "writing a batch", &e);
+                let failure = Failure::new("writing a batch", &e);
+                done.into_iter()
+                    .chain(std::iter::once(reply))
+                    .for_each(|r| r.send(Some(&failure)));
+                jobs.for_each(|j| j.fail(&failure));
                 return;
             }
         }
     }
-    drop(jobs);
-    if let Err(e) = conn.execute("COMMIT").await {
-        let _ = conn.execute("ROLLBACK").await;
-        cache.clear();
-        fail_all(done.into_iter().map(|(r, _)| r), "committing a batch", &e);
-        return;
-    }
-    for (reply, answer) in done {
-        let _ = reply.send(answer);
-    }
-}
-
-fn fail_all(
-    replies: impl Iterator<Item = Reply>,
-    context: &'static str,
-    e: &dyn std::fmt::Display,
-) {
-    let message = e.to_string();
-    tracing::warn!(context, error = %message, "ledger write failed; transaction rolled back");
-    for r in replies {
-        let _ = r.send(Err(LedgerError::Unavailable {
-            context,
-            message: message.clone(),
-        }));
+    let failure = match conn.execute("COMMIT").await {
+        Ok(_) => None,
+        Err(e) => {
+            let _ = conn.execute("ROLLBACK").await;
+            cache.clear();
+            Some(Failure::new("committing a batch", &e))
+        }
+    };
+    for reply in done {
+        reply.send(failure.as_ref());
     }
 }

@@ -7,13 +7,20 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 use handover_ledger::{
-    Claim, Dispatch, Ledger, OperationRequest, Owner, ReleaseReason, UnknownReport,
+    Claim, Dispatch, Ledger, OperationRequest, Owner, ReleaseReason, State, UnknownReport,
 };
 
 use super::executor::{DispatchContext, Executor, ExecutorError, ExecutorOutcome};
 use super::{PerformOptions, PerformOutcome, WriteGate};
 use crate::config::{ActionContract, defaults};
 use crate::error::RouterError;
+
+/// What came of calling the executor.
+enum Answer {
+    Returned(Result<ExecutorOutcome, ExecutorError>),
+    Panicked,
+    TimedOut(std::time::Duration),
+}
 
 /// If the caller drops `perform` after the dispatch was recorded, the
 /// outcome is unknown: record it at once instead of waiting for the lease.
@@ -99,72 +106,105 @@ impl WriteGate {
             remaining,
         };
         let call = AssertUnwindSafe(executor.execute(ctx)).catch_unwind();
-        let result = tokio::time::timeout(remaining, call).await;
-        let outcome = match result {
-            Err(_elapsed) => {
-                self.record_unknown(
-                    &claim,
-                    contract,
-                    "executor timed out after dispatch",
-                    format!("no answer within {remaining:?}"),
-                )
-                .await
-            }
-            Ok(Err(_panic)) => {
-                self.record_unknown(
-                    &claim,
-                    contract,
-                    "executor panicked after dispatch",
-                    "panic".into(),
-                )
-                .await
-            }
-            Ok(Ok(Err(e))) if !e.was_sent() => self.record_not_sent(&claim, e).await,
-            Ok(Ok(Err(e))) => {
-                self.record_unknown(
-                    &claim,
-                    contract,
-                    "destination outcome unknown",
-                    e.evidence().to_owned(),
-                )
-                .await
-            }
-            Ok(Ok(Ok(ExecutorOutcome::Confirmed(result)))) => {
-                match self.ledger.confirm(&claim, result.clone(), None).await {
-                    Ok(rec) => Ok({
-                        crate::metrics::confirmed_action(
-                            req.action().as_str(),
-                            rec.updated_at.saturating_since(rec.created_at),
-                        );
-                        PerformOutcome::Confirmed {
-                            result,
-                            attempt: claim.attempt_number,
-                        }
-                    }),
-                    Err(source) => Err(RouterError::OutcomeNotRecorded {
-                        outcome: "confirmed",
-                        source,
-                    }),
-                }
-            }
-            Ok(Ok(Ok(ExecutorOutcome::Rejected { reason, evidence }))) => {
-                match self
-                    .ledger
-                    .reject(&claim, reason.clone(), evidence.clone())
-                    .await
-                {
-                    Ok(_) => Ok(PerformOutcome::Rejected { reason, evidence }),
-                    Err(source) => Err(RouterError::OutcomeNotRecorded {
-                        outcome: "rejected",
-                        source,
-                    }),
-                }
-            }
+        let answer = match tokio::time::timeout(remaining, call).await {
+            Ok(Ok(answer)) => Answer::Returned(answer),
+            Ok(Err(_panic)) => Answer::Panicked,
+            Err(_elapsed) => Answer::TimedOut(remaining),
         };
+        let outcome = self.record(req, &claim, contract, answer).await;
         // Recorded (or the ledger refused and lease expiry will take over):
         // nothing left for the drop guard to do.
         guard.armed = None;
         outcome
+    }
+
+    /// Records what the executor said (or did not say) about one dispatch.
+    async fn record(
+        &self,
+        req: &OperationRequest,
+        claim: &Claim,
+        contract: &ActionContract,
+        answer: Answer,
+    ) -> Result<PerformOutcome, RouterError> {
+        let (reason, evidence) = match answer {
+            Answer::TimedOut(remaining) => (
+                "executor timed out after dispatch",
+                format!("no answer within {remaining:?}"),
+            ),
+            Answer::Panicked => ("executor panicked after dispatch", "panic".into()),
+            Answer::Returned(Err(e)) if !e.was_sent() => {
+                return self.record_not_sent(claim, e).await;
+            }
+            Answer::Returned(Err(e)) => ("destination outcome unknown", e.evidence().to_owned()),
+            Answer::Returned(Ok(ExecutorOutcome::Confirmed(result))) => {
+                return self.record_confirmed(req, claim, result).await;
+            }
+            Answer::Returned(Ok(ExecutorOutcome::Rejected { reason, evidence })) => {
+                return match self
+                    .ledger
+                    .reject(claim, reason.clone(), evidence.clone())
+                    .await
+                {
+                    Ok(_) => Ok(PerformOutcome::Rejected { reason, evidence }),
+                    Err(source) => Err(self.not_recorded(claim, "rejected", source).await),
+                };
+            }
+        };
+        self.record_unknown(claim, contract, reason, evidence).await
+    }
+
+    async fn record_confirmed(
+        &self,
+        req: &OperationRequest,
+        claim: &Claim,
+        result: serde_json::Value,
+    ) -> Result<PerformOutcome, RouterError> {
+        let rec = match self.ledger.confirm(claim, result.clone(), None).await {
+            Ok(rec) => rec,
+            Err(source) => return Err(self.not_recorded(claim, "confirmed", source).await),
+        };
+        crate::metrics::confirmed_action(
+            req.action().as_str(),
+            rec.updated_at.saturating_since(rec.created_at),
+        );
+        // The recorded (canonical) form, which every replay returns too, not
+        // the executor's own value.
+        let result = match rec.state {
+            State::Confirmed { result, .. } => result,
+            _ => result,
+        };
+        Ok(PerformOutcome::Confirmed {
+            result,
+            attempt: claim.attempt_number,
+        })
+    }
+
+    /// The destination answered definitively but the ledger refused to
+    /// record the answer. If the answer itself is invalid (e.g. a number
+    /// that cannot be recorded exactly), the operation is recorded `unknown`
+    /// at once, for a human with the evidence; otherwise (ledger
+    /// unavailable, claim lost) lease expiry makes it `unknown`. Either way
+    /// it is never executed again automatically.
+    async fn not_recorded(
+        &self,
+        claim: &Claim,
+        outcome: &'static str,
+        source: handover_ledger::LedgerError,
+    ) -> RouterError {
+        if source.field().is_some() {
+            let report = UnknownReport {
+                reason: format!(
+                    "the destination answered {outcome}, but its answer cannot be recorded"
+                ),
+                evidence: Some(source.to_string()),
+                owner: Owner::Review,
+                next_check_at: None,
+            };
+            if let Err(e) = self.ledger.mark_unknown(claim, report).await {
+                tracing::warn!(error = %e, "could not record an unrecordable answer as unknown");
+            }
+        }
+        RouterError::OutcomeNotRecorded { outcome, source }
     }
 
     async fn record_unknown(
@@ -177,7 +217,7 @@ impl WriteGate {
         let report = self.unknown_report(contract, reason, evidence);
         match self.ledger.mark_unknown(claim, report).await {
             Ok(rec) => match rec.state {
-                handover_ledger::State::Unknown(info) => Ok(PerformOutcome::Unresolved(info)),
+                State::Unknown(info) => Ok(PerformOutcome::Unresolved(info)),
                 other => Err(RouterError::Unsupported(format!(
                     "ledger recorded {} instead of unknown",
                     other.kind().as_str()

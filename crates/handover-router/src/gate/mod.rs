@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use handover_ledger::{
-    BeginOptions, BeginOutcome, BlockWidth, Clock, Ledger, Limits, OperationRequest,
+    ApproveOutcome, BeginOptions, BeginOutcome, BlockWidth, Clock, Ledger, Limits, OperationRequest,
 };
 
 pub use executor::{DispatchContext, Executor, ExecutorError, ExecutorOutcome};
@@ -148,6 +148,23 @@ impl WriteGate {
                 BlockSetting::Action => BlockWidth::Action,
             },
         }
+    }
+
+    /// Records what the user approved — action, key and exact parameters —
+    /// durably as `planned`, before any model proposes anything. From then
+    /// on no proposal under this key with other parameters is executed
+    /// (it gets [`PerformOutcome::Conflict`]), whichever model makes it and
+    /// even if the process restarts and the application no longer has the
+    /// parameters at hand. Approving the same parameters again changes
+    /// nothing; other parameters are answered
+    /// [`ApproveOutcome::Conflict`] and never replace the approved ones.
+    pub async fn approve(&self, req: &OperationRequest) -> Result<ApproveOutcome, RouterError> {
+        let outcome = self.ledger.approve(req).await?;
+        tracing::debug!(
+            scope = %req.id().scope, key = %req.id().key, action = %req.action(),
+            ?outcome, "approval recorded"
+        );
+        Ok(outcome)
     }
 
     /// Runs one business action through the ledger (see the module docs).

@@ -9,7 +9,8 @@ use handover_ledger::{Fingerprint, OperationId, Terminal, Timestamp, UnknownInfo
 pub enum PerformOutcome {
     /// Executed now and confirmed by the destination.
     Confirmed {
-        /// The destination's result.
+        /// The destination's result as recorded (canonical form): exactly
+        /// what every later replay returns.
         result: serde_json::Value,
         /// Which dispatch this was (1 = first, 2 = a re-send with the same key).
         attempt: u32,
@@ -30,8 +31,9 @@ pub enum PerformOutcome {
         /// When its lease runs out.
         lease_until: Timestamp,
     },
-    /// The identity was approved with other parameters: refused, nothing
-    /// executed, the approved parameters are unchanged.
+    /// The identity was approved with other parameters (in the ledger, or
+    /// by the [`KeyPolicy`](super::KeyPolicy)'s approved parameters): refused,
+    /// nothing claimed or executed, the approved parameters are unchanged.
     Conflict {
         /// Fingerprint of the approved parameters.
         recorded: Fingerprint,

@@ -4,6 +4,16 @@
 //! model that re-proposes the same approved action under a new tool-call id
 //! maps to the same operation (and gets the recorded outcome), and one that
 //! proposes changed parameters gets a conflict.
+//!
+//! Two ways to bind the parameters (`docs/ledger.md`, "Approvals"):
+//! * **light**: the approval names action and key only; the first proposal
+//!   that reaches the ledger records the parameters, and every later one
+//!   must match them;
+//! * **explicit**: the application records the user's approval with its
+//!   parameters ([`WriteGate::approve`], durable) and/or gives the policy
+//!   the approved parameters ([`FixedApproval::with_params`]): then no
+//!   proposal with other parameters is ever executed, whichever model makes
+//!   it first, even after a restart that lost the first proposal.
 
 use handover_ledger::OperationRequest;
 use handover_providers::ToolCall;
@@ -75,20 +85,75 @@ pub struct OperationKey {
 pub trait KeyPolicy: Send + Sync {
     /// The approved identity for this call, or `None` if nothing approved it.
     fn key_for(&self, call: &ProposedCall) -> Option<OperationKey>;
+
+    /// The parameters the user approved for this call, if the approval names
+    /// them. A proposal whose canonical parameters differ is then refused as
+    /// a conflict before anything is claimed or sent. `None` (the default)
+    /// leaves the binding to the ledger: what it recorded first (an explicit
+    /// [`WriteGate::approve`], or the first proposal) binds.
+    fn approved_params(&self, call: &ProposedCall) -> Option<&serde_json::Value> {
+        let _ = call;
+        None
+    }
 }
 
-/// The common case: one approved action under one key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The common case: one approved action under one key, optionally with the
+/// exact parameters the user approved.
+///
+/// ```
+/// use handover_router::gate::FixedApproval;
+/// use serde_json::json;
+///
+/// // Light: the first proposal that reaches the ledger binds the parameters.
+/// let light = FixedApproval::new("customer-42", "K-701", "create_shipment");
+/// // Explicit: only these parameters may ever run under K-701.
+/// let bound = FixedApproval::new("customer-42", "K-701", "create_shipment")
+///     .with_params(json!({"sku": "KETTLE", "qty": 1}));
+/// # let _ = (light, bound);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
 pub struct FixedApproval {
     /// The approved action.
     pub action: String,
     /// Its identity.
     pub key: OperationKey,
+    /// The approved parameters, if the approval names them.
+    pub params: Option<serde_json::Value>,
+}
+
+impl FixedApproval {
+    /// `action` approved under `(scope, key)`, parameters not named.
+    pub fn new(
+        scope: impl Into<String>,
+        key: impl Into<String>,
+        action: impl Into<String>,
+    ) -> Self {
+        Self {
+            action: action.into(),
+            key: OperationKey {
+                scope: scope.into(),
+                key: key.into(),
+            },
+            params: None,
+        }
+    }
+
+    /// Binds the approval to exactly `params` (compared canonically: member
+    /// order and number spelling do not matter, values do).
+    #[must_use]
+    pub fn with_params(mut self, params: serde_json::Value) -> Self {
+        self.params = Some(params);
+        self
+    }
 }
 
 impl KeyPolicy for FixedApproval {
     fn key_for(&self, call: &ProposedCall) -> Option<OperationKey> {
         (call.action == self.action).then(|| self.key.clone())
+    }
+
+    fn approved_params(&self, call: &ProposedCall) -> Option<&serde_json::Value> {
+        self.params.as_ref().filter(|_| call.action == self.action)
     }
 }
 
@@ -110,6 +175,11 @@ impl WriteGate {
 
     /// Performs a model's proposed call under the application's approval;
     /// the tool-call id, provider and model are recorded as attempt metadata.
+    ///
+    /// If the approval names its parameters and the proposal's differ, the
+    /// answer is [`PerformOutcome::Conflict`] and nothing is claimed, sent or
+    /// written. Otherwise the ledger decides, as in [`WriteGate::perform`]:
+    /// a key approved there with other parameters is a conflict too.
     pub async fn perform_call(
         &self,
         call: &ProposedCall,
@@ -118,6 +188,18 @@ impl WriteGate {
         opts: PerformOptions<'_>,
     ) -> Result<PerformOutcome, RouterError> {
         let req = self.request_for_call(call, policy)?;
+        if let Some(approved) = policy.approved_params(call) {
+            let id = req.id();
+            let approved =
+                self.request(id.scope.as_str(), id.key.as_str(), &call.action, approved)?;
+            if approved.fingerprint() != req.fingerprint() {
+                crate::metrics::operation(&call.action, "conflict");
+                return Ok(PerformOutcome::Conflict {
+                    recorded: approved.fingerprint(),
+                    requested: req.fingerprint(),
+                });
+            }
+        }
         let metadata = call.metadata();
         let opts = PerformOptions {
             metadata: Some(opts.metadata.unwrap_or(&metadata)),
