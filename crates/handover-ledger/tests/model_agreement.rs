@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use handover_ledger::{
-    BeginOptions, BeginOutcome, Claim, Dispatch, Ledger, LedgerError, Limits, ManualClock,
+    ApproveOutcome, BeginOptions, BeginOutcome, Claim, Dispatch, Ledger, LedgerError, Limits,
+    ManualClock,
     MemoryLedger, OperationId, OperationRequest, Owner, ReleaseReason, Resolution, ResolvedAs,
     Retention, SqliteLedger, SqliteOptions, StateKind, Terminal, Timestamp, UnknownReport,
 };
@@ -58,6 +59,21 @@ async fn real(
         Err(e) => Ans::Err(err_kind(&e)),
     };
     match *op {
+        Op::Approve { key, variant } => {
+            match ledger.approve(&request(key, variant)).await.expect("approve") {
+                ApproveOutcome::Planned => Ans::Planned,
+                ApproveOutcome::AlreadyApproved { state } => Ans::Approved(state),
+                ApproveOutcome::Conflict { .. } => Ans::Conflict,
+                ApproveOutcome::Replayed(Terminal::Confirmed { .. }) => {
+                    Ans::Replayed(StateKind::Confirmed)
+                }
+                ApproveOutcome::Replayed(Terminal::Rejected { .. }) => {
+                    Ans::Replayed(StateKind::Rejected)
+                }
+                ApproveOutcome::Replayed(Terminal::Tombstone { state, .. }) => Ans::Replayed(state),
+                ApproveOutcome::Cancelled { .. } => Ans::Cancelled,
+            }
+        }
         Op::Begin { key, variant } => {
             match ledger
                 .begin(&request(key, variant), &opts)
@@ -223,6 +239,7 @@ fn expected(model: &mut Model, claims: &[(Claim, u8)], op: &Op) -> Ans {
         ))
     };
     match *op {
+        Op::Approve { key, variant } => model.approve(key, variant),
         Op::Begin { key, variant } => model.begin(key, variant),
         Op::Dispatch { claim, tamper }
         | Op::Confirm { claim, tamper }

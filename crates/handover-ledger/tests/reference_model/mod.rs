@@ -12,6 +12,7 @@ pub(crate) const WINDOW_MS: i64 = 60_000;
 
 #[derive(Clone, Debug)]
 pub(crate) enum Op {
+    Approve { key: u8, variant: u8 },
     Begin { key: u8, variant: u8 },
     Dispatch { claim: usize, tamper: bool },
     Confirm { claim: usize, tamper: bool },
@@ -30,6 +31,7 @@ pub(crate) enum Op {
 pub(crate) fn op() -> impl Strategy<Value = Op> {
     let key = 0u8..3;
     prop_oneof![
+        1 => (key.clone(), 0u8..2).prop_map(|(key, variant)| Op::Approve { key, variant }),
         4 => (key.clone(), 0u8..2).prop_map(|(key, variant)| Op::Begin { key, variant }),
         3 => (any::<usize>(), prop::bool::weighted(0.1)).prop_map(|(claim, tamper)| Op::Dispatch { claim, tamper }),
         2 => (any::<usize>(), prop::bool::weighted(0.1)).prop_map(|(claim, tamper)| Op::Confirm { claim, tamper }),
@@ -49,6 +51,8 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
 /// A backend-independent summary of an answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Ans {
+    Planned,
+    Approved(StateKind),
     Started(u64),
     InProgress(StateKind),
     Conflict,
@@ -133,6 +137,30 @@ impl Model {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// Records the approval of a new key as planned; otherwise only answers.
+    pub(crate) fn approve(&mut self, key: u8, variant: u8) -> Ans {
+        let Some(m) = self.ops.get(&key) else {
+            let planned = Mop {
+                variant,
+                st: Ms::Planned,
+                epoch: 0,
+                dc: 0,
+                first: None,
+            };
+            self.ops.insert(key, planned);
+            return Ans::Planned;
+        };
+        if m.variant != variant {
+            return Ans::Conflict;
+        }
+        match m.st {
+            Ms::Confirmed => Ans::Replayed(StateKind::Confirmed),
+            Ms::Rejected => Ans::Replayed(StateKind::Rejected),
+            Ms::Cancelled => Ans::Cancelled,
+            st => Ans::Approved(kind(st)),
         }
     }
 
