@@ -170,7 +170,7 @@ pub(crate) fn canonical_json(
             ),
         ));
     }
-    crate::ijson::check_value(&crate::ijson::Path::root(field), v)?;
+    crate::ijson::check_value(field, v)?;
     let text = serde_json_canonicalizer::to_string(v).map_err(|e| {
         ValidationError::new(field, format!("cannot be canonicalised (RFC 8785): {e}"))
     })?;

@@ -32,97 +32,110 @@ const MAX_EXACT_DOUBLE: f64 = 9_007_199_254_740_991.0;
 /// JCS writes integral doubles below this magnitude as integer literals.
 const INTEGER_NOTATION_BELOW: f64 = 1e21;
 
-/// A JSON path under construction: `params`, `params.items[2].batch`,
-/// `result["odd key"]`.
-#[derive(Clone, Debug)]
-pub(crate) struct Path(String);
-
-impl Path {
-    pub(crate) fn root(field: &str) -> Self {
-        Self(field.to_owned())
-    }
-
-    fn key(&self, key: &str) -> Self {
-        let mut p = self.0.clone();
-        let plain = !key.is_empty()
-            && !key.starts_with(|c: char| c.is_ascii_digit())
-            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if plain {
-            if !p.is_empty() {
-                p.push('.');
-            }
-            p.push_str(key);
-        } else {
-            let quoted = serde_json::to_string(key).unwrap_or_default();
-            let _ = write!(p, "[{quoted}]");
-        }
-        Self(p)
-    }
-
-    fn index(&self, i: usize) -> Self {
-        let mut p = self.0.clone();
-        let _ = write!(p, "[{i}]");
-        Self(p)
-    }
-
-    fn refuse(&self, reason: String) -> ValidationError {
-        let field = if self.0.is_empty() { "body" } else { &self.0 };
-        ValidationError::new(field.to_owned(), reason)
-    }
+/// One step of a JSON path.
+#[derive(Clone, Copy, Debug)]
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
 }
 
-fn integer_out_of_range(path: &Path, text: &str) -> ValidationError {
-    path.refuse(format!(
+/// Writes `root` and `steps` as a path: `params.items[2].batch`,
+/// `result["odd key"]`, `body` for the root of a bare text.
+fn path<'a>(root: &str, steps: impl IntoIterator<Item = Step<'a>>) -> String {
+    let mut p = root.to_owned();
+    for step in steps {
+        match step {
+            Step::Index(i) => {
+                let _ = write!(p, "[{i}]");
+            }
+            Step::Key(k)
+                if !k.is_empty()
+                    && !k.starts_with(|c: char| c.is_ascii_digit())
+                    && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+            {
+                if !p.is_empty() {
+                    p.push('.');
+                }
+                p.push_str(k);
+            }
+            Step::Key(k) => {
+                let quoted = serde_json::to_string(k).unwrap_or_default();
+                let _ = write!(p, "[{quoted}]");
+            }
+        }
+    }
+    if p.is_empty() { "body".to_owned() } else { p }
+}
+
+fn integer_out_of_range(text: &str) -> String {
+    format!(
         "integer {text} is outside ±(2^53−1) and cannot be recorded exactly \
          (I-JSON, RFC 7493); send it as a string"
-    ))
+    )
 }
 
-/// Checks a number given as a double (what a `serde_json::Value` holds).
-fn check_double(path: &Path, x: f64) -> Result<(), ValidationError> {
+/// Why a number given as a double (what a `serde_json::Value` holds) cannot
+/// be recorded exactly, if it cannot.
+fn check_double(x: f64) -> Result<(), String> {
     let integral_literal = x.fract() == 0.0 && x.abs() < INTEGER_NOTATION_BELOW;
     if integral_literal && x.abs() > MAX_EXACT_DOUBLE {
-        return Err(integer_out_of_range(path, &format!("{x:.0}")));
+        return Err(integer_out_of_range(&format!("{x:.0}")));
     }
     Ok(())
 }
 
-/// Checks every number in `v`; the error names the path below `path`.
-pub(crate) fn check_value(path: &Path, v: &serde_json::Value) -> Result<(), ValidationError> {
-    // Iterative, like the depth check: a hostile document cannot overflow the stack.
-    let mut stack = vec![(path.clone(), v)];
-    while let Some((path, v)) = stack.pop() {
-        match v {
-            serde_json::Value::Number(n) => check_number(&path, n)?,
-            serde_json::Value::Array(items) => {
-                stack.extend(
-                    items
-                        .iter()
-                        .enumerate()
-                        .rev()
-                        .map(|(i, v)| (path.index(i), v)),
-                );
-            }
-            serde_json::Value::Object(map) => {
-                stack.extend(map.iter().rev().map(|(k, v)| (path.key(k), v)));
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-fn check_number(path: &Path, n: &serde_json::Number) -> Result<(), ValidationError> {
+fn check_number(n: &serde_json::Number) -> Result<(), String> {
     let exact = match (n.as_i64(), n.as_u64()) {
         (Some(i), _) => Some(i.unsigned_abs()),
         (None, Some(u)) => Some(u),
         (None, None) => None,
     };
     match exact {
-        Some(m) if m > MAX_EXACT_INTEGER => Err(integer_out_of_range(path, &n.to_string())),
+        Some(m) if m > MAX_EXACT_INTEGER => Err(integer_out_of_range(&n.to_string())),
         Some(_) => Ok(()),
-        None => check_double(path, n.as_f64().unwrap_or(0.0)),
+        None => check_double(n.as_f64().unwrap_or(0.0)),
     }
+}
+
+/// Checks every number in `v`; the error's field is the number's path
+/// below `root` (built only when one is refused).
+pub(crate) fn check_value(root: &str, v: &serde_json::Value) -> Result<(), ValidationError> {
+    use serde_json::Value;
+    // Iterative, like the depth check: a hostile document cannot overflow
+    // the stack. `steps[i]` = (parent, step) of the i-th container or number.
+    let mut steps: Vec<(usize, Option<Step<'_>>)> = vec![(0, None)];
+    let mut todo = vec![(0, v)];
+    while let Some((at, v)) = todo.pop() {
+        let children: Box<dyn Iterator<Item = (Step<'_>, &Value)>> = match v {
+            Value::Number(n) => {
+                let Err(reason) = check_number(n) else {
+                    continue;
+                };
+                let mut chain = Vec::new();
+                let mut i = at;
+                while let (parent, Some(step)) = steps[i] {
+                    chain.push(step);
+                    i = parent;
+                }
+                return Err(ValidationError::new(
+                    path(root, chain.into_iter().rev()),
+                    reason,
+                ));
+            }
+            Value::Array(items) => {
+                Box::new(items.iter().enumerate().map(|(i, v)| (Step::Index(i), v)))
+            }
+            Value::Object(map) => Box::new(map.iter().map(|(k, v)| (Step::Key(k), v))),
+            _ => continue,
+        };
+        for (step, child) in children {
+            if matches!(child, Value::Number(_) | Value::Array(_) | Value::Object(_)) {
+                steps.push((at, Some(step)));
+                todo.push((steps.len() - 1, child));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks the numbers of a JSON text as written, before a parser rounds
@@ -145,28 +158,32 @@ pub fn validate_json_text(text: &str) -> Result<(), ValidationError> {
     scan::numbers(text, check_token)
 }
 
-/// Checks one number token.
-fn check_token(path: &Path, token: &str) -> Result<(), ValidationError> {
+/// Why one number token cannot be recorded exactly, if it cannot.
+fn check_token(token: &str) -> Result<(), String> {
     let is_integer_literal = !token.contains(['.', 'e', 'E']);
     let Ok(x) = token.parse::<f64>() else {
-        return Err(path.refuse(format!("{token} is not a number")));
+        return Err(format!("{token} is not a number"));
     };
     if !x.is_finite() {
-        return Err(path.refuse(format!(
+        return Err(format!(
             "number {token} is beyond the range of a double (I-JSON, RFC 7493)"
-        )));
+        ));
+    }
+    // Fast path: short integers are exact.
+    if is_integer_literal && token.trim_start_matches('-').len() < 16 {
+        return Ok(());
     }
     let exact = same_decimal(token, &format!("{x:e}"));
     if is_integer_literal && !exact {
-        return Err(integer_out_of_range(path, token));
+        return Err(integer_out_of_range(token));
     }
     if !exact {
-        return Err(path.refuse(format!(
+        return Err(format!(
             "number {token} cannot be recorded exactly (it would become {x}); \
              send it as a string"
-        )));
+        ));
     }
-    check_double(path, x)
+    check_double(x)
 }
 
 /// A decimal number as `(negative, significant digits, exponent)`, with
@@ -197,102 +214,109 @@ fn same_decimal(a: &str, b: &str) -> bool {
     decimal(a) == decimal(b)
 }
 
-/// A minimal walk over JSON text that reports each number token with its
-/// path. It trusts the text's syntax (a parser checks that separately).
+/// A minimal walk over JSON text that checks each number token and names
+/// the path of the first refused one. It trusts the text's syntax (a parser
+/// checks that separately).
 mod scan {
-    use super::Path;
+    use super::{Step, path};
     use crate::error::ValidationError;
 
-    enum Frame {
-        Object { path: Path, key: Option<String> },
-        Array { path: Path, next: usize },
+    enum Frame<'a> {
+        /// The raw (still escaped, quoted) key of the current member.
+        Object(Option<&'a str>),
+        Array(usize),
     }
 
     /// The path of the value that starts at the current position.
-    fn value_path(stack: &[Frame]) -> Path {
-        match stack.last() {
-            None => Path::root(""),
-            Some(Frame::Object { path, key }) => path.key(key.as_deref().unwrap_or("")),
-            Some(Frame::Array { path, next }) => path.index(*next),
-        }
+    fn value_path(stack: &[Frame<'_>]) -> String {
+        let keys: Vec<String> = stack
+            .iter()
+            .map(|f| match f {
+                Frame::Object(raw) => {
+                    serde_json::from_str(raw.unwrap_or("\"\"")).unwrap_or_default()
+                }
+                Frame::Array(_) => String::new(),
+            })
+            .collect();
+        let steps = stack.iter().zip(&keys).map(|(f, k)| match f {
+            Frame::Object(_) => Step::Key(k),
+            Frame::Array(i) => Step::Index(*i),
+        });
+        path("", steps)
     }
 
     /// After a value ends: the next array element gets the next index.
-    fn value_done(stack: &mut [Frame]) {
-        if let Some(Frame::Array { next, .. }) = stack.last_mut() {
+    fn value_done(stack: &mut [Frame<'_>]) {
+        if let Some(Frame::Array(next)) = stack.last_mut() {
             *next += 1;
         }
     }
 
-    /// The end of the string starting at `start` (the opening quote), and its text.
-    fn string(text: &str, start: usize) -> (usize, String) {
+    /// The raw string (with its quotes) starting at `start`, and the index after it.
+    fn string(text: &str, start: usize) -> (&str, usize) {
         let bytes = text.as_bytes();
         let mut i = start + 1;
         while i < bytes.len() && bytes[i] != b'"' {
             i += if bytes[i] == b'\\' { 2 } else { 1 };
         }
-        let raw = text.get(start..=i.min(text.len() - 1)).unwrap_or("\"\"");
-        (i + 1, serde_json::from_str(raw).unwrap_or_default())
+        let end = (i + 1).min(text.len());
+        (text.get(start..end).unwrap_or("\"\""), end)
+    }
+
+    /// The index after the run of bytes at `start` that `part` accepts.
+    fn run(text: &str, start: usize, part: fn(u8) -> bool) -> usize {
+        text.as_bytes()[start..]
+            .iter()
+            .position(|b| !part(*b))
+            .map_or(text.len(), |n| start + n)
     }
 
     pub(super) fn numbers(
         text: &str,
-        mut on_number: impl FnMut(&Path, &str) -> Result<(), ValidationError>,
+        check: fn(&str) -> Result<(), String>,
     ) -> Result<(), ValidationError> {
         let bytes = text.as_bytes();
-        let mut stack: Vec<Frame> = Vec::new();
+        let mut stack: Vec<Frame<'_>> = Vec::new();
         let mut i = 0;
         while i < bytes.len() {
             match bytes[i] {
-                b'{' => {
-                    let path = value_path(&stack);
-                    stack.push(Frame::Object { path, key: None });
-                    i += 1;
-                }
-                b'[' => {
-                    let path = value_path(&stack);
-                    stack.push(Frame::Array { path, next: 0 });
-                    i += 1;
-                }
+                b'{' => stack.push(Frame::Object(None)),
+                b'[' => stack.push(Frame::Array(0)),
                 b'}' | b']' => {
                     stack.pop();
                     value_done(&mut stack);
-                    i += 1;
+                }
+                b',' => {
+                    if let Some(Frame::Object(key)) = stack.last_mut() {
+                        *key = None;
+                    }
                 }
                 b'"' => {
-                    let (end, s) = string(text, i);
-                    let is_key = matches!(stack.last(), Some(Frame::Object { key: None, .. }));
+                    let (raw, end) = string(text, i);
                     match stack.last_mut() {
-                        Some(Frame::Object { key, .. }) if is_key => *key = Some(s),
+                        Some(Frame::Object(key @ None)) => *key = Some(raw),
                         _ => value_done(&mut stack),
                     }
                     i = end;
-                }
-                b',' => {
-                    if let Some(Frame::Object { key, .. }) = stack.last_mut() {
-                        *key = None;
-                    }
-                    i += 1;
+                    continue;
                 }
                 b'-' | b'0'..=b'9' => {
-                    let end = text[i..]
-                        .find(|c: char| {
-                            !(c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E'))
-                        })
-                        .map_or(text.len(), |n| i + n);
-                    on_number(&value_path(&stack), &text[i..end])?;
+                    let end = run(text, i, |b| b.is_ascii_digit() || b"+-.eE".contains(&b));
+                    if let Err(reason) = check(&text[i..end]) {
+                        return Err(ValidationError::new(value_path(&stack), reason));
+                    }
                     value_done(&mut stack);
                     i = end;
+                    continue;
                 }
                 b't' | b'f' | b'n' => {
-                    let end = text[i..]
-                        .find(|c: char| !c.is_ascii_alphabetic())
-                        .map_or(text.len(), |n| i + n);
+                    i = run(text, i, |b| b.is_ascii_alphabetic());
                     value_done(&mut stack);
-                    i = end;
+                    continue;
                 }
-                _ => i += 1,
+                _ => {}
             }
+            i += 1;
         }
         Ok(())
     }

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use handover_ledger::{
     ApproveOutcome, BeginOptions, BeginOutcome, Claim, Dispatch, Ledger, LedgerError, Limits,
-    ManualClock,
-    MemoryLedger, OperationId, OperationRequest, Owner, ReleaseReason, Resolution, ResolvedAs,
-    Retention, SqliteLedger, SqliteOptions, StateKind, Terminal, Timestamp, UnknownReport,
+    ManualClock, MemoryLedger, OperationId, OperationRequest, Owner, ReleaseReason, Resolution,
+    ResolvedAs, Retention, SqliteLedger, SqliteOptions, StateKind, Terminal, Timestamp,
+    UnknownReport,
 };
 use proptest::prelude::*;
 use serde_json::json;
@@ -60,7 +60,11 @@ async fn real(
     };
     match *op {
         Op::Approve { key, variant } => {
-            match ledger.approve(&request(key, variant)).await.expect("approve") {
+            match ledger
+                .approve(&request(key, variant))
+                .await
+                .expect("approve")
+            {
                 ApproveOutcome::Planned => Ans::Planned,
                 ApproveOutcome::AlreadyApproved { state } => Ans::Approved(state),
                 ApproveOutcome::Conflict { .. } => Ans::Conflict,
