@@ -44,6 +44,7 @@ impl<E: Clone> RecordCache<E> {
     }
 
     /// Drops the entry for `id`.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn forget(&mut self, id: &OperationId) {
         self.entries.remove(id);
     }
@@ -55,6 +56,7 @@ impl<E: Clone> RecordCache<E> {
     }
 
     /// Keeps the entries only if `stamp` is the one they were kept under.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) fn validate(&mut self, stamp: i64) {
         if self.stamp != Some(stamp) {
             self.entries.clear();

@@ -175,6 +175,7 @@ impl Job for Purge {
 /// For reconcilers sharing the work: up to `limit` due `unknown`
 /// operations no other transaction holds, each with its next check moved
 /// to `now + hold` (owner, reason and divergence kept).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) struct TakeDueUnknown {
     pub(crate) limit: usize,
     pub(crate) hold: Duration,

@@ -54,6 +54,7 @@ pub(crate) trait Store: Send {
     /// Up to `limit` `unknown` records with `next_check_at <= now`, by
     /// `(next_check_at, created_at, scope, key)`, that no other transaction
     /// holds for writing (each is then this transaction's to write).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     async fn take_due_unknown(
         &mut self,
         now: Timestamp,
@@ -91,6 +92,7 @@ pub(crate) trait Job: Send + Sync {
     /// For a claim holder's command: the operation it writes. A backend may
     /// start it from the record it last committed for that operation
     /// (PostgreSQL does, guarded by the row version).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     fn holder_of(&self) -> Option<&OperationId> {
         None
     }
@@ -99,6 +101,7 @@ pub(crate) trait Job: Send + Sync {
     /// row — by inserting a new identity, or with an answer that writes
     /// nothing (racing losers, replays, reads). A backend may then try it
     /// without the row lock first (PostgreSQL does; see `postgres::tx`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     fn try_unlocked(&self) -> bool {
         false
     }
@@ -151,6 +154,7 @@ pub(crate) async fn execute<J: Job, S: Store + ?Sized>(
 /// The answer of `job` planned on rows read outside a write transaction,
 /// when it writes nothing (a refusal writes nothing either); `None` when
 /// it would write, so it must run in a transaction.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) async fn answer_read_only<J: Job, S: Store + ?Sized>(
     job: &J,
     store: &mut S,

@@ -91,6 +91,7 @@ impl Effect {
     }
 
     /// Appends `other`'s writes after this one's.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn extend(&mut self, other: Effect) {
         self.saves.extend(other.saves);
         self.attempts.extend(other.attempts);
