@@ -178,7 +178,7 @@ impl WriteGate {
         match self.ledger.mark_unknown(claim, report).await {
             Ok(rec) => match rec.state {
                 handover_ledger::State::Unknown(info) => Ok(PerformOutcome::Unresolved(info)),
-                other => Err(RouterError::Unsupported(format!(
+                other => Err(RouterError::Internal(format!(
                     "ledger recorded {} instead of unknown",
                     other.kind().as_str()
                 ))),
