@@ -8,36 +8,25 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use handover_providers::{ChatRequest, ErrorClass, Message};
-use handover_router::config::Config;
+use handover_providers::ErrorClass;
 use handover_router::route::{AttemptResult, Router, SkipReason};
-use handover_testkit::{Flavor, MockProvider, Plan, Reply, TcpProvider, bodies};
+use handover_testkit::{Flavor, MockProvider, Plan, Reply, TcpProvider};
+
+mod support;
+
+use support::chain::{hello, overloaded, status};
 
 /// Providers `primary` and `fallback` with `breaker` as the primary's
 /// `[providers.primary.breaker]` body, and `policy_extra` in the policy.
 fn router(primary: &str, fallback: &str, breaker: &str, policy_extra: &str) -> Router {
-    let text = format!(
+    support::chain::router(&format!(
         "[ledger]\nbackend = \"memory\"\n\
          [providers.primary]\nkind = \"openai\"\nbase_url = \"{primary}\"\nmodel = \"gpt-4o-mini\"\n\
          [providers.primary.breaker]\n{breaker}\n\
          [providers.fallback]\nkind = \"deepseek\"\nbase_url = \"{fallback}\"\nmodel = \"deepseek-chat\"\n\
          [policies.default]\nchain = [\"primary\", \"fallback\"]\ndeadline = \"30s\"\n{policy_extra}\n\
          [policies.default.backoff]\ninitial = \"1s\"\nmax = \"2s\"\njitter = false\n"
-    );
-    let config = Config::parse(&text, &|_| None).unwrap();
-    Router::with_env(&config, &|_| None).unwrap()
-}
-
-fn hello() -> ChatRequest {
-    ChatRequest::new(vec![Message::user("Where is my parcel?")])
-}
-
-fn status(code: u16, message: &str, code_str: Option<&str>) -> Plan {
-    Plan::json(code, &bodies::error(message, Some("error"), code_str))
-}
-
-fn overloaded() -> Plan {
-    status(503, "The server is overloaded", None)
+    ))
 }
 
 async fn pair() -> (TcpProvider, TcpProvider) {
@@ -192,8 +181,7 @@ async fn under_load_a_few_overloads_fail_about_as_many_calls_not_everyones() {
          [policies.default]\nchain = [\"only\"]\n",
         provider.base_url()
     );
-    let config = Config::parse(&text, &|_| None).unwrap();
-    let router = Arc::new(Router::with_env(&config, &|_| None).unwrap());
+    let router = Arc::new(support::chain::router(&text));
     let (next, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let workers: Vec<_> = (0..CONCURRENCY)
         .map(|_| {

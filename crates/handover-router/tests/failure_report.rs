@@ -6,10 +6,13 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use handover_providers::{ChatRequest, ErrorClass, Message};
-use handover_router::config::Config;
+use handover_providers::ErrorClass;
 use handover_router::route::{AttemptResult, FailureReason, Router, SkipReason};
 use handover_testkit::{Flavor, Plan, TcpProvider, bodies};
+
+mod support;
+
+use support::chain::{hello, overloaded, status};
 
 /// A router over `providers` (name, mock, extra lines of its table) with
 /// one policy `default` over all of them, in order.
@@ -26,20 +29,7 @@ fn router(providers: &[(&str, &TcpProvider, &str)], policy_extra: &str) -> Route
         "[policies.default]\nchain = [{}]\ndeadline = \"30s\"\n{policy_extra}\n",
         chain.join(", ")
     ));
-    let config = Config::parse(&text, &|_| None).unwrap();
-    Router::with_env(&config, &|_| None).unwrap()
-}
-
-fn hello() -> ChatRequest {
-    ChatRequest::new(vec![Message::user("Where is my parcel?")])
-}
-
-fn status(code: u16, message: &str, code_str: Option<&str>) -> Plan {
-    Plan::json(code, &bodies::error(message, Some("error"), code_str))
-}
-
-fn overloaded() -> Plan {
-    status(503, "The server is overloaded", None)
+    support::chain::router(&text)
 }
 
 async fn start() -> TcpProvider {

@@ -6,11 +6,14 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use handover_providers::{ChatRequest, ErrorClass, Message};
-use handover_router::config::Config;
+use handover_providers::ErrorClass;
 use handover_router::route::{AttemptResult, FailureReason, Router, SkipReason};
 use handover_testkit::{After, Flavor, Plan, TcpProvider, bodies};
 use tokio::time::Instant;
+
+mod support;
+
+use support::chain::{hello, status};
 
 struct Mocks {
     primary: TcpProvider,
@@ -58,16 +61,7 @@ fn router(m: &Mocks, policy_extra: &str, provider_extra: &str) -> Router {
             "[\"public\", \"confidential\"]"
         ),
     );
-    let config = Config::parse(&text, &|_| None).unwrap();
-    Router::with_env(&config, &|_| None).unwrap()
-}
-
-fn hello() -> ChatRequest {
-    ChatRequest::new(vec![Message::user("Where is my parcel?")])
-}
-
-fn status(code: u16, message: &str, code_str: Option<&str>) -> Plan {
-    Plan::json(code, &bodies::error(message, Some("error"), code_str))
+    support::chain::router(&text)
 }
 
 fn requests(m: &Mocks) -> [usize; 3] {

@@ -1,16 +1,12 @@
 //! The non-streaming path: the chain walk with a whole-answer call.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use handover_providers::{CallOptions, ChatRequest, ChatResponse, Provider, ProviderError};
+use handover_providers::{ChatRequest, ChatResponse, Provider, ProviderError};
 
 use super::report::Completion;
 use super::task::Task;
 use super::upstream::Upstream;
-use super::walk::{Answer, Call, Needs, Tried};
+use super::walk::{Answer, Call, Needs, Tried, Try};
 use super::{Router, late};
-use crate::admission::Permit;
 use crate::error::RouterError;
 
 impl Router {
@@ -47,14 +43,14 @@ struct Whole<'r>(&'r ChatRequest);
 impl Call for Whole<'_> {
     type Output = ChatResponse;
 
-    async fn call(
-        &self,
-        task: &Task,
-        upstream: &Arc<Upstream>,
-        options: CallOptions,
-        permit: Permit,
-        started: Duration,
-    ) -> Tried<ChatResponse> {
+    async fn call(&self, at: Try<'_>) -> Tried<ChatResponse> {
+        let Try {
+            task,
+            upstream,
+            options,
+            permit,
+            started,
+        } = at;
         let result = match task.policy.abandon_after {
             None => {
                 let result = upstream.provider.chat(self.0, &options).await;

@@ -15,19 +15,17 @@ use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use handover_providers::{
-    CallOptions, ChatRequest, ChatStream, ErrorClass, Provider, ProviderError, StreamEvent,
+    ChatRequest, ChatStream, ErrorClass, Provider, ProviderError, StreamEvent,
 };
 
 use super::Router;
 use super::report::{Attempt, Partial, Skip};
 use super::task::Task;
 use super::upstream::{BreakerTicket, Upstream};
-use super::walk::{Answer, Call, Needs, Tried};
-use crate::admission::Permit;
+use super::walk::{Answer, Call, Needs, Tried, Try};
 use crate::config::CommitPoint;
 use crate::error::RouterError;
 
@@ -196,23 +194,17 @@ struct UntilCommit<'r>(&'r ChatRequest);
 impl Call for UntilCommit<'_> {
     type Output = Committed;
 
-    async fn call(
-        &self,
-        task: &Task,
-        upstream: &Arc<Upstream>,
-        options: CallOptions,
-        permit: Permit,
-        _started: Duration,
-    ) -> Tried<Committed> {
-        let tried = match upstream.provider.chat_stream(self.0, &options).await {
-            Ok(stream) => open_until_commit(upstream, stream, task.policy.commit_point).await,
+    async fn call(&self, at: Try<'_>) -> Tried<Committed> {
+        let (upstream, commit) = (at.upstream, at.task.policy.commit_point);
+        let tried = match upstream.provider.chat_stream(self.0, &at.options).await {
+            Ok(stream) => open_until_commit(upstream, stream, commit).await,
             Err(error) => Tried::Failed {
                 request_id: error.request_id().map(str::to_owned),
                 error,
                 partial: None,
             },
         };
-        drop(permit);
+        drop(at.permit);
         tried
     }
 }

@@ -81,16 +81,21 @@ pub(crate) struct Answer<T> {
 pub(crate) trait Call {
     type Output;
 
-    /// One try of `upstream` with `options`. `permit` is its concurrency
-    /// slot: hold it as long as the provider works on the request.
-    fn call(
-        &self,
-        task: &Task,
-        upstream: &Arc<Upstream>,
-        options: CallOptions,
-        permit: Permit,
-        started: Duration,
-    ) -> impl Future<Output = Tried<Self::Output>>;
+    /// Makes one try.
+    fn call(&self, at: Try<'_>) -> impl Future<Output = Tried<Self::Output>>;
+}
+
+/// One try of one provider, as the walk hands it to the [`Call`].
+pub(crate) struct Try<'a> {
+    pub(crate) task: &'a Task,
+    pub(crate) upstream: &'a Arc<Upstream>,
+    /// Timeouts cut to the budget, and the budget's request counter.
+    pub(crate) options: CallOptions,
+    /// The provider's concurrency slot: hold it as long as the provider
+    /// works on the request.
+    pub(crate) permit: Permit,
+    /// Since the task began.
+    pub(crate) started: Duration,
 }
 
 /// Why the walk leaves a provider without an answer.
@@ -186,9 +191,14 @@ async fn try_provider<C: Call>(
         };
         let permit = run.admit(upstream, failover).await?;
         let started = run.now();
-        let options = run.call_options(upstream);
         let tried = call
-            .call(run.task, upstream, options, permit, started)
+            .call(Try {
+                task: run.task,
+                upstream,
+                options: run.call_options(upstream),
+                permit,
+                started,
+            })
             .await;
         tries += 1;
         let (error, request_id, partial) = match tried {
