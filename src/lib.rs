@@ -1,8 +1,11 @@
-//! Handover: use several LLM providers with fallback without ever performing
-//! a user's business action twice, and without ever reporting an
-//! unconfirmed action as done.
+#![doc = include_str!("../README.md")]
 //!
-//! This facade re-exports the workspace crates:
+//! # The crate
+//!
+//! This facade is what an application depends on. [`Handover::open`] turns a
+//! validated [`Config`] into the ledger, the [`Router`] and the
+//! [`WriteGate`], on one clock; the names the README uses are at the top
+//! level. The workspace crates stay reachable for everything else:
 //! - [`ledger`] — the durable operation ledger (identity, states, memory /
 //!   SQLite / PostgreSQL backends);
 //! - [`providers`] — adapters for OpenAI, DeepSeek and any OpenAI-compatible
@@ -10,20 +13,28 @@
 //! - [`router`] — configuration, the shared task budget, fallback, circuit
 //!   breakers, the write gate, the reconciler and the operator queue.
 //!
-//! The most used types are also at the top level.
+//! Cargo features choose the ledger backends compiled in: `sqlite` (on by
+//! default) and `postgres`. A `[ledger]` backend left out is a configuration
+//! error naming `ledger.backend` when opening.
 
 #![forbid(unsafe_code)]
+
+mod open;
 
 pub use handover_ledger as ledger;
 pub use handover_providers as providers;
 pub use handover_router as router;
 
-pub use handover_ledger::{Ledger, MemoryLedger, OperationRequest, SqliteLedger};
-pub use handover_router::config::Config;
-pub use handover_router::gate::{PerformOptions, PerformOutcome, WriteGate};
-pub use handover_router::route::Router;
+pub use open::{Handover, HandoverOptions};
 
-/// The README's examples, compiled as doc tests so they stay true.
-#[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-struct ReadmeDoctests;
+#[cfg(feature = "sqlite")]
+pub use handover_ledger::SqliteLedger;
+pub use handover_ledger::{Ledger, MemoryLedger, OperationRequest};
+pub use handover_providers::{ChatRequest, Message};
+pub use handover_router::config::Config;
+pub use handover_router::gate::{
+    DispatchContext, ExecutorError, ExecutorOutcome, FixedApproval, OperationKey, PerformOptions,
+    PerformOutcome, ProposedCall, WriteGate,
+};
+pub use handover_router::reconcile::Reconciler;
+pub use handover_router::route::Router;

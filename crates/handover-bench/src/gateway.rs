@@ -16,13 +16,10 @@
 //! cargo run --release -p handover-bench -- gateway --rate 1000 --duration-s 30 --closed-ops 4000
 //! ```
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use handover::{Config, HandoverOptions};
 use handover_gateway::{Gateway, GatewayState, hash_token};
-use handover_ledger::{Clock, Ledger, Limits, MemoryLedger, Retention, SystemClock};
-use handover_router::config::Config;
-use handover_router::route::Router;
 use tokio::sync::mpsc;
 
 use crate::stats::{Samples, emit, round2};
@@ -64,15 +61,12 @@ scope = "bench"
     std::thread::spawn(move || {
         rt.block_on(async move {
             let started = async {
-                let router = Router::with_env(&config, &|_| None).map_err(|e| e.to_string())?;
-                let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-                let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::new(
-                    clock.clone(),
-                    Retention::default(),
-                    Limits::default(),
-                ));
-                let state =
-                    GatewayState::new(config, router, ledger, clock).map_err(|e| e.to_string())?;
+                let handover = HandoverOptions::new()
+                    .env(|_| None)
+                    .open(&config)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let state = GatewayState::new(handover).map_err(|e| e.to_string())?;
                 let gw = Gateway::with_state(state, None)
                     .await
                     .map_err(|e| e.to_string())?;

@@ -14,13 +14,13 @@
 //! liveness. The full HTTP contract is `docs/openapi.yaml`; the reasoning is
 //! in `docs/gateway.md`.
 //!
-//! Build an [`axum::Router`] with [`app`] from a [`GatewayState`], or let
-//! [`serve`] / [`Gateway::bind`] open the configured ledger, build the
-//! router and serve with graceful shutdown.
+//! Build an [`axum::Router`] with [`app`] from a [`GatewayState`] over an
+//! opened [`handover::Handover`], or let [`serve`] / [`Gateway::bind`] open
+//! what the configuration names and serve with graceful shutdown.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), handover_gateway::GatewayError> {
-//! use handover_router::config::Config;
+//! use handover::Config;
 //!
 //! let config = Config::load("config/handover.example.toml").map_err(handover_gateway::GatewayError::Router)?;
 //! let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -45,7 +45,7 @@ mod state;
 pub use api_error::ApiError;
 pub use auth::hash_token;
 pub use error::GatewayError;
-pub use serve::{Gateway, open_ledger, serve};
+pub use serve::{Gateway, serve};
 pub use state::GatewayState;
 
 /// The gateway's HTTP routes over `state`, with the configured body limit.
@@ -53,11 +53,11 @@ pub use state::GatewayState;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// use std::sync::Arc;
-/// use handover_ledger::{Limits, MemoryLedger, Retention, SystemClock};
-/// use handover_router::{config::Config, route::Router};
+/// use handover::{Config, Handover};
 ///
 /// let config = Config::parse(r#"
+///     [ledger]
+///     backend = "memory"
 ///     [providers.local]
 ///     kind = "openai_compatible"
 ///     base_url = "http://127.0.0.1:9/v1"
@@ -68,10 +68,8 @@ pub use state::GatewayState;
 ///     token_sha256 = "50f88aa457efc9d22985f9f0efd335f30b8fd187a999b69a70f11e6a8be39f4f"
 ///     scope = "tenant-1"
 /// "#, &|_| None).unwrap();
-/// let router = Router::with_env(&config, &|_| None).unwrap();
-/// let clock = Arc::new(SystemClock);
-/// let ledger = Arc::new(MemoryLedger::new(clock.clone(), Retention::default(), Limits::default()));
-/// let state = handover_gateway::GatewayState::new(config, router, ledger, clock).unwrap();
+/// let handover = Handover::open(&config).await.unwrap();
+/// let state = handover_gateway::GatewayState::new(handover).unwrap();
 /// let app: axum::Router = handover_gateway::app(state);
 /// # let _ = app;
 /// # }

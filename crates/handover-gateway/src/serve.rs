@@ -1,5 +1,5 @@
-//! Opening the configured ledger, binding, serving, and shutting down
-//! gracefully.
+//! Opening what the configuration names, binding, serving, and shutting
+//! down gracefully.
 //!
 //! Graceful shutdown stops accepting connections and lets every in-flight
 //! request finish (up to `gateway.shutdown_grace`). The gateway itself never
@@ -11,27 +11,15 @@
 
 use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::serve::ListenerExt;
-use handover_ledger::{Clock, Ledger, SystemClock};
+use handover::HandoverOptions;
 use handover_router::config::Config;
-use handover_router::route::Router;
 use tokio::net::TcpListener;
 
 use crate::error::GatewayError;
 use crate::state::GatewayState;
-
-/// Opens the ledger `config` names (memory, SQLite or PostgreSQL), with its
-/// retention and limits, on the system clock.
-pub async fn open_ledger(config: &Config) -> Result<Arc<dyn Ledger>, GatewayError> {
-    handover_router::open_ledger(config, Arc::new(SystemClock), &|var| {
-        std::env::var(var).ok()
-    })
-    .await
-    .map_err(GatewayError::Router)
-}
 
 /// A bound gateway, ready to [`run`](Gateway::run).
 #[derive(Debug)]
@@ -41,14 +29,17 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// Opens the configured ledger, builds the router (API keys from the
-    /// process environment) and binds `listen` (default: `gateway.listen`).
+    /// Opens what `config` names ([`handover::Handover`]: the ledger, the
+    /// router with API keys from the process environment, the write gate)
+    /// and binds `listen` (default: `gateway.listen`).
     pub async fn bind(config: Config, listen: Option<SocketAddr>) -> Result<Self, GatewayError> {
-        let router = Router::new(&config).map_err(GatewayError::Router)?;
-        let ledger = open_ledger(&config).await?;
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let state = GatewayState::new(config, router, ledger, clock)?;
-        Self::with_state(state, listen).await
+        crate::state::settings(&config)?;
+        let handover = HandoverOptions::new()
+            .holder(format!("gateway-{}", uuid::Uuid::now_v7()))
+            .open(&config)
+            .await
+            .map_err(GatewayError::Router)?;
+        Self::with_state(GatewayState::new(handover)?, listen).await
     }
 
     /// Binds `listen` (default: `gateway.listen`) for an already built state.

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use handover::Handover;
 use handover_ledger::{Clock, Ledger};
 use handover_router::config::{Config, GatewaySettings};
 use handover_router::gate::WriteGate;
@@ -18,45 +19,24 @@ pub struct GatewayState(Arc<Inner>);
 
 #[derive(Debug)]
 struct Inner {
-    config: Config,
+    handover: Handover,
     settings: GatewaySettings,
-    router: Router,
-    gate: WriteGate,
-    clock: Arc<dyn Clock>,
     tokens: Tokens,
     metrics: Option<PrometheusHandle>,
 }
 
 impl GatewayState {
-    /// State over an already built router and an open ledger. `config` must
-    /// have a `[gateway]` section with at least one client. Installs the
-    /// Prometheus recorder for `/metrics` unless another global recorder is
-    /// already installed (then `/metrics` answers 503).
-    pub fn new(
-        config: Config,
-        router: Router,
-        ledger: Arc<dyn Ledger>,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Self, GatewayError> {
-        let settings = config
-            .gateway()
-            .cloned()
-            .ok_or(GatewayError::NotConfigured("no [gateway] section"))?;
-        if settings.clients.is_empty() {
-            return Err(GatewayError::NotConfigured(
-                "[gateway] has no client token ([gateway.clients.NAME])",
-            ));
-        }
+    /// State over an opened [`Handover`] (ledger, router, write gate, clock).
+    /// Its configuration must have a `[gateway]` section with at least one
+    /// client. Installs the Prometheus recorder for `/metrics` unless another
+    /// global recorder is already installed (then `/metrics` answers 503).
+    pub fn new(handover: Handover) -> Result<Self, GatewayError> {
+        let settings = settings(handover.config())?.clone();
         let tokens = Tokens::from_settings(&settings)
             .map_err(|_| GatewayError::NotConfigured("invalid client scope"))?;
-        let gate = WriteGate::new(ledger, config.clone(), clock.clone())
-            .with_holder(format!("gateway-{}", uuid::Uuid::now_v7()));
         Ok(Self(Arc::new(Inner {
-            config,
+            handover,
             settings,
-            router,
-            gate,
-            clock,
             tokens,
             metrics: crate::metrics::install(),
         })))
@@ -64,7 +44,7 @@ impl GatewayState {
 
     /// The configuration.
     pub fn config(&self) -> &Config {
-        &self.0.config
+        self.0.handover.config()
     }
 
     /// The `[gateway]` settings.
@@ -74,21 +54,21 @@ impl GatewayState {
 
     /// The content router.
     pub fn router(&self) -> &Router {
-        &self.0.router
+        self.0.handover.router()
     }
 
     /// The write gate (ledger and action contracts).
     pub fn gate(&self) -> &WriteGate {
-        &self.0.gate
+        self.0.handover.gate()
     }
 
     /// The ledger.
     pub fn ledger(&self) -> &Arc<dyn Ledger> {
-        self.0.gate.ledger()
+        self.0.handover.ledger()
     }
 
     pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
-        &self.0.clock
+        self.0.handover.clock()
     }
 
     pub(crate) fn tokens(&self) -> &Tokens {
@@ -105,10 +85,23 @@ impl GatewayState {
         if let Some(p) = self.0.settings.models.get(model) {
             return Some(p);
         }
-        self.0
-            .config
+        self.config()
             .policies()
             .get_key_value(model)
             .map(|(k, _)| k.as_str())
     }
+}
+
+/// The `[gateway]` section, refused when missing or without clients (checked
+/// before anything is opened).
+pub(crate) fn settings(config: &Config) -> Result<&GatewaySettings, GatewayError> {
+    let settings = config
+        .gateway()
+        .ok_or(GatewayError::NotConfigured("no [gateway] section"))?;
+    if settings.clients.is_empty() {
+        return Err(GatewayError::NotConfigured(
+            "[gateway] has no client token ([gateway.clients.NAME])",
+        ));
+    }
+    Ok(settings)
 }

@@ -125,6 +125,7 @@ impl LedgerError {
         }
     }
 
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     pub(crate) fn unavailable(context: &'static str, e: impl std::fmt::Display) -> Self {
         Self::Unavailable {
             context,

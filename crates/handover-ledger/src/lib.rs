@@ -13,11 +13,12 @@
 //! resolves operations through it. Semantics live in a pure state machine
 //! (no I/O) shared by every backend:
 //! * [`MemoryLedger`] — tests and demos, not durable;
-//! * [`SqliteLedger`] — the embedded default (one file, WAL, `synchronous=FULL`,
-//!   group commit);
-//! * [`PostgresLedger`] — one ledger shared by many replicas (row locks,
-//!   `INSERT … ON CONFLICT`, epoch fencing), same machine and the same
-//!   `conformance` suite (cargo feature `conformance`).
+//! * `SqliteLedger` — the embedded default (one file, WAL, `synchronous=FULL`,
+//!   group commit; cargo feature `sqlite`, on by default);
+//! * `PostgresLedger` — one ledger shared by many replicas (row locks,
+//!   `INSERT … ON CONFLICT`, epoch fencing; cargo feature `postgres`),
+//!   same machine and the same `conformance` suite (cargo feature
+//!   `conformance`).
 //!
 //! See `docs/ledger.md` for states, guarantees and what is not guaranteed.
 
@@ -30,9 +31,12 @@ mod ledger;
 mod machine;
 mod memory;
 mod model;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod retention;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod row;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 
 #[cfg(feature = "conformance")]
@@ -54,6 +58,8 @@ pub use model::{
     AttemptKind, AttemptOutcome, AttemptRecord, Claim, Epoch, LEASE_EXPIRED_AFTER_DISPATCH,
     OperationRecord, Owner, State, StateKind, Terminal, UnknownInfo,
 };
+#[cfg(feature = "postgres")]
 pub use postgres::{PostgresLedger, PostgresOptions};
 pub use retention::{PurgeReport, Retention};
+#[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteLedger, SqliteOptions};

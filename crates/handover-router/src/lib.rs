@@ -17,10 +17,8 @@ pub mod config;
 mod error;
 pub mod gate;
 mod metrics;
-mod open;
 pub mod operator;
 pub mod reconcile;
 pub mod route;
 
 pub use error::RouterError;
-pub use open::{limits, open_ledger, retention};

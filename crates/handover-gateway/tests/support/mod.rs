@@ -5,13 +5,9 @@
 
 use std::sync::Arc;
 
+use handover::{Config, HandoverOptions};
 use handover_gateway::{Gateway, GatewayState, hash_token};
-use handover_ledger::{
-    Clock, Ledger, Limits, ListFilter, MemoryLedger, Retention, SqliteLedger, SqliteOptions,
-    SystemClock,
-};
-use handover_router::config::Config;
-use handover_router::route::Router;
+use handover_ledger::{Ledger, ListFilter};
 use tokio::sync::oneshot;
 
 pub(crate) const CLIENT_A: &str = "token-client-a";
@@ -60,30 +56,32 @@ impl Running {
     /// Starts a gateway for `config_text` on a fresh SQLite ledger file.
     pub(crate) async fn start(config_text: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let ledger: Arc<dyn Ledger> = Arc::new(
-            SqliteLedger::open(dir.path().join("ledger.db"), SqliteOptions::default())
-                .await
-                .unwrap(),
+        let path = dir.path().join("ledger.db");
+        let ledger = format!(
+            "[ledger]\nbackend = \"sqlite\"\npath = {:?}\n",
+            path.display().to_string()
         );
-        Self::start_on(config_text, ledger, dir).await
+        Self::start_on(&ledger, config_text, dir).await
     }
 
     /// Starts a gateway on an in-memory ledger (for paused-time tests, where
     /// a connection pool's own timers would fire early).
     pub(crate) async fn start_in_memory(config_text: &str) -> Self {
-        let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::new(
-            Arc::new(SystemClock),
-            Retention::default(),
-            Limits::default(),
-        ));
-        Self::start_on(config_text, ledger, tempfile::tempdir().unwrap()).await
+        let ledger = "[ledger]\nbackend = \"memory\"\n";
+        Self::start_on(ledger, config_text, tempfile::tempdir().unwrap()).await
     }
 
-    async fn start_on(config_text: &str, ledger: Arc<dyn Ledger>, dir: tempfile::TempDir) -> Self {
-        let config = Config::parse(config_text, &|_| None).expect("test config");
-        let router = Router::with_env(&config, &|_| None).unwrap();
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let state = GatewayState::new(config, router, ledger.clone(), clock).unwrap();
+    /// Opens `[ledger]` + `config_text` the way `handover serve` does.
+    async fn start_on(ledger: &str, config_text: &str, dir: tempfile::TempDir) -> Self {
+        let config =
+            Config::parse(&format!("{ledger}{config_text}"), &|_| None).expect("test config");
+        let handover = HandoverOptions::new()
+            .env(|_| None)
+            .open(&config)
+            .await
+            .unwrap();
+        let ledger = handover.ledger().clone();
+        let state = GatewayState::new(handover).unwrap();
         let gw = Gateway::with_state(state, None).await.unwrap();
         let addr = gw.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
