@@ -148,7 +148,7 @@ impl<'t> Run<'t> {
                     .timeouts
                     .capped(self.task.budget.remaining()),
             )
-            .with_send_gate(Arc::new(RequestCounter(self.task.budget.clone())))
+            .with_send_counter(Arc::new(RequestCounter(self.task.budget.clone())))
     }
 
     /// Decides what follows a failed attempt: the breaker learns from it,

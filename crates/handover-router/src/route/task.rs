@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use handover_providers::{SendGate, SendInfo, SendRefused};
+use handover_providers::{SendCounter, SendInfo, SendRefused};
 
 use super::report::Attempt;
 use crate::budget::Budget;
@@ -47,7 +47,7 @@ impl Task {
 /// budget is spent), and give the request back when it provably never left.
 pub(crate) struct RequestCounter(pub(crate) Arc<Budget>);
 
-impl SendGate for RequestCounter {
+impl SendCounter for RequestCounter {
     fn before_send(&self, _info: &SendInfo) -> Result<(), SendRefused> {
         self.0
             .try_send()
