@@ -110,12 +110,14 @@ impl Reconciler {
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
-                _ = tick.tick() => {
-                    if let Err(e) = self.run_once().await {
-                        tracing::warn!(error = %e, "reconciliation pass failed");
-                    }
-                }
+                _ = tick.tick() => self.run_logged().await,
             }
+        }
+    }
+
+    async fn run_logged(&self) {
+        if let Err(e) = self.run_once().await {
+            tracing::warn!(error = %e, "reconciliation pass failed");
         }
     }
 

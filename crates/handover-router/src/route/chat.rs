@@ -44,36 +44,25 @@ impl Call for Whole<'_> {
     type Output = ChatResponse;
 
     async fn call(&self, at: Try<'_>) -> Tried<ChatResponse> {
-        let Try {
-            task,
-            upstream,
-            options,
-            permit,
-            started,
-        } = at;
-        let result = match task.policy.abandon_after {
-            None => {
-                let result = upstream.provider.chat(self.0, &options).await;
-                drop(permit);
-                result
-            }
-            Some(after) => {
-                let (up, req) = (upstream.clone(), self.0.clone());
-                let mut call = tokio::spawn(async move {
-                    let result = up.provider.chat(&req, &options).await;
-                    (result, permit)
-                });
-                match tokio::time::timeout(after, &mut call).await {
-                    Ok(Ok((result, _permit))) => result,
-                    Ok(Err(join)) => std::panic::resume_unwind(join.into_panic()),
-                    Err(_waited) => {
-                        late::watch(task, upstream, started, call);
-                        return Tried::Abandoned;
-                    }
-                }
-            }
+        let Some(after) = at.task.policy.abandon_after else {
+            let result = at.upstream.provider.chat(self.0, &at.options).await;
+            drop(at.permit);
+            return answer(at.upstream, result);
         };
-        answer(upstream, result)
+        let (up, req, options, permit) =
+            (at.upstream.clone(), self.0.clone(), at.options, at.permit);
+        let mut call = tokio::spawn(async move {
+            let result = up.provider.chat(&req, &options).await;
+            (result, permit)
+        });
+        match tokio::time::timeout(after, &mut call).await {
+            Ok(Ok((result, _permit))) => answer(at.upstream, result),
+            Ok(Err(join)) => std::panic::resume_unwind(join.into_panic()),
+            Err(_waited) => {
+                late::watch(at.task, at.upstream, at.started, call);
+                Tried::Abandoned
+            }
+        }
     }
 }
 

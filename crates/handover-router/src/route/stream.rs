@@ -222,13 +222,15 @@ async fn open_until_commit(
         let ev = match stream.next().await {
             Some(Ok(ev)) => ev,
             Some(Err(error)) => {
-                let partial = (events > 0).then(|| Partial {
-                    provider: upstream.config.name.clone(),
+                let provider = upstream.config.name.clone();
+                let partial = (events > 0).then_some(Partial {
+                    provider,
                     text,
                     events,
                 });
+                let request_id = request_id.or_else(|| error.request_id().map(str::to_owned));
                 return Tried::Failed {
-                    request_id: request_id.or_else(|| error.request_id().map(str::to_owned)),
+                    request_id,
                     error,
                     partial,
                 };

@@ -121,6 +121,17 @@ pub(crate) struct Walked<'t, T> {
     pub(crate) run: Run<'t>,
 }
 
+impl<'t, T> Walked<'t, T> {
+    fn new(answered: Answered<T>, upstream: &Arc<Upstream>, run: Run<'t>) -> Self {
+        let upstream = upstream.clone();
+        Self {
+            answered,
+            upstream,
+            run,
+        }
+    }
+}
+
 impl Router {
     /// Walks `task`'s chain with `call` until a provider answers.
     pub(crate) async fn walk<'t, C: Call>(
@@ -150,13 +161,7 @@ impl Router {
                 continue;
             }
             match try_provider(&mut run, upstream, call).await {
-                Ok(answered) => {
-                    return Ok(Walked {
-                        answered,
-                        upstream: upstream.clone(),
-                        run,
-                    });
-                }
+                Ok(answered) => return Ok(Walked::new(answered, upstream, run)),
                 Err(Leave::Next) => {}
                 Err(Leave::Stop(reason)) => return Err(stopped(run, reason)),
             }
