@@ -164,7 +164,7 @@ async fn overloads_count_toward_the_threshold_and_auth_opens_at_once() {
 /// of all calls failed.) Real time against a fast keep-alive mock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_load_a_few_overloads_fail_about_as_many_calls_not_everyones() {
-    const CALLS: usize = 1_200;
+    const CALLS: usize = 800;
     const EVERY: usize = 40; // 2.5 %
     const CONCURRENCY: usize = 32;
     let provider = MockProvider::start(Flavor::OpenAi).await;
