@@ -34,19 +34,21 @@ pub async fn changed_parameters_from_the_fallback_are_a_conflict_and_never_execu
     dest.script([Behaviour::ApplyAndDrop]);
     let mut changed = shipment();
     changed["qty"] = json!(2);
-    primary.script([
-        Reply::tool_call("call_primary_1", SHIP, shipment()),
-        Reply::overloaded(),
-    ]);
+    // After its first answer the primary stays overloaded: every later turn
+    // tries it once (a single 503 does not open its breaker) and falls back.
+    primary.script([Reply::tool_call("call_primary_1", SHIP, shipment())]);
+    primary.set_default(Reply::overloaded());
     fallback.script([
         Reply::tool_call("call_fallback_1", SHIP, changed.clone()),
         Reply::tool_call("call_fallback_2", SHIP, changed.clone()),
         Reply::tool_call("call_fallback_3", SHIP, shipment_reordered()),
     ]);
+    // Four turns, three of them trying the primary first, and one dispatch
+    // share the task's budget.
     let config = config(
         &primary.base_url(),
         &fallback.base_url(),
-        "",
+        "max_requests = 10",
         RELAXED,
         SHIP_NO_RECOVERY,
     );
@@ -123,7 +125,7 @@ pub async fn changed_parameters_from_the_fallback_are_a_conflict_and_never_execu
     assert_eq!(dest.action_requests().await, 1, "nothing else was executed");
     assert_eq!(
         (primary.requests().await, fallback.requests().await),
-        (2, 3)
+        (4, 3)
     );
     assert_eq!(dest.effect_count(), 1);
     assert_eq!(dest.records()[0].body["qty"], 1);

@@ -38,10 +38,9 @@ pub async fn an_operation_briefly_invisible_to_the_lookup_stays_unknown_then_is_
         .start()
         .await;
     dest.script([Behaviour::ApplyAndDrop]);
-    primary.script([
-        Reply::tool_call("call_primary_1", SHIP, shipment()),
-        Reply::overloaded(),
-    ]);
+    // After its first answer the primary stays overloaded.
+    primary.script([Reply::tool_call("call_primary_1", SHIP, shipment())]);
+    primary.set_default(Reply::overloaded());
     fallback.set_default(Reply::tool_call(
         "call_fallback_1",
         SHIP,
@@ -164,8 +163,8 @@ pub async fn an_operation_briefly_invisible_to_the_lookup_stays_unknown_then_is_
     assert_eq!(dest.effect_count(), 1);
     assert_eq!(
         (primary.requests().await, fallback.requests().await),
-        (2, 2),
-        "the overloaded primary's breaker sends later turns to the fallback"
+        (3, 2),
+        "each later turn tries the overloaded primary once, then the fallback"
     );
 
     run.score.task(true);

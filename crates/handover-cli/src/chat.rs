@@ -13,7 +13,7 @@ use clap::Args;
 use futures::StreamExt;
 use handover::Config;
 use handover::providers::{ChatRequest, Message, StreamEvent};
-use handover::router::route::{Attempt, AttemptResult, Router, SkipReason};
+use handover::router::route::{Attempt, AttemptResult, Router, Skip};
 use serde_json::json;
 
 use crate::term::{Spinner, Style};
@@ -63,12 +63,15 @@ pub(crate) fn result_name(r: &AttemptResult) -> String {
         AttemptResult::Abandoned => {
             "abandoned (still running; a late answer is recorded, never used)".to_owned()
         }
-        AttemptResult::Skipped(SkipReason::DataClass) => {
-            "skipped: data class not allowed".to_owned()
-        }
-        AttemptResult::Skipped(SkipReason::BreakerOpen) => "skipped: breaker open".to_owned(),
-        AttemptResult::Skipped(SkipReason::QueueFull) => "skipped: queue full".to_owned(),
     }
+}
+
+/// Providers passed over, one a line (empty when none was).
+fn skipped_text(skipped: &[Skip]) -> String {
+    skipped
+        .iter()
+        .map(|s| format!("  skipped {} ({}): {}\n", s.provider, s.model, s.reason))
+        .collect()
 }
 
 fn attempts_text(attempts: &[Attempt]) -> String {
@@ -130,7 +133,8 @@ pub(crate) async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
         Err(e) => {
             eprintln!("error: {e}");
             if let Some(f) = e.task_failure() {
-                eprintln!("attempts:\n{}", attempts_text(&f.attempts));
+                eprint!("attempts:\n{}", attempts_text(&f.attempts));
+                eprintln!("{}", skipped_text(&f.skipped));
             }
             return Ok(ExitCode::FAILURE);
         }
@@ -145,6 +149,7 @@ pub(crate) async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
             "usage": completion.usage.as_ref().map(|u| json!({"input_tokens": u.input_tokens, "output_tokens": u.output_tokens})),
             "cost_usd": completion.cost,
             "attempts": attempts_json(&completion.attempts),
+            "skipped": completion.skipped.iter().map(|s| json!({"provider": s.provider, "model": s.model, "reason": s.reason.as_str()})).collect::<Vec<_>>(),
             "requests_sent": completion.spent.requests,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
@@ -167,10 +172,11 @@ pub(crate) async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
         completion.model
     );
     println!(
-        "{} ({} request(s) sent):\n{}",
+        "{} ({} request(s) sent):\n{}{}",
         style.dim("attempts"),
         completion.spent.requests,
-        attempts_text(&completion.attempts)
+        attempts_text(&completion.attempts),
+        skipped_text(&completion.skipped)
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -188,7 +194,8 @@ async fn stream(
             drop(spinner);
             eprintln!("error: {e}");
             if let Some(f) = e.task_failure() {
-                eprintln!("attempts:\n{}", attempts_text(&f.attempts));
+                eprint!("attempts:\n{}", attempts_text(&f.attempts));
+                eprintln!("{}", skipped_text(&f.skipped));
             }
             return Ok(ExitCode::FAILURE);
         }

@@ -211,7 +211,7 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
     let b = &p.breaker;
     let _ = writeln!(
         out,
-        "      breaker: opens after {} failure(s) (at once on 503/auth/billing/quota), open {}, {} half-open probe(s)",
+        "      breaker: opens after {} failure(s) (429 and 503 included; at once on auth/billing/quota), open {}, {} half-open probe(s)",
         b.failure_threshold,
         d(b.open_for),
         b.half_open_probes
@@ -250,10 +250,10 @@ fn policy(out: &mut String, p: &PolicySettings) {
         },
         list(&p.data_classes)
     );
-    if let Some(h) = p.hedge_after {
+    if let Some(h) = p.abandon_after {
         let _ = writeln!(
             out,
-            "      hedge: stop waiting for a provider after {} (its late answer is recorded, never used)",
+            "      abandon after {}: stop waiting for a provider and move on (its late answer is recorded, never used)",
             d(h)
         );
     }

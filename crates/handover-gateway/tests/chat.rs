@@ -117,15 +117,21 @@ async fn a_503_falls_back_and_the_answer_names_who_answered() {
 async fn every_provider_failing_is_a_json_error_that_sdks_must_not_retry() {
     let down = MockProvider::start(Flavor::OpenAi).await;
     down.set_default(Reply::overloaded());
-    let mut c = support::provider("down", &down.base_url());
+    // One failure opens this provider's breaker.
+    let mut c = support::provider("down", &down.base_url())
+        .replace("failure_threshold = 100", "failure_threshold = 1");
     c.push_str(&support::policy("default", &["down"], "first_token"));
     c.push_str(&support::gateway_section(1 << 20, "5s", ""));
     let gw = Running::start(&c).await;
-    // The 503 also opens the provider's breaker, so the second call (a
-    // stream) is refused without a request.
-    for (stream, attempts) in [
-        (false, "down=overloaded"),
-        (true, "down=skipped_breaker_open"),
+    // The 503 opens the provider's breaker, so the second call (a stream)
+    // is refused without a request; each error message says what happened.
+    for (stream, attempts, says) in [
+        (false, "down=overloaded", "attempts: down=overloaded"),
+        (
+            true,
+            "down=skipped_breaker_open",
+            "skipped: down (circuit breaker open)",
+        ),
     ] {
         let resp = post(&gw, &ask("default", stream)).await;
         assert_eq!(resp.status(), StatusCode::BAD_GATEWAY, "stream={stream}");
@@ -133,6 +139,8 @@ async fn every_provider_failing_is_a_json_error_that_sdks_must_not_retry() {
         assert_eq!(resp.headers()["x-handover-attempts"], attempts);
         let body: Value = resp.json().await.unwrap();
         assert_eq!(body["error"]["code"], "all_providers_failed", "{body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{body}");
     }
     assert_eq!(down.requests().await, 1);
 }

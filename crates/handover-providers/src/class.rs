@@ -50,7 +50,7 @@ pub enum ErrorClass {
     MalformedStream,
     /// A successful (2xx) non-streaming body could not be decoded.
     Decode,
-    /// The caller's [`crate::SendGate`] refused the request; nothing was sent.
+    /// The caller's [`crate::SendCounter`] refused the request; nothing was sent.
     SendRefused,
     /// Anything not classified above (including invalid provider settings).
     /// Never retryable.

@@ -127,7 +127,7 @@ impl Engine {
         };
         let timeouts = opts.timeouts.unwrap_or(self.endpoint.timeouts);
         let call = Call {
-            gate: opts.send_gate.clone(),
+            gate: opts.send_counter.clone(),
             info: SendInfo {
                 provider: self.settings.name.clone(),
                 model: model.clone(),

@@ -1,10 +1,10 @@
-//! Per-call options and the send gate the router counts requests with.
+//! Per-call options and the send counter the router counts requests with.
 
 use std::{fmt, sync::Arc};
 
 use crate::settings::Timeouts;
 
-/// What is about to be sent; passed to [`SendGate::before_send`].
+/// What is about to be sent; passed to [`SendCounter::before_send`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SendInfo {
@@ -18,7 +18,7 @@ pub struct SendInfo {
     pub data_class: Option<String>,
 }
 
-/// Why a [`SendGate`] refused a request.
+/// Why a [`SendCounter`] refused a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}")]
 pub struct SendRefused {
@@ -38,16 +38,16 @@ impl SendRefused {
 /// Called by the transport for every HTTP request it is about to send.
 ///
 /// Contract:
-/// * [`SendGate::before_send`] is called **exactly once per HTTP request the
+/// * [`SendCounter::before_send`] is called **exactly once per HTTP request the
 ///   transport attempts**, immediately before handing it to the HTTP client
 ///   (after all local validation and serialisation succeeded). The adapters
 ///   never retry, so one call of `chat`/`chat_stream` calls it at most once.
 /// * Returning `Err` means the request is not sent; the call fails with
 ///   [`crate::ErrorClass::SendRefused`] and `was_sent() == false`.
 /// * If the request then provably never left (connection refused, DNS
-///   failure, connect timeout), [`SendGate::not_sent`] is called once, so a
+///   failure, connect timeout), [`SendCounter::not_sent`] is called once, so a
 ///   counter of "requests actually sent" can give the slot back.
-pub trait SendGate: Send + Sync {
+pub trait SendCounter: Send + Sync {
     /// Admit or refuse one HTTP request.
     fn before_send(&self, info: &SendInfo) -> Result<(), SendRefused>;
 
@@ -66,8 +66,8 @@ pub struct CallOptions {
     /// and is not overridable per call; the per-call first-byte deadline,
     /// which includes connecting, still bounds it.
     pub timeouts: Option<Timeouts>,
-    /// Gate consulted right before the HTTP request is sent.
-    pub send_gate: Option<Arc<dyn SendGate>>,
+    /// Counter consulted right before the HTTP request is sent.
+    pub send_counter: Option<Arc<dyn SendCounter>>,
 }
 
 impl fmt::Debug for CallOptions {
@@ -75,7 +75,10 @@ impl fmt::Debug for CallOptions {
         f.debug_struct("CallOptions")
             .field("model", &self.model)
             .field("timeouts", &self.timeouts)
-            .field("send_gate", &self.send_gate.as_ref().map(|_| "<gate>"))
+            .field(
+                "send_counter",
+                &self.send_counter.as_ref().map(|_| "<counter>"),
+            )
             .finish()
     }
 }
@@ -93,9 +96,9 @@ impl CallOptions {
         self
     }
 
-    /// Options with a send gate.
-    pub fn with_send_gate(mut self, gate: Arc<dyn SendGate>) -> Self {
-        self.send_gate = Some(gate);
+    /// Options with a send counter.
+    pub fn with_send_counter(mut self, counter: Arc<dyn SendCounter>) -> Self {
+        self.send_counter = Some(counter);
         self
     }
 }

@@ -8,7 +8,7 @@
 //! budgets and circuit breakers. It builds one [`AnyProvider`] per configured
 //! provider from [`ProviderSettings`], calls [`Provider::chat`] or
 //! [`Provider::chat_stream`] with [`CallOptions`] (per-call [`Timeouts`] cut
-//! to what remains of its budget, a [`SendGate`] that counts requests
+//! to what remains of its budget, a [`SendCounter`] that counts requests
 //! actually sent), and maps [`ProviderError::class`] to an action.
 //!
 //! Guarantees:
@@ -59,7 +59,7 @@ mod wire;
 
 pub use assemble::{ChatStream, StreamAssembler, assemble};
 pub use error::{ApiFailure, ErrorClass, ProviderError, TimeoutPhase, UnknownErrorClass};
-pub use gate::{CallOptions, SendGate, SendInfo, SendRefused};
+pub use gate::{CallOptions, SendCounter, SendInfo, SendRefused};
 pub use provider::{
     AnyProvider, DeepSeekProvider, OpenAiCompatibleProvider, OpenAiProvider, Provider,
 };

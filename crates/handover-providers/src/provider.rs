@@ -16,7 +16,7 @@ use crate::{
 ///
 /// Contract:
 /// * invalid input fails before anything is sent (`was_sent() == false`);
-/// * the [`crate::SendGate`] in [`CallOptions`] is consulted exactly once,
+/// * the [`crate::SendCounter`] in [`CallOptions`] is consulted exactly once,
 ///   right before the request is handed to the HTTP client;
 /// * every failure is a classified [`ProviderError`];
 /// * deadlines use `tokio::time` (tests may pause time).

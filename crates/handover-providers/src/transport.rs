@@ -16,7 +16,7 @@ use tokio::time::{Instant, timeout_at};
 use crate::{
     classify,
     error::{ProviderError, TimeoutPhase},
-    gate::{SendGate, SendInfo},
+    gate::{SendCounter, SendInfo},
     settings::Timeouts,
 };
 
@@ -33,7 +33,7 @@ pub(crate) struct Endpoint {
 
 /// Per-call state.
 pub(crate) struct Call {
-    pub(crate) gate: Option<Arc<dyn SendGate>>,
+    pub(crate) gate: Option<Arc<dyn SendCounter>>,
     pub(crate) info: SendInfo,
     pub(crate) timeouts: Timeouts,
     pub(crate) started: Instant,

@@ -122,7 +122,7 @@ async fn sentinel_key_never_leaks() {
     let p = AnyProvider::new(settings(kind, "http://127.0.0.1:9/v1")).unwrap();
     errors.extend(run_all(&p, &CallOptions::default()).await);
     let gate = CountingGate::limited(0);
-    errors.extend(run_all(&p, &CallOptions::default().with_send_gate(gate)).await);
+    errors.extend(run_all(&p, &CallOptions::default().with_send_counter(gate)).await);
     // Invalid settings carrying the key.
     errors.push(AnyProvider::new(settings(kind, "not a url")).unwrap_err());
     for kind in [ProviderKind::DeepSeek, ProviderKind::OpenAiCompatible] {
@@ -157,7 +157,7 @@ async fn sentinel_key_never_leaks() {
     for d in &debug_dumps {
         assert!(!d.contains(SENTINEL), "debug leaks the key: {d}");
     }
-    let opts = CallOptions::default().with_send_gate(Arc::new(CountingGate::default()));
+    let opts = CallOptions::default().with_send_counter(Arc::new(CountingGate::default()));
     assert!(!format!("{opts:?}").contains(SENTINEL));
 
     let text = logs.text();

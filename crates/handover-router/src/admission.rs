@@ -20,14 +20,15 @@ pub enum Refused {
     Budget(Exhausted),
 }
 
-/// A granted slot; dropping it frees the slot.
+/// A granted place among the provider's concurrent requests; dropping it
+/// frees the place.
 #[derive(Debug)]
-pub struct Slot {
+pub struct Permit {
     _all: OwnedSemaphorePermit,
     _failover: Option<OwnedSemaphorePermit>,
 }
 
-/// The admission gate of one provider.
+/// The admission control of one provider.
 #[derive(Debug)]
 pub struct Admission {
     all: Arc<Semaphore>,
@@ -37,7 +38,7 @@ pub struct Admission {
 }
 
 impl Admission {
-    /// A gate with `max_concurrency` slots, of which at most
+    /// Admission with `max_concurrency` slots, of which at most
     /// `ceil(share × max_concurrency)` may be held by failed-over traffic, and
     /// at most `max_queue` waiters.
     pub fn new(max_concurrency: usize, max_queue: usize, failover_share: f64) -> Self {
@@ -57,7 +58,7 @@ impl Admission {
 
     /// Waits for a slot within the budget. `failover` marks traffic that
     /// arrives because an earlier provider in the chain failed.
-    pub async fn acquire(&self, failover: bool, budget: &Budget) -> Result<Slot, Refused> {
+    pub async fn acquire(&self, failover: bool, budget: &Budget) -> Result<Permit, Refused> {
         let immediate = |sem: &Arc<Semaphore>| sem.clone().try_acquire_owned().ok();
         let fast_failover = if failover {
             immediate(&self.failover)
@@ -67,7 +68,7 @@ impl Admission {
         if (!failover || fast_failover.is_some())
             && let Some(all) = immediate(&self.all)
         {
-            return Ok(Slot {
+            return Ok(Permit {
                 _all: all,
                 _failover: fast_failover,
             });
@@ -83,7 +84,7 @@ impl Admission {
             (true, None) => Some(self.wait(&self.failover, budget).await?),
         };
         let all = self.wait(&self.all, budget).await?;
-        Ok(Slot {
+        Ok(Permit {
             _all: all,
             _failover: failover_permit,
         })
@@ -119,31 +120,31 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn failover_traffic_gets_a_bounded_share() {
-        let gate = Admission::new(4, 0, 0.5);
+        let admission = Admission::new(4, 0, 0.5);
         let budget = Budget::new(Duration::from_secs(1), 100, None);
-        let a = gate.acquire(true, &budget).await.unwrap();
-        let b = gate.acquire(true, &budget).await.unwrap();
+        let a = admission.acquire(true, &budget).await.unwrap();
+        let b = admission.acquire(true, &budget).await.unwrap();
         // A third failover request may not take a slot (share = 2 of 4) and
         // the queue is zero: refused at once.
         assert_eq!(
-            gate.acquire(true, &budget).await.unwrap_err(),
+            admission.acquire(true, &budget).await.unwrap_err(),
             Refused::QueueFull
         );
         // Primary traffic still gets the remaining slots.
-        let _c = gate.acquire(false, &budget).await.unwrap();
-        let _d = gate.acquire(false, &budget).await.unwrap();
-        assert_eq!(gate.available(), 0);
+        let _c = admission.acquire(false, &budget).await.unwrap();
+        let _d = admission.acquire(false, &budget).await.unwrap();
+        assert_eq!(admission.available(), 0);
         drop((a, b));
-        assert_eq!(gate.available(), 2);
+        assert_eq!(admission.available(), 2);
     }
 
     #[tokio::test(start_paused = true)]
     async fn waiting_is_charged_to_the_budget() {
-        let gate = Admission::new(1, 10, 1.0);
+        let admission = Admission::new(1, 10, 1.0);
         let budget = Budget::new(Duration::from_secs(2), 100, None);
-        let _held = gate.acquire(false, &budget).await.unwrap();
+        let _held = admission.acquire(false, &budget).await.unwrap();
         let started = tokio::time::Instant::now();
-        let refused = gate.acquire(false, &budget).await.unwrap_err();
+        let refused = admission.acquire(false, &budget).await.unwrap_err();
         assert_eq!(refused, Refused::Budget(Exhausted::Deadline));
         assert_eq!(started.elapsed(), Duration::from_secs(2));
     }

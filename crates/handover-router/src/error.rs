@@ -75,9 +75,11 @@ pub enum RouterError {
         /// The variable.
         variable: String,
     },
-    /// An internal invariant did not hold.
-    #[error("unsupported: {0}")]
-    Unsupported(String),
+    /// An invariant of Handover itself did not hold (a bug, not a user
+    /// error): e.g. the ledger answered a transition with another state.
+    /// Nothing more was done; please report it.
+    #[error("internal error (a bug in Handover): {0}")]
+    Internal(String),
 }
 
 impl RouterError {

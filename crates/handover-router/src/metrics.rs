@@ -58,10 +58,15 @@ pub(crate) fn attempt(provider: &str, result: &crate::route::AttemptResult) {
     let class = match result {
         AttemptResult::Answered => "answered",
         AttemptResult::Failed(c) => c.as_str(),
-        AttemptResult::Skipped(_) => "skipped",
         AttemptResult::Abandoned => "abandoned",
     };
     metrics::counter!("handover_attempts_total", "provider" => provider.to_owned(), "class" => class)
+        .increment(1);
+}
+
+/// Counts a provider passed over by a call, by reason.
+pub(crate) fn skipped(provider: &str, reason: crate::route::SkipReason) {
+    metrics::counter!("handover_skipped_providers_total", "provider" => provider.to_owned(), "reason" => reason.as_str())
         .increment(1);
 }
 

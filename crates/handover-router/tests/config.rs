@@ -298,3 +298,26 @@ fn a_token_hash_belongs_to_one_principal() {
         "{err}"
     );
 }
+
+#[test]
+fn abandon_after_is_read_under_its_old_name_hedge_after_too() {
+    for key in ["abandon_after", "hedge_after"] {
+        let text = format!("{BASE}{key} = \"8s\"\n");
+        let config = Config::parse(&text, &all_set).unwrap();
+        assert_eq!(
+            config.policy("default").unwrap().abandon_after,
+            Some(Duration::from_secs(8)),
+            "{key}"
+        );
+    }
+    let both = format!("{BASE}abandon_after = \"8s\"\nhedge_after = \"9s\"\n");
+    assert!(
+        errors(&both).contains("policies.default"),
+        "{}",
+        errors(&both)
+    );
+    assert!(
+        errors(&format!("{BASE}abandon_after = \"0s\"\n"))
+            .contains("policies.default.abandon_after")
+    );
+}

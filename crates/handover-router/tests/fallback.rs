@@ -6,11 +6,14 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use handover_providers::{ChatRequest, ErrorClass, Message};
-use handover_router::config::Config;
+use handover_providers::ErrorClass;
 use handover_router::route::{AttemptResult, FailureReason, Router, SkipReason};
 use handover_testkit::{After, Flavor, Plan, TcpProvider, bodies};
 use tokio::time::Instant;
+
+mod support;
+
+use support::chain::{hello, status};
 
 struct Mocks {
     primary: TcpProvider,
@@ -58,16 +61,7 @@ fn router(m: &Mocks, policy_extra: &str, provider_extra: &str) -> Router {
             "[\"public\", \"confidential\"]"
         ),
     );
-    let config = Config::parse(&text, &|_| None).unwrap();
-    Router::with_env(&config, &|_| None).unwrap()
-}
-
-fn hello() -> ChatRequest {
-    ChatRequest::new(vec![Message::user("Where is my parcel?")])
-}
-
-fn status(code: u16, message: &str, code_str: Option<&str>) -> Plan {
-    Plan::json(code, &bodies::error(message, Some("error"), code_str))
+    support::chain::router(&text)
 }
 
 fn requests(m: &Mocks) -> [usize; 3] {
@@ -287,12 +281,18 @@ async fn data_class_filters_the_chain_before_any_attempt() {
     let done = r.chat(&r.task("default").unwrap(), &req).await.unwrap();
     assert_eq!(done.provider, "third");
     let skipped: Vec<_> = done
-        .attempts
+        .skipped
         .iter()
-        .filter(|a| a.result == AttemptResult::Skipped(SkipReason::DataClass))
-        .map(|a| a.provider.as_str())
+        .map(|s| (s.provider.as_str(), s.reason))
         .collect();
-    assert_eq!(skipped, ["primary", "fallback"]);
+    assert_eq!(
+        skipped,
+        [
+            ("primary", SkipReason::DataClass),
+            ("fallback", SkipReason::DataClass)
+        ]
+    );
+    assert_eq!(done.attempts.len(), 1, "a skipped provider is no attempt");
     assert_eq!(requests(&m), [0, 0, 1]);
 
     let secret = hello().with_data_class("secret");
@@ -314,14 +314,15 @@ async fn a_primary_down_for_a_while_is_bypassed_then_traffic_returns() {
     m.primary
         .set_default(status(503, "The server is overloaded", None));
     let r = router(&m, "", "");
-    // The outage: the first call opens the breaker; later calls skip the primary.
-    for _ in 0..3 {
+    // The outage: each call tries the primary until `failure_threshold` (5)
+    // failures in a row open its breaker; later calls skip the primary.
+    for _ in 0..7 {
         let done = r.chat(&r.task("default").unwrap(), &hello()).await.unwrap();
         assert_eq!(done.provider, "fallback");
     }
     assert_eq!(
         requests(&m),
-        [1, 3, 0],
+        [5, 7, 0],
         "an open breaker sends nothing to the primary"
     );
     // It recovers; after the open period a probe goes through and traffic returns.
@@ -331,7 +332,7 @@ async fn a_primary_down_for_a_while_is_bypassed_then_traffic_returns() {
         let done = r.chat(&r.task("default").unwrap(), &hello()).await.unwrap();
         assert_eq!(done.provider, "primary");
     }
-    assert_eq!(requests(&m), [3, 3, 0]);
+    assert_eq!(requests(&m), [7, 7, 0]);
     assert_eq!(r.breaker_state("primary").unwrap().as_str(), "closed");
 }
 
@@ -525,7 +526,7 @@ async fn a_late_answer_from_an_abandoned_attempt_is_recorded_and_used_for_nothin
     let m = mocks().await;
     m.primary
         .script([Plan::text(Flavor::OpenAi, "primary, late").delayed(Duration::from_secs(5))]);
-    let r = router(&m, "hedge_after = \"1s\"", "");
+    let r = router(&m, "abandon_after = \"1s\"", "");
     let task = r.task("default").unwrap();
     let start = Instant::now();
     let done = r.chat(&task, &hello()).await.unwrap();
@@ -555,8 +556,12 @@ async fn a_late_answer_from_an_abandoned_attempt_is_recorded_and_used_for_nothin
 #[tokio::test(start_paused = true)]
 async fn a_probe_cancelled_by_its_caller_is_given_back() {
     let m = mocks().await;
-    m.primary
-        .script([status(503, "The server is overloaded", None)]);
+    // A rejected key opens the breaker at once.
+    m.primary.script([status(
+        401,
+        "Incorrect API key provided",
+        Some("invalid_api_key"),
+    )]);
     let r = router(&m, "", "");
     assert_eq!(
         r.chat(&r.task("default").unwrap(), &hello())

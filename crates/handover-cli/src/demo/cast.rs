@@ -84,7 +84,7 @@ impl Cast {
             AttemptResult::Answered => format!("{} answered", a.model),
             AttemptResult::Failed(class) => {
                 let next = if class.as_str() == "overloaded" {
-                    " (503): breaker opens, falling back"
+                    " (503): falling back"
                 } else {
                     ""
                 };

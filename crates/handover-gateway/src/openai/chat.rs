@@ -103,7 +103,10 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
             let mut resp = axum::Json(body).into_response();
             let h = resp.headers_mut();
             h.insert("x-handover-provider", header_value(&c.provider));
-            h.insert("x-handover-attempts", attempts_header(&c.attempts));
+            h.insert(
+                "x-handover-attempts",
+                attempts_header(&c.attempts, &c.skipped),
+            );
             Ok(resp)
         }
         Err(e) => Err(router_error(&e)),
@@ -163,8 +166,10 @@ pub(crate) fn router_error(e: &RouterError) -> ApiError {
                     (StatusCode::BAD_GATEWAY, "server_error", "stream_broken")
                 }
             };
-            ApiError::new(status, kind, code, message)
-                .with_header("x-handover-attempts", attempts_header(&f.attempts))
+            ApiError::new(status, kind, code, message).with_header(
+                "x-handover-attempts",
+                attempts_header(&f.attempts, &f.skipped),
+            )
         }
         _ => ApiError::internal(message),
     };

@@ -3,28 +3,27 @@
 
 use axum::http::HeaderValue;
 use handover_providers::{ChatResponse, StreamEvent, ToolCall, Usage};
-use handover_router::route::{Attempt, AttemptResult, SkipReason};
+use handover_router::route::{Attempt, AttemptResult, Skip};
 use serde_json::{Value, json};
 
 /// `x-handover-attempts`: every attempt of the call as `provider=result`,
-/// in order (`primary=overloaded, fallback=answered`).
-pub(crate) fn attempts_header(attempts: &[Attempt]) -> HeaderValue {
-    let text = attempts
+/// in order, then every skipped provider as `provider=skipped_<reason>`, in
+/// chain order (`primary=overloaded, fallback=answered`,
+/// `down=skipped_breaker_open`).
+pub(crate) fn attempts_header(attempts: &[Attempt], skipped: &[Skip]) -> HeaderValue {
+    let attempts = attempts.iter().map(|a| {
+        let result = match a.result {
+            AttemptResult::Answered => "answered",
+            AttemptResult::Abandoned => "abandoned",
+            AttemptResult::Failed(class) => class.as_str(),
+        };
+        let late = if a.late { "(late)" } else { "" };
+        format!("{}={result}{late}", a.provider)
+    });
+    let skipped = skipped
         .iter()
-        .map(|a| {
-            let result = match a.result {
-                AttemptResult::Answered => "answered",
-                AttemptResult::Abandoned => "abandoned",
-                AttemptResult::Failed(class) => class.as_str(),
-                AttemptResult::Skipped(SkipReason::BreakerOpen) => "skipped_breaker_open",
-                AttemptResult::Skipped(SkipReason::DataClass) => "skipped_data_class",
-                AttemptResult::Skipped(SkipReason::QueueFull) => "skipped_queue_full",
-            };
-            let late = if a.late { "(late)" } else { "" };
-            format!("{}={result}{late}", a.provider)
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+        .map(|s| format!("{}=skipped_{}", s.provider, s.reason.as_str()));
+    let text = attempts.chain(skipped).collect::<Vec<_>>().join(", ");
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("unavailable"))
 }
 
@@ -105,9 +104,9 @@ impl Chunker {
     /// The first chunk: the assistant role, plus which provider answered
     /// and after which attempts (the same facts as the response headers,
     /// which a stream that waited with keep-alives could not send).
-    pub(crate) fn opening(&self, provider: &str, attempts: &[Attempt]) -> Value {
+    pub(crate) fn opening(&self, provider: &str, attempts: &[Attempt], skipped: &[Skip]) -> Value {
         let mut v = self.chunk(json!({"role": "assistant", "content": ""}), None);
-        let attempts = attempts_header(attempts);
+        let attempts = attempts_header(attempts, skipped);
         v["handover"] = json!({"provider": provider, "attempts": attempts.to_str().unwrap_or("")});
         v
     }

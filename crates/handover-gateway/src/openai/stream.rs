@@ -98,7 +98,7 @@ async fn produce(
     };
     let _ = opened.send(Ok((
         header_value(stream.provider()),
-        attempts_header(stream.attempts()),
+        attempts_header(stream.attempts(), stream.skipped()),
     )));
     let chunker = with_model(state.config(), &stream, chunker);
     forward(stream, chunker, &mut out).await;
@@ -119,8 +119,12 @@ impl Out {
 
 /// The role chunk, one chunk per provider event, then `[DONE]` or an error event.
 async fn forward(mut stream: RoutedStream, mut chunker: Chunker, out: &mut Out) {
-    out.send(data(&chunker.opening(stream.provider(), stream.attempts())))
-        .await;
+    out.send(data(&chunker.opening(
+        stream.provider(),
+        stream.attempts(),
+        stream.skipped(),
+    )))
+    .await;
     while let Some(item) = stream.next().await {
         match item {
             Ok(ev) => {

@@ -35,7 +35,7 @@ pub(crate) async fn success_reports_answer(kind: ProviderKind) {
         .await;
     let gate = Arc::new(CountingGate::default());
     let p = provider(kind, &base(&server));
-    let opts = CallOptions::default().with_send_gate(gate.clone());
+    let opts = CallOptions::default().with_send_counter(gate.clone());
     let resp = p
         .chat(&request().with_data_class("customer"), &opts)
         .await
@@ -309,7 +309,7 @@ pub(crate) async fn dropped_connection_sends_once(kind: ProviderKind, stream: bo
     let server = raw::serve(|sock| async move { drop(sock) }).await;
     let p = provider(kind, &server.base);
     let gate = Arc::new(CountingGate::default());
-    let opts = CallOptions::default().with_send_gate(gate.clone());
+    let opts = CallOptions::default().with_send_counter(gate.clone());
     let err = if stream {
         p.chat_stream(&request(), &opts).await.unwrap_err()
     } else {
@@ -328,7 +328,7 @@ pub(crate) async fn connect_refused_is_not_sent(kind: ProviderKind) {
     drop(listener);
     let p = provider(kind, &format!("http://{addr}/v1"));
     let gate = Arc::new(CountingGate::default());
-    let opts = CallOptions::default().with_send_gate(gate.clone());
+    let opts = CallOptions::default().with_send_counter(gate.clone());
     let err = p.chat(&request(), &opts).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::ConnectBeforeSend, "{err}");
     assert!(!err.was_sent());
@@ -344,7 +344,7 @@ pub(crate) async fn send_gate_refusal_sends_nothing(kind: ProviderKind) {
         .await;
     let p = provider(kind, &base(&server));
     let gate = CountingGate::limited(0);
-    let opts = CallOptions::default().with_send_gate(gate.clone());
+    let opts = CallOptions::default().with_send_counter(gate.clone());
     let err = p.chat(&request(), &opts).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::SendRefused);
     assert!(!err.was_sent());

@@ -15,7 +15,7 @@ use std::{
 };
 
 use handover_providers::{
-    AnyProvider, ProviderKind, ProviderSettings, SendGate, SendInfo, SendRefused, Timeouts,
+    AnyProvider, ProviderKind, ProviderSettings, SendCounter, SendInfo, SendRefused, Timeouts,
 };
 use secrecy::SecretString;
 
@@ -76,7 +76,7 @@ impl CountingGate {
     }
 }
 
-impl SendGate for CountingGate {
+impl SendCounter for CountingGate {
     fn before_send(&self, info: &SendInfo) -> Result<(), SendRefused> {
         self.seen.lock().unwrap().push(info.clone());
         if self.limit.is_some_and(|l| self.admitted() >= l) {

@@ -11,7 +11,6 @@
 
 pub mod defaults;
 mod duration;
-mod gateway;
 mod issues;
 mod model;
 mod raw;

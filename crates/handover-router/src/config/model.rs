@@ -48,8 +48,8 @@ pub struct LedgerSettings {
 /// Circuit breaker settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BreakerSettings {
-    /// Consecutive failures (or any 429/503 overload signal counted as one)
-    /// that open the breaker.
+    /// Consecutive failures that open the breaker; 429 and 503 count like
+    /// any other failure. Auth, billing and exhausted quota open it at once.
     pub failure_threshold: u32,
     /// How long the breaker stays open before a half-open probe.
     pub open_for: Duration,
@@ -168,11 +168,13 @@ pub struct PolicySettings {
     pub max_attempts_per_provider: u32,
     /// Streaming commit point.
     pub commit_point: CommitPoint,
-    /// Stop waiting for a provider that has not answered after this long and
-    /// move on to the next one, without cancelling it: if it answers later,
-    /// the answer is recorded as late and used for nothing. `None`: wait for
-    /// each attempt's own timeouts.
-    pub hedge_after: Option<Duration>,
+    /// Abandon an attempt that has not answered after this long and move on
+    /// to the next provider, without cancelling its request: if it answers
+    /// later, the answer is recorded as late and discarded (this is not
+    /// hedging: the two answers never race). `None`: wait for each
+    /// attempt's own timeouts. Non-streaming calls only. Called
+    /// `hedge_after` before; that key is still accepted.
+    pub abandon_after: Option<Duration>,
     /// Data classes this policy serves (each accepted by a provider in the chain).
     pub data_classes: BTreeSet<String>,
     /// Backoff schedule.

@@ -94,7 +94,9 @@ pub(crate) struct RawPolicy {
     pub(crate) max_cost: Option<f64>,
     pub(crate) max_attempts_per_provider: Option<u64>,
     pub(crate) commit_point: Option<String>,
-    pub(crate) hedge_after: Option<String>,
+    /// `hedge_after` is its old name, still accepted.
+    #[serde(alias = "hedge_after")]
+    pub(crate) abandon_after: Option<String>,
     #[serde(default)]
     pub(crate) data_classes: Vec<String>,
     pub(crate) backoff: Option<RawBackoff>,

@@ -218,7 +218,7 @@ impl WriteGate {
         match self.ledger.mark_unknown(claim, report).await {
             Ok(rec) => match rec.state {
                 State::Unknown(info) => Ok(PerformOutcome::Unresolved(info)),
-                other => Err(RouterError::Unsupported(format!(
+                other => Err(RouterError::Internal(format!(
                     "ledger recorded {} instead of unknown",
                     other.kind().as_str()
                 ))),

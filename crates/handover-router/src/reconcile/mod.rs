@@ -15,19 +15,21 @@
 //! request without the destination's idempotency key.
 
 mod lookup;
+mod verify;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use handover_ledger::{
-    AttemptKind, AttemptOutcome, Clock, ListFilter, NewAttempt, OperationRecord, OperationRequest,
-    Owner, Resolution, ResolvedAs, State, StateKind, Timestamp, UnknownInfo, UnknownUpdate,
+    Clock, ListFilter, OperationRecord, Owner, Resolution, ResolvedAs, State, StateKind, Timestamp,
+    UnknownInfo, UnknownUpdate,
 };
 
 pub use lookup::{FoundRecord, Lookup, LookupContext};
 
-use crate::config::{ActionContract, LookupContract};
+use verify::Case;
+
 use crate::error::RouterError;
 use crate::gate::{Executor, PerformOptions, PerformOutcome, WriteGate};
 
@@ -108,12 +110,14 @@ impl Reconciler {
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
-                _ = tick.tick() => {
-                    if let Err(e) = self.run_once().await {
-                        tracing::warn!(error = %e, "reconciliation pass failed");
-                    }
-                }
+                _ = tick.tick() => self.run_logged().await,
             }
+        }
+    }
+
+    async fn run_logged(&self) {
+        if let Err(e) = self.run_once().await {
+            tracing::warn!(error = %e, "reconciliation pass failed");
         }
     }
 
@@ -189,8 +193,14 @@ impl Reconciler {
         }
         match (self.lookups.get(rec.action.as_str()), contract.lookup) {
             (Some(lookup), Some(lc)) => {
-                self.look_up(rec, &req, info, lookup.as_ref(), &contract, lc, report)
-                    .await
+                let case = Case {
+                    rec,
+                    info,
+                    params: req.params(),
+                    timeout: contract.timeout,
+                    lc,
+                };
+                self.look_up(&case, lookup.as_ref(), report).await
             }
             _ => {
                 let reason = if contract.idempotency.is_some() {
@@ -202,176 +212,6 @@ impl Reconciler {
                 report.to_review += 1;
                 Ok(())
             }
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn look_up(
-        &self,
-        rec: &OperationRecord,
-        req: &OperationRequest,
-        info: &UnknownInfo,
-        lookup: &dyn Lookup,
-        contract: &ActionContract,
-        lc: LookupContract,
-        report: &mut ReconcileReport,
-    ) -> Result<(), RouterError> {
-        let ledger = self.gate.ledger();
-        let ctx = LookupContext {
-            operation: rec.id.clone(),
-            action: rec.action.clone(),
-            params: req.params(),
-            destination_key: rec.destination_key.clone(),
-        };
-        let attempts = ledger.attempts(&rec.id).await?;
-        let lookups_done = attempts
-            .iter()
-            .filter(|a| a.kind == AttemptKind::Lookup)
-            .count();
-        // The destination may create its record at any moment until the
-        // dispatch ended (and for an abandoned call, until the executor's
-        // timeout has certainly passed), so the visibility lag counts from the
-        // latest of those moments — never from when the dispatch was recorded.
-        let last_dispatch = attempts
-            .iter()
-            .filter(|a| a.kind == AttemptKind::Dispatch)
-            .map(|a| {
-                let deadline = a.sent_at.plus(contract.timeout);
-                a.finished_at.map_or(deadline, |f| f.max(deadline))
-            })
-            .max()
-            .or_else(|| rec.first_dispatched_at.map(|t| t.plus(contract.timeout)))
-            .unwrap_or(info.since)
-            .max(info.since);
-        let lag_ends = last_dispatch.plus(lc.visibility_lag);
-        let found = match tokio::time::timeout(contract.timeout, lookup.lookup(ctx)).await {
-            Ok(r) => r,
-            Err(_) => Err(format!("lookup timed out after {:?}", contract.timeout)),
-        };
-        let now = self.clock.now();
-        let note = |outcome, evidence: String| NewAttempt {
-            kind: AttemptKind::Lookup,
-            executor: self.name.clone(),
-            outcome,
-            evidence: Some(evidence),
-            metadata: None,
-        };
-        match found {
-            Err(e) => {
-                ledger
-                    .append_attempt(&rec.id, note(AttemptOutcome::Error, e))
-                    .await?;
-                let next = self.next_check(now, lc, lookups_done, None);
-                self.update(rec, Owner::Reconciler, &info.reason, Some(next), false)
-                    .await?;
-                report.still_unknown += 1;
-            }
-            Ok(records) if records.is_empty() && now >= lag_ends => {
-                let evidence = format!(
-                    "lookup found no record {} after the last dispatch ended (visibility lag {:?})",
-                    humantime::format_duration(now.saturating_since(last_dispatch)),
-                    lc.visibility_lag
-                );
-                ledger
-                    .append_attempt(&rec.id, note(AttemptOutcome::NotFound, evidence.clone()))
-                    .await?;
-                self.resolve(
-                    rec,
-                    ResolvedAs::Rejected {
-                        reason: "not applied: absent from the destination after its visibility lag"
-                            .into(),
-                    },
-                    evidence,
-                )
-                .await?;
-                report.rejected += 1;
-            }
-            Ok(records) if records.is_empty() => {
-                let evidence =
-                    "lookup found no record, but the visibility lag has not passed: not proof"
-                        .to_owned();
-                ledger
-                    .append_attempt(&rec.id, note(AttemptOutcome::NotFound, evidence))
-                    .await?;
-                let next = self.next_check(now, lc, lookups_done, Some(lag_ends));
-                self.update(rec, Owner::Reconciler, &info.reason, Some(next), false)
-                    .await?;
-                report.still_unknown += 1;
-            }
-            Ok(records) if records.len() > 1 => {
-                let evidence = format!("lookup found {} records for one operation", records.len());
-                ledger
-                    .append_attempt(&rec.id, note(AttemptOutcome::Diverged, evidence.clone()))
-                    .await?;
-                self.update(
-                    rec,
-                    Owner::Review,
-                    &format!("duplicate effect: {evidence}"),
-                    None,
-                    true,
-                )
-                .await?;
-                crate::metrics::duplicate_effect(rec.action.as_str());
-                report.duplicates += 1;
-                report.diverged += 1;
-            }
-            Ok(mut records) => {
-                let record = records.remove(0);
-                if same_params(&record.params, &req.params()) {
-                    let evidence = format!("lookup found the record: {}", record.result);
-                    ledger
-                        .append_attempt(&rec.id, note(AttemptOutcome::Found, evidence.clone()))
-                        .await?;
-                    self.resolve(
-                        rec,
-                        ResolvedAs::Confirmed {
-                            result: record.result,
-                        },
-                        evidence,
-                    )
-                    .await?;
-                    report.confirmed += 1;
-                } else {
-                    let evidence = format!(
-                        "lookup found a record with other parameters: {}",
-                        record.params
-                    );
-                    ledger
-                        .append_attempt(&rec.id, note(AttemptOutcome::Diverged, evidence))
-                        .await?;
-                    self.update(
-                        rec,
-                        Owner::Review,
-                        "diverged: the destination has other parameters",
-                        None,
-                        true,
-                    )
-                    .await?;
-                    report.diverged += 1;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Exponential schedule from `check_every` to `max_check_every`, never
-    /// later than the end of the visibility lag when that is still ahead.
-    fn next_check(
-        &self,
-        now: Timestamp,
-        lc: LookupContract,
-        done: usize,
-        lag_ends: Option<Timestamp>,
-    ) -> Timestamp {
-        let factor = 1u32 << done.min(16);
-        let wait = lc
-            .check_every
-            .saturating_mul(factor)
-            .min(lc.max_check_every);
-        let next = now.plus(wait);
-        match lag_ends {
-            Some(end) if end > now && end < next => end,
-            _ => next,
         }
     }
 
@@ -430,10 +270,4 @@ impl Reconciler {
         }
         Ok(())
     }
-}
-
-/// Parameters match when they are equal as JSON values (member order does
-/// not matter; `1` and `1.0` differ, as they do in the fingerprint).
-fn same_params(a: &serde_json::Value, b: &serde_json::Value) -> bool {
-    a == b
 }

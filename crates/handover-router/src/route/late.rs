@@ -9,20 +9,20 @@ use std::time::Duration;
 use handover_providers::{ChatResponse, ProviderError};
 use tokio::task::JoinHandle;
 
-use super::attempt::{Attempt, AttemptResult};
-use super::slot::Slot;
+use super::report::{Attempt, AttemptResult};
 use super::task::Task;
-use crate::admission::Slot as Permit;
+use super::upstream::Upstream;
+use crate::admission::Permit;
 
 /// Waits for an abandoned call in the background and records how it ended.
 pub(crate) fn watch(
     task: &Task,
-    slot: &Arc<Slot>,
+    upstream: &Arc<Upstream>,
     started: Duration,
     call: JoinHandle<(Result<ChatResponse, ProviderError>, Permit)>,
 ) {
     let (late, budget) = (task.late.clone(), task.budget.clone());
-    let (provider, model) = (slot.config.name.clone(), slot.config.model.clone());
+    let (provider, model) = (upstream.config.name.clone(), upstream.config.model.clone());
     tokio::spawn(async move {
         let Ok((result, _permit)) = call.await else {
             return;

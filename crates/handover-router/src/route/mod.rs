@@ -1,26 +1,30 @@
 //! Content generation (DESIGN §7): answer a user task through a chain of
 //! providers under one shared budget.
 //!
-//! Each call walks the policy's chain, skipping providers that may not
-//! receive the request's data class or whose breaker is open. On one
-//! provider, an error's class picks the action from the policy's table:
-//! retry (with backoff that must fit the budget, never before Retry-After),
-//! move to the next provider, or fail. Every HTTP request is counted at the
-//! transport against the task's budget; every wait is cut at its deadline.
+//! Each call walks the policy's chain (one walk for the plain and the
+//! streaming path, see `walk.rs`), skipping providers that may not receive
+//! the request's data class, whose breaker is open or whose admission queue
+//! is full — skips are reported apart from attempts. On one provider, an
+//! error's class picks the action from the policy's table: retry (with
+//! backoff that must fit the budget, never before Retry-After, and only
+//! while the breaker lets it through), move to the next provider, or fail.
+//! Every HTTP request is counted at the transport against the task's
+//! budget; every wait is cut at its deadline.
 
-mod attempt;
 mod chat;
 mod late;
+mod report;
 mod run;
-mod slot;
 mod stream;
 mod task;
+mod upstream;
+mod walk;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use attempt::{
-    Attempt, AttemptResult, Completion, FailureReason, Partial, SkipReason, TaskFailure,
+pub use report::{
+    Attempt, AttemptResult, Completion, FailureReason, Partial, Skip, SkipReason, TaskFailure,
 };
 pub use stream::{RoutedStream, StreamBroken};
 pub use task::Task;
@@ -29,14 +33,14 @@ use crate::breaker::BreakerState;
 use crate::budget::Budget;
 use crate::config::{Config, PolicySettings};
 use crate::error::RouterError;
-use slot::Slot;
+use upstream::Upstream;
 
 /// Routes chat calls over configured providers. Cheap to clone; build once
 /// per process from a [`Config`].
 #[derive(Debug, Clone)]
 pub struct Router {
     config: Config,
-    slots: Arc<HashMap<String, Arc<Slot>>>,
+    upstreams: Arc<HashMap<String, Arc<Upstream>>>,
     policies: Arc<HashMap<String, Arc<PolicySettings>>>,
 }
 
@@ -52,10 +56,10 @@ impl Router {
         config: &Config,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, RouterError> {
-        let slots = config
+        let upstreams = config
             .providers()
             .values()
-            .map(|p| Ok((p.name.clone(), Arc::new(Slot::build(p, env)?))))
+            .map(|p| Ok((p.name.clone(), Arc::new(Upstream::build(p, env)?))))
             .collect::<Result<HashMap<_, _>, RouterError>>()?;
         let policies = config
             .policies()
@@ -64,7 +68,7 @@ impl Router {
             .collect();
         Ok(Self {
             config: config.clone(),
-            slots: Arc::new(slots),
+            upstreams: Arc::new(upstreams),
             policies: Arc::new(policies),
         })
     }
@@ -91,7 +95,7 @@ impl Router {
 
     /// The breaker state of a provider (for health endpoints and tests).
     pub fn breaker_state(&self, provider: &str) -> Option<BreakerState> {
-        self.slots.get(provider).map(|s| s.breaker.state())
+        self.upstreams.get(provider).map(|u| u.breaker.state())
     }
 
     /// The configuration this router was built from.

@@ -1,32 +1,27 @@
-//! The bookkeeping of one routed call: attempts, partials, and the walk
-//! over providers with retries — shared by the plain and streaming paths.
+//! The bookkeeping of one routed call: what it tried, what it skipped, the
+//! partial output it kept apart, and the decisions that touch the budget
+//! (waiting for admission, backing off) — used by the chain walk.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use handover_providers::{CallOptions, ProviderError};
+use handover_providers::{CallOptions, ErrorClass, ProviderError};
 
-use super::attempt::{Attempt, AttemptResult, FailureReason, Partial, SkipReason, TaskFailure};
-use super::slot::{Slot, breaker_failure};
-use super::task::{BudgetGate, Task};
-use crate::admission::{Refused, Slot as Permit};
+use super::report::{
+    Attempt, AttemptResult, FailureReason, Partial, Skip, SkipReason, TaskFailure,
+};
+use super::task::{RequestCounter, Task};
+use super::upstream::{BreakerTicket, Upstream};
+use super::walk::{Answer, Answered, Leave};
+use crate::admission::{Permit, Refused};
 use crate::backoff::Backoff;
 use crate::budget::Exhausted;
 use crate::config::ClassAction;
 
-/// What to do after one attempt failed.
-pub(crate) enum Step {
-    /// Try the same provider again (after the backoff already slept).
-    Again,
-    /// Move on to the next provider.
-    Next,
-    /// Stop the task.
-    Stop(FailureReason),
-}
-
 pub(crate) struct Run<'t> {
     pub(crate) task: &'t Task,
     pub(crate) attempts: Vec<Attempt>,
+    pub(crate) skipped: Vec<Skip>,
     pub(crate) partials: Vec<Partial>,
 }
 
@@ -35,6 +30,7 @@ impl<'t> Run<'t> {
         Self {
             task,
             attempts: Vec::new(),
+            skipped: Vec::new(),
             partials: Vec::new(),
         }
     }
@@ -43,38 +39,36 @@ impl<'t> Run<'t> {
         self.task.budget.spent().elapsed
     }
 
+    /// Whether an earlier provider of this call failed: traffic arriving at
+    /// the next one is failover traffic, limited by its `fallback_share`.
     pub(crate) fn failed_any(&self) -> bool {
         self.attempts
             .iter()
             .any(|a| matches!(a.result, AttemptResult::Failed(_)))
     }
 
-    pub(crate) fn skip(&mut self, slot: &Slot, why: SkipReason) {
-        let now = self.now();
-        self.attempts.push(Attempt {
-            provider: slot.config.name.clone(),
-            model: slot.config.model.clone(),
-            started: now,
-            ended: now,
-            result: AttemptResult::Skipped(why),
-            sent: false,
-            request_id: None,
-            late: false,
+    pub(crate) fn skip(&mut self, upstream: &Upstream, reason: SkipReason) {
+        crate::metrics::skipped(&upstream.config.name, reason);
+        self.skipped.push(Skip {
+            provider: upstream.config.name.clone(),
+            model: upstream.config.model.clone(),
+            at: self.now(),
+            reason,
         });
     }
 
     pub(crate) fn record(
         &mut self,
-        slot: &Slot,
+        upstream: &Upstream,
         started: Duration,
         result: AttemptResult,
         sent: bool,
         request_id: Option<String>,
     ) {
-        crate::metrics::attempt(&slot.config.name, &result);
+        crate::metrics::attempt(&upstream.config.name, &result);
         self.attempts.push(Attempt {
-            provider: slot.config.name.clone(),
-            model: slot.config.model.clone(),
+            provider: upstream.config.name.clone(),
+            model: upstream.config.model.clone(),
             started,
             ended: self.now(),
             result,
@@ -89,98 +83,110 @@ impl<'t> Run<'t> {
         TaskFailure {
             reason,
             attempts: self.attempts,
+            skipped: self.skipped,
             partials: self.partials,
             spent: self.task.budget.spent(),
         }
     }
 
-    /// The providers of the policy's chain that may receive `data_class`;
-    /// the others are recorded as skipped.
-    pub(crate) fn chain(
+    /// Waits for a concurrency slot of `upstream` within the budget.
+    pub(crate) async fn admit(
         &mut self,
-        slots: &std::collections::HashMap<String, Arc<Slot>>,
-        data_class: Option<&str>,
-    ) -> Result<Vec<Arc<Slot>>, FailureReason> {
-        let mut allowed = Vec::new();
-        for name in &self.task.policy.chain {
-            let Some(slot) = slots.get(name) else {
-                continue;
-            };
-            if slot.accepts(data_class) {
-                allowed.push(slot.clone());
-            } else {
-                self.skip(slot, SkipReason::DataClass);
-            }
-        }
-        if allowed.is_empty() {
-            return Err(FailureReason::NoAllowedProvider {
-                data_class: data_class.unwrap_or_default().to_owned(),
-            });
-        }
-        Ok(allowed)
-    }
-
-    /// Waits for a slot of `slot`'s provider within the budget.
-    pub(crate) async fn admit(&mut self, slot: &Slot, failover: bool) -> Result<Permit, Step> {
+        upstream: &Upstream,
+        failover: bool,
+    ) -> Result<Permit, Leave> {
         if let Err(e) = self.task.budget.check() {
-            return Err(Step::Stop(FailureReason::Budget(e)));
+            return Err(Leave::Stop(FailureReason::Budget(e)));
         }
-        match slot.admission.acquire(failover, &self.task.budget).await {
+        match upstream
+            .admission
+            .acquire(failover, &self.task.budget)
+            .await
+        {
             Ok(permit) => Ok(permit),
             Err(Refused::QueueFull) => {
-                self.skip(slot, SkipReason::QueueFull);
-                Err(Step::Next)
+                self.skip(upstream, SkipReason::QueueFull);
+                Err(Leave::Next)
             }
-            Err(Refused::Budget(e)) => Err(Step::Stop(FailureReason::Budget(e))),
+            Err(Refused::Budget(e)) => Err(Leave::Stop(FailureReason::Budget(e))),
+        }
+    }
+
+    /// Records an answer: the attempt, its cost against the budget, and —
+    /// when the answer is complete — the breaker's success.
+    pub(crate) fn answered<T>(
+        &mut self,
+        upstream: &Upstream,
+        mut ticket: BreakerTicket,
+        started: Duration,
+        answer: Answer<T>,
+    ) -> Answered<T> {
+        if answer.complete {
+            ticket.succeeded();
+        }
+        let result = AttemptResult::Answered;
+        self.record(upstream, started, result, true, answer.request_id);
+        if let Some(c) = answer.cost {
+            self.task.budget.charge(c);
+        }
+        let (policy, provider) = (&self.task.policy.name, &upstream.config.name);
+        crate::metrics::answered(policy, provider, self.now(), answer.cost);
+        Answered {
+            value: answer.value,
+            cost: answer.cost,
+            ticket,
         }
     }
 
     /// Per-call options: the provider's timeouts cut to what remains, and
     /// the budget counting requests at the transport.
-    pub(crate) fn call_options(&self, slot: &Slot) -> CallOptions {
+    pub(crate) fn call_options(&self, upstream: &Upstream) -> CallOptions {
         CallOptions::default()
-            .with_timeouts(slot.config.timeouts.capped(self.task.budget.remaining()))
-            .with_send_gate(Arc::new(BudgetGate(self.task.budget.clone())))
+            .with_timeouts(
+                upstream
+                    .config
+                    .timeouts
+                    .capped(self.task.budget.remaining()),
+            )
+            .with_send_counter(Arc::new(RequestCounter(self.task.budget.clone())))
     }
 
     /// Decides what follows a failed attempt: the breaker learns from it,
-    /// the policy's table picks the action, and a retry sleeps its backoff
-    /// only if the whole delay fits the budget.
+    /// the policy's table picks the action, and a retry (`Ok`) sleeps its
+    /// backoff only if the whole delay fits the budget.
     pub(crate) async fn after_failure(
         &mut self,
-        slot: &Slot,
+        ticket: &mut BreakerTicket,
         err: &ProviderError,
         tries: u32,
         backoff: &mut Backoff,
-    ) -> Step {
+    ) -> Result<(), Leave> {
         let class = err.class();
-        if class == handover_providers::ErrorClass::SendRefused {
+        if class == ErrorClass::SendRefused {
+            // Our budget, not the provider: nothing for the breaker to learn.
+            ticket.give_back();
             let why = self
                 .task
                 .budget
                 .check()
                 .err()
                 .unwrap_or(Exhausted::Requests);
-            return Step::Stop(FailureReason::Budget(why));
+            return Err(Leave::Stop(FailureReason::Budget(why)));
         }
-        match breaker_failure(class) {
-            Some(f) => slot.breaker.record_failure(f),
-            None => slot.breaker.release_probe(),
-        }
+        ticket.failed(class);
         match self.task.policy.action_for(class) {
-            ClassAction::Fail => Step::Stop(FailureReason::Failed {
+            ClassAction::Fail => Err(Leave::Stop(FailureReason::Failed {
                 class,
                 message: err.to_string(),
-            }),
-            ClassAction::Next => Step::Next,
-            ClassAction::Retry if tries >= self.task.policy.max_attempts_per_provider => Step::Next,
+            })),
+            ClassAction::Next => Err(Leave::Next),
+            ClassAction::Retry if tries >= self.task.policy.max_attempts_per_provider => {
+                Err(Leave::Next)
+            }
             ClassAction::Retry => {
                 let delay = backoff.next_delay(err.retry_after());
-                match self.task.budget.sleep_within(delay).await {
-                    Ok(()) => Step::Again,
-                    // A wait that cannot finish inside the budget: fail over now.
-                    Err(_) => Step::Next,
-                }
+                // A wait that cannot finish inside the budget: fail over now.
+                (self.task.budget.sleep_within(delay).await).map_err(|_| Leave::Next)
             }
         }
     }

@@ -22,11 +22,10 @@ use handover_providers::{
 };
 
 use super::Router;
-use super::attempt::{Attempt, AttemptResult, FailureReason, Partial, SkipReason};
-use super::run::{Run, Step};
-use super::slot::{ProbeGuard, Slot, breaker_failure};
+use super::report::{Attempt, Partial, Skip};
 use super::task::Task;
-use crate::backoff::Backoff;
+use super::upstream::{BreakerTicket, Upstream};
+use super::walk::{Answer, Call, Needs, Tried, Try};
 use crate::config::CommitPoint;
 use crate::error::RouterError;
 
@@ -57,20 +56,22 @@ fn is_data(ev: &StreamEvent) -> bool {
 pub struct RoutedStream {
     buffered: VecDeque<StreamEvent>,
     inner: Option<ChatStream>,
-    slot: Arc<Slot>,
+    upstream: Arc<Upstream>,
     events: usize,
     complete: bool,
     broken: Option<StreamBroken>,
-    /// Gives a half-open probe back if the stream is dropped before its end.
-    probe: ProbeGuard,
+    /// Tells the breaker how the stream ended (and gives a half-open probe
+    /// back if the stream is dropped before its end).
+    ticket: BreakerTicket,
     attempts: Vec<Attempt>,
+    skipped: Vec<Skip>,
     partials: Vec<Partial>,
 }
 
 impl std::fmt::Debug for RoutedStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RoutedStream")
-            .field("provider", &self.slot.config.name)
+            .field("provider", &self.upstream.config.name)
             .field("events", &self.events)
             .field("complete", &self.complete)
             .finish_non_exhaustive()
@@ -80,13 +81,18 @@ impl std::fmt::Debug for RoutedStream {
 impl RoutedStream {
     /// The provider answering.
     pub fn provider(&self) -> &str {
-        &self.slot.config.name
+        &self.upstream.config.name
     }
 
     /// Attempts made before this stream was committed (the last one is the
     /// committed attempt).
     pub fn attempts(&self) -> &[Attempt] {
         &self.attempts
+    }
+
+    /// Providers passed over before the commit, and why, in chain order.
+    pub fn skipped(&self) -> &[Skip] {
+        &self.skipped
     }
 
     /// Partial output of failed attempts before the commit.
@@ -100,13 +106,9 @@ impl RoutedStream {
     }
 
     fn broke(&mut self, err: &ProviderError) -> StreamBroken {
-        match breaker_failure(err.class()) {
-            Some(f) => self.slot.breaker.record_failure(f),
-            None => self.slot.breaker.release_probe(),
-        }
-        self.probe.disarm();
+        self.ticket.failed(err.class());
         let b = StreamBroken {
-            provider: self.slot.config.name.clone(),
+            provider: self.upstream.config.name.clone(),
             class: err.class(),
             events: self.events,
         };
@@ -141,61 +143,18 @@ impl Stream for RoutedStream {
             Poll::Ready(None) => {
                 this.inner = None;
                 this.complete = true;
-                this.slot.breaker.record_success();
-                this.probe.disarm();
+                this.ticket.succeeded();
                 Poll::Ready(None)
             }
         }
     }
 }
 
-/// Outcome of opening one provider's stream up to the commit point.
-enum Opened {
-    Committed {
-        buffered: VecDeque<StreamEvent>,
-        rest: Option<ChatStream>,
-    },
-    Failed(ProviderError, Option<Partial>),
-}
-
-async fn open_until_commit(slot: &Slot, mut stream: ChatStream, commit: CommitPoint) -> Opened {
-    let mut buffered = VecDeque::new();
-    let mut text = String::new();
-    let mut events = 0;
-    loop {
-        match stream.next().await {
-            Some(Ok(ev)) => {
-                let data = is_data(&ev);
-                if let StreamEvent::ContentDelta(t) = &ev {
-                    text.push_str(t);
-                }
-                if data {
-                    events += 1;
-                }
-                buffered.push_back(ev);
-                if data && commit == CommitPoint::FirstToken {
-                    return Opened::Committed {
-                        buffered,
-                        rest: Some(stream),
-                    };
-                }
-            }
-            Some(Err(e)) => {
-                let partial = (events > 0).then(|| Partial {
-                    provider: slot.config.name.clone(),
-                    text,
-                    events,
-                });
-                return Opened::Failed(e, partial);
-            }
-            None => {
-                return Opened::Committed {
-                    buffered,
-                    rest: None,
-                };
-            }
-        }
-    }
+/// A stream opened up to its commit point: the events read so far, and the
+/// rest unless the provider's stream already ended.
+struct Committed {
+    buffered: VecDeque<StreamEvent>,
+    rest: Option<ChatStream>,
 }
 
 impl Router {
@@ -207,100 +166,91 @@ impl Router {
         task: &Task,
         req: &ChatRequest,
     ) -> Result<RoutedStream, RouterError> {
-        let mut run = Run::new(task);
-        let chain = match run.chain(&self.slots, req.data_class.as_deref()) {
-            Ok(chain) => chain,
-            Err(reason) => return Err(RouterError::Task(Box::new(run.fail(reason)))),
+        let needs = Needs {
+            data_class: req.data_class.as_deref(),
         };
-        let mut stop = None;
-        'chain: for slot in chain {
-            let failover = run.failed_any();
-            let Some(mut probe) = ProbeGuard::admit(&slot) else {
-                run.skip(&slot, SkipReason::BreakerOpen);
-                continue;
-            };
-            let mut backoff = Backoff::new(&task.policy.backoff);
-            let mut tries = 0;
-            loop {
-                let permit = match run.admit(&slot, failover).await {
-                    Ok(p) => p,
-                    Err(Step::Stop(reason)) => {
-                        stop = Some(reason);
-                        break 'chain;
-                    }
-                    Err(_) => {
-                        continue 'chain;
-                    }
-                };
-                let started = run.now();
-                let opened = match slot
-                    .provider
-                    .chat_stream(req, &run.call_options(&slot))
-                    .await
-                {
-                    Ok(stream) => {
-                        let request_id = stream.request_id().map(str::to_owned);
-                        (
-                            open_until_commit(&slot, stream, task.policy.commit_point).await,
-                            request_id,
-                        )
-                    }
-                    Err(e) => (Opened::Failed(e, None), None),
-                };
-                drop(permit);
-                tries += 1;
-                match opened {
-                    (Opened::Committed { buffered, rest }, request_id) => {
-                        run.record(&slot, started, AttemptResult::Answered, true, request_id);
-                        crate::metrics::answered(
-                            &task.policy.name,
-                            &slot.config.name,
-                            run.now(),
-                            None,
-                        );
-                        let complete = rest.is_none();
-                        if complete {
-                            slot.breaker.record_success();
-                            probe.disarm();
-                        }
-                        let events = buffered.iter().filter(|e| is_data(e)).count();
-                        return Ok(RoutedStream {
-                            buffered,
-                            inner: rest,
-                            slot,
-                            events,
-                            complete,
-                            broken: None,
-                            probe,
-                            attempts: run.attempts,
-                            partials: run.partials,
-                        });
-                    }
-                    (Opened::Failed(e, partial), request_id) => {
-                        run.record(
-                            &slot,
-                            started,
-                            AttemptResult::Failed(e.class()),
-                            e.was_sent(),
-                            request_id.or_else(|| e.request_id().map(str::to_owned)),
-                        );
-                        run.partials.extend(partial);
-                        let step = run.after_failure(&slot, &e, tries, &mut backoff).await;
-                        probe.disarm();
-                        match step {
-                            Step::Again => continue,
-                            Step::Next => continue 'chain,
-                            Step::Stop(reason) => {
-                                return Err(RouterError::Task(Box::new(run.fail(reason))));
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        let reason = stop
-            .or_else(|| task.budget.check().err().map(FailureReason::Budget))
-            .unwrap_or(FailureReason::ChainExhausted);
-        Err(RouterError::Task(Box::new(run.fail(reason))))
+        let walked = self.walk(task, needs, &UntilCommit(req)).await?;
+        let Committed { buffered, rest } = walked.answered.value;
+        let events = buffered.iter().filter(|e| is_data(e)).count();
+        Ok(RoutedStream {
+            complete: rest.is_none(),
+            buffered,
+            inner: rest,
+            upstream: walked.upstream,
+            events,
+            broken: None,
+            ticket: walked.answered.ticket,
+            attempts: walked.run.attempts,
+            skipped: walked.run.skipped,
+            partials: walked.run.partials,
+        })
     }
+}
+
+/// One streaming call, read up to the policy's commit point: a failure
+/// before it may fall back; the committed stream goes to the caller.
+struct UntilCommit<'r>(&'r ChatRequest);
+
+impl Call for UntilCommit<'_> {
+    type Output = Committed;
+
+    async fn call(&self, at: Try<'_>) -> Tried<Committed> {
+        let (upstream, commit) = (at.upstream, at.task.policy.commit_point);
+        let tried = match upstream.provider.chat_stream(self.0, &at.options).await {
+            Ok(stream) => open_until_commit(upstream, stream, commit).await,
+            Err(error) => Tried::Failed {
+                request_id: error.request_id().map(str::to_owned),
+                error,
+                partial: None,
+            },
+        };
+        drop(at.permit);
+        tried
+    }
+}
+
+async fn open_until_commit(
+    upstream: &Upstream,
+    mut stream: ChatStream,
+    commit: CommitPoint,
+) -> Tried<Committed> {
+    let request_id = stream.request_id().map(str::to_owned);
+    let mut buffered = VecDeque::new();
+    let mut text = String::new();
+    let mut events = 0;
+    let rest = loop {
+        let ev = match stream.next().await {
+            Some(Ok(ev)) => ev,
+            Some(Err(error)) => {
+                let provider = upstream.config.name.clone();
+                let partial = (events > 0).then_some(Partial {
+                    provider,
+                    text,
+                    events,
+                });
+                let request_id = request_id.or_else(|| error.request_id().map(str::to_owned));
+                return Tried::Failed {
+                    request_id,
+                    error,
+                    partial,
+                };
+            }
+            None => break None,
+        };
+        let data = is_data(&ev);
+        if let StreamEvent::ContentDelta(t) = &ev {
+            text.push_str(t);
+        }
+        events += usize::from(data);
+        buffered.push_back(ev);
+        if data && commit == CommitPoint::FirstToken {
+            break Some(stream);
+        }
+    };
+    Tried::Answered(Answer {
+        complete: rest.is_none(),
+        value: Committed { buffered, rest },
+        request_id,
+        cost: None,
+    })
 }

@@ -3,9 +3,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use handover_providers::{SendGate, SendInfo, SendRefused};
+use handover_providers::{SendCounter, SendInfo, SendRefused};
 
-use super::attempt::Attempt;
+use super::report::Attempt;
 use crate::budget::Budget;
 use crate::config::PolicySettings;
 
@@ -42,11 +42,12 @@ impl Task {
     }
 }
 
-/// Counts HTTP requests at the transport: the adapters call it right before
-/// a request is written, and give the slot back when it provably never left.
-pub(crate) struct BudgetGate(pub(crate) Arc<Budget>);
+/// Counts HTTP requests at the transport against the task's budget: the
+/// adapters call it right before a request is written (it refuses once the
+/// budget is spent), and give the request back when it provably never left.
+pub(crate) struct RequestCounter(pub(crate) Arc<Budget>);
 
-impl SendGate for BudgetGate {
+impl SendCounter for RequestCounter {
     fn before_send(&self, _info: &SendInfo) -> Result<(), SendRefused> {
         self.0
             .try_send()

@@ -1,5 +1,7 @@
-//! What a task's result reports: every attempt (answered, failed or
-//! skipped), partial output kept apart from the answer, and the budget spent.
+//! What a call's result reports: every attempt that happened (answered,
+//! failed or abandoned; sent or not), every provider that was skipped and
+//! why (apart from the attempts, in chain order), partial output kept apart
+//! from the answer, and the budget spent.
 
 use std::time::Duration;
 
@@ -7,15 +9,53 @@ use handover_providers::{ChatResponse, ErrorClass, Usage};
 
 use crate::budget::{Exhausted, Spent};
 
-/// Why a provider in the chain was not tried.
+/// Why a provider in the chain was not tried (or not tried again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SkipReason {
     /// It may not receive the request's data class.
     DataClass,
-    /// Its circuit breaker is open.
+    /// Its circuit breaker is open (checked before every try, retries
+    /// included, so a provider may be tried and then skipped).
     BreakerOpen,
-    /// Too many requests are waiting for its slots.
+    /// Its admission control refused: too many requests already wait for
+    /// its concurrency slots.
     QueueFull,
+}
+
+impl SkipReason {
+    /// Stable name for headers, logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DataClass => "data_class",
+            Self::BreakerOpen => "breaker_open",
+            Self::QueueFull => "queue_full",
+        }
+    }
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::DataClass => "may not receive the request's data class",
+            Self::BreakerOpen => "circuit breaker open",
+            Self::QueueFull => "admission queue full",
+        })
+    }
+}
+
+/// A provider of the chain that the call passed over, and why. No request
+/// went to it for this reason; it is not an attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip {
+    /// Provider name.
+    pub provider: String,
+    /// Model it would have been asked for.
+    pub model: String,
+    /// When, since the task began.
+    pub at: Duration,
+    /// Why.
+    pub reason: SkipReason,
 }
 
 /// How one attempt ended.
@@ -25,14 +65,13 @@ pub enum AttemptResult {
     Answered,
     /// It failed with this class.
     Failed(ErrorClass),
-    /// The task stopped waiting for it (`hedge_after`) and moved on; its
+    /// The task stopped waiting for it (`abandon_after`) and moved on; its
     /// request still runs, and whatever it returns is recorded as late.
     Abandoned,
-    /// It was not made.
-    Skipped(SkipReason),
 }
 
-/// One attempt of a task (at most one HTTP request).
+/// One attempt of a task: one call to one provider (at most one HTTP
+/// request; `sent` says whether it could have reached the provider).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attempt {
     /// Provider name.
@@ -80,6 +119,8 @@ pub struct Completion {
     pub cost: Option<f64>,
     /// Every attempt of this call, in order (failed ones are attempts, not completions).
     pub attempts: Vec<Attempt>,
+    /// Providers passed over, and why, in chain order.
+    pub skipped: Vec<Skip>,
     /// Partial output of failed streaming attempts.
     pub partials: Vec<Partial>,
     /// The task's budget spent so far.
@@ -98,7 +139,8 @@ pub enum FailureReason {
         /// The provider's message (never contains keys).
         message: String,
     },
-    /// Every provider in the chain was tried or skipped.
+    /// Every provider in the chain failed or was skipped (the failure's
+    /// attempts and skips say which and why).
     ChainExhausted,
     /// No provider in the chain may receive the request's data class; nothing was sent.
     NoAllowedProvider {
@@ -117,8 +159,10 @@ pub enum FailureReason {
 pub struct TaskFailure {
     /// Why.
     pub reason: FailureReason,
-    /// Every attempt.
+    /// Every attempt that happened, in order.
     pub attempts: Vec<Attempt>,
+    /// Providers passed over, and why, in chain order.
+    pub skipped: Vec<Skip>,
     /// Partial output of failed streaming attempts.
     pub partials: Vec<Partial>,
     /// The budget spent.
@@ -126,11 +170,15 @@ pub struct TaskFailure {
 }
 
 impl std::fmt::Display for TaskFailure {
+    /// The reason, then the attempts (in order) and the skipped providers
+    /// (in chain order), e.g. `no provider in the chain answered; attempts:
+    /// primary=overloaded; skipped: fallback (may not receive the request's
+    /// data class); 1 request(s) sent`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.reason {
             FailureReason::Budget(e) => write!(f, "task budget exhausted ({})", e.as_str())?,
             FailureReason::Failed { class, message } => write!(f, "{class}: {message}")?,
-            FailureReason::ChainExhausted => f.write_str("every provider in the chain failed")?,
+            FailureReason::ChainExhausted => f.write_str("no provider in the chain answered")?,
             FailureReason::NoAllowedProvider { data_class } => write!(
                 f,
                 "no provider in the chain may receive data class {data_class:?}; nothing was sent"
@@ -139,11 +187,19 @@ impl std::fmt::Display for TaskFailure {
                 write!(f, "stream broke after its commit point ({class})")?
             }
         }
-        write!(
-            f,
-            " after {} attempt(s), {} request(s) sent",
-            self.attempts.len(),
-            self.spent.requests
-        )
+        for (i, a) in self.attempts.iter().enumerate() {
+            let result = match a.result {
+                AttemptResult::Answered => "answered",
+                AttemptResult::Failed(class) => class.as_str(),
+                AttemptResult::Abandoned => "abandoned",
+            };
+            let lead = if i == 0 { "; attempts: " } else { ", " };
+            write!(f, "{lead}{}={result}", a.provider)?;
+        }
+        for (i, s) in self.skipped.iter().enumerate() {
+            let lead = if i == 0 { "; skipped: " } else { ", " };
+            write!(f, "{lead}{} ({})", s.provider, s.reason)?;
+        }
+        write!(f, "; {} request(s) sent", self.spent.requests)
     }
 }

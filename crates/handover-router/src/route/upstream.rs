@@ -1,5 +1,7 @@
-//! One configured provider at run time: its adapter, breaker and admission
-//! gate, shared by every task.
+//! One configured provider at run time (an upstream): its adapter, circuit
+//! breaker and admission control, shared by every task.
+
+use std::sync::Arc;
 
 use handover_providers::{AnyProvider, ProviderSettings, ReasoningPassback, Usage};
 use secrecy::SecretString;
@@ -9,15 +11,16 @@ use crate::breaker::{Breaker, Failure};
 use crate::config::{ErrorClass, ProviderConfig};
 use crate::error::RouterError;
 
+/// A provider of the configuration, built once per router.
 #[derive(Debug)]
-pub(crate) struct Slot {
+pub(crate) struct Upstream {
     pub(crate) provider: AnyProvider,
     pub(crate) config: ProviderConfig,
     pub(crate) breaker: Breaker,
     pub(crate) admission: Admission,
 }
 
-impl Slot {
+impl Upstream {
     pub(crate) fn build(
         config: &ProviderConfig,
         env: &dyn Fn(&str) -> Option<String>,
@@ -72,9 +75,8 @@ impl Slot {
 }
 
 /// How an error class affects the provider's breaker.
-pub(crate) fn breaker_failure(class: ErrorClass) -> Option<Failure> {
+fn breaker_failure(class: ErrorClass) -> Option<Failure> {
     match class {
-        ErrorClass::Overloaded => Some(Failure::Overload),
         ErrorClass::Auth | ErrorClass::Billing | ErrorClass::QuotaExhausted => {
             Some(Failure::Account)
         }
@@ -82,6 +84,7 @@ pub(crate) fn breaker_failure(class: ErrorClass) -> Option<Failure> {
         | ErrorClass::Timeout
         | ErrorClass::ConnectionLost
         | ErrorClass::RateLimited
+        | ErrorClass::Overloaded
         | ErrorClass::ServerError
         | ErrorClass::StreamInterrupted
         | ErrorClass::StreamStalled
@@ -92,34 +95,56 @@ pub(crate) fn breaker_failure(class: ErrorClass) -> Option<Failure> {
     }
 }
 
-/// A half-open probe that must be reported. If the call is dropped before
-/// the breaker learned its outcome (the caller's future was cancelled, a
-/// stream was dropped mid-way), the probe is given back, so the breaker can
-/// never stay half-open with no probes left.
-pub(crate) struct ProbeGuard {
-    slot: std::sync::Arc<Slot>,
-    armed: bool,
+/// Passage through a provider's breaker for one try: the breaker learns the
+/// try's outcome through it, and only through it. If the try ends without
+/// telling anything about the provider (the caller's budget ran out, the
+/// request's own fault) or is dropped before its outcome is known (the
+/// caller's future was cancelled, a stream was dropped mid-way), a
+/// half-open probe is given back, so the breaker can never stay half-open
+/// with no probes left.
+pub(crate) struct BreakerTicket {
+    upstream: Arc<Upstream>,
+    /// A half-open probe not yet reported.
+    probe: bool,
 }
 
-impl ProbeGuard {
-    /// Admits a call to `slot`, or `None` while its breaker is open.
-    pub(crate) fn admit(slot: &std::sync::Arc<Slot>) -> Option<Self> {
-        slot.breaker.try_admit().map(|probe| Self {
-            slot: slot.clone(),
-            armed: probe,
+impl BreakerTicket {
+    /// Passage to `upstream`, or `None` while its breaker is open.
+    pub(crate) fn admit(upstream: &Arc<Upstream>) -> Option<Self> {
+        upstream.breaker.try_admit().map(|probe| Self {
+            upstream: upstream.clone(),
+            probe,
         })
     }
 
-    /// The breaker has been told the outcome: nothing to give back.
-    pub(crate) fn disarm(&mut self) {
-        self.armed = false;
+    /// The provider answered: the breaker closes.
+    pub(crate) fn succeeded(&mut self) {
+        self.upstream.breaker.record_success();
+        self.probe = false;
+    }
+
+    /// The try failed with `class`: the breaker counts it if it says
+    /// something about the provider; otherwise a probe is given back.
+    pub(crate) fn failed(&mut self, class: ErrorClass) {
+        match breaker_failure(class) {
+            Some(f) => {
+                self.upstream.breaker.record_failure(f);
+                self.probe = false;
+            }
+            None => self.give_back(),
+        }
+    }
+
+    /// The try says nothing about the provider: give a probe back.
+    pub(crate) fn give_back(&mut self) {
+        if std::mem::take(&mut self.probe) {
+            self.upstream.breaker.release_probe();
+        }
     }
 }
 
-impl Drop for ProbeGuard {
+impl Drop for BreakerTicket {
     fn drop(&mut self) {
-        if self.armed {
-            self.slot.breaker.release_probe();
-        }
+        self.give_back();
     }
 }

@@ -1,18 +1,17 @@
-//! `[gateway]` validation: listen address, limits, client and operator
-//! tokens (SHA-256 hashes, never tokens) and model aliases. Kept apart from
-//! `validate.rs` so each file stays about one section.
+//! `[gateway]`: listen address, limits, client and operator tokens (SHA-256
+//! hashes, never tokens) and model aliases.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
-use super::defaults as d;
-use super::duration::parse_or;
-use super::issues::ConfigIssues;
-use super::model::{GatewayClient, GatewayOperator, GatewaySettings, PolicySettings};
-use super::raw::RawGateway;
-use super::validate::{name_ok, positive};
+use super::super::defaults as d;
+use super::super::duration::parse_or;
+use super::super::issues::ConfigIssues;
+use super::super::model::{GatewayClient, GatewayOperator, GatewaySettings, PolicySettings};
+use super::super::raw::{RawGateway, RawGatewayClient, RawGatewayOperator};
+use super::{name_ok, positive};
 
-pub(crate) fn validate(
+pub(super) fn validate(
     issues: &mut ConfigIssues,
     policies: &BTreeMap<String, PolicySettings>,
     raw: RawGateway,
@@ -43,10 +42,28 @@ pub(crate) fn validate(
         raw.shutdown_grace.as_deref(),
         d::GATEWAY_SHUTDOWN_GRACE,
     );
-    // One token, one principal: a hash listed twice would make the scope
-    // (or the operator role) of a request ambiguous.
-    let mut seen: HashMap<[u8; 32], String> = HashMap::new();
-    let mut token = |issues: &mut ConfigIssues, path: String, hex: &str| -> [u8; 32] {
+    let mut tokens = Tokens::default();
+    let clients = clients(issues, &mut tokens, raw.clients);
+    let operators = operators(issues, &mut tokens, raw.operators);
+    aliases(issues, policies, &raw.models);
+    GatewaySettings {
+        listen,
+        max_body_bytes,
+        keepalive,
+        shutdown_grace,
+        clients,
+        operators,
+        models: raw.models,
+    }
+}
+
+/// The token hashes seen so far. One token, one principal: a hash listed
+/// twice would make the scope (or the operator role) of a request ambiguous.
+#[derive(Default)]
+struct Tokens(HashMap<[u8; 32], String>);
+
+impl Tokens {
+    fn check(&mut self, issues: &mut ConfigIssues, path: &str, hex: &str) -> [u8; 32] {
         let tpath = format!("{path}.token_sha256");
         let Some(hash) = parse_sha256(hex) else {
             issues.push(
@@ -55,18 +72,23 @@ pub(crate) fn validate(
             );
             return [0; 32];
         };
-        if let Some(first) = seen.insert(hash, path.clone()) {
+        if let Some(first) = self.0.insert(hash, path.to_owned()) {
             issues.push(tpath, format!("the same token is already used by {first}"));
         }
         hash
-    };
-    let clients = raw
-        .clients
-        .into_iter()
+    }
+}
+
+fn clients(
+    issues: &mut ConfigIssues,
+    tokens: &mut Tokens,
+    raw: BTreeMap<String, RawGatewayClient>,
+) -> BTreeMap<String, GatewayClient> {
+    raw.into_iter()
         .map(|(name, c)| {
             let path = format!("gateway.clients.{name}");
             name_ok(issues, &path, &name);
-            let token_sha256 = token(issues, path.clone(), &c.token_sha256);
+            let token_sha256 = tokens.check(issues, &path, &c.token_sha256);
             if let Err(e) = handover_ledger::Scope::new(&c.scope) {
                 issues.push(format!("{path}.scope"), e.reason().to_owned());
             }
@@ -77,22 +99,35 @@ pub(crate) fn validate(
             };
             (name, client)
         })
-        .collect();
-    let operators = raw
-        .operators
-        .into_iter()
+        .collect()
+}
+
+fn operators(
+    issues: &mut ConfigIssues,
+    tokens: &mut Tokens,
+    raw: BTreeMap<String, RawGatewayOperator>,
+) -> BTreeMap<String, GatewayOperator> {
+    raw.into_iter()
         .map(|(name, o)| {
             let path = format!("gateway.operators.{name}");
             name_ok(issues, &path, &name);
-            let token_sha256 = token(issues, path, &o.token_sha256);
+            let token_sha256 = tokens.check(issues, &path, &o.token_sha256);
             let operator = GatewayOperator {
                 name: name.clone(),
                 token_sha256,
             };
             (name, operator)
         })
-        .collect();
-    for (alias, policy) in &raw.models {
+        .collect()
+}
+
+/// Each alias is visible ASCII, names a policy, and hides no other policy.
+fn aliases(
+    issues: &mut ConfigIssues,
+    policies: &BTreeMap<String, PolicySettings>,
+    models: &BTreeMap<String, String>,
+) {
+    for (alias, policy) in models {
         let path = format!("gateway.models.{alias}");
         let visible =
             !alias.is_empty() && alias.len() <= 255 && alias.bytes().all(|b| b.is_ascii_graphic());
@@ -107,15 +142,6 @@ pub(crate) fn validate(
                 format!("alias {alias:?} would hide the policy of the same name"),
             );
         }
-    }
-    GatewaySettings {
-        listen,
-        max_body_bytes,
-        keepalive,
-        shutdown_grace,
-        clients,
-        operators,
-        models: raw.models,
     }
 }
 

@@ -1,0 +1,124 @@
+//! `[ledger]`: the backend and its retention and parameter limits.
+
+use super::super::defaults as d;
+use super::super::duration::parse_or;
+use super::super::issues::ConfigIssues;
+use super::super::model::{LedgerBackend, LedgerSettings};
+use super::super::raw::RawLedger;
+use super::{choice, positive, positive_u32};
+
+/// The embedded default when the file has no `[ledger]` or names no path.
+const SQLITE_PATH: &str = "handover.db";
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Memory,
+    Sqlite,
+    Postgres,
+}
+
+pub(super) fn validate(issues: &mut ConfigIssues, raw: Option<RawLedger>) -> LedgerSettings {
+    let Some(raw) = raw else {
+        return LedgerSettings {
+            backend: LedgerBackend::Sqlite {
+                path: SQLITE_PATH.to_owned(),
+            },
+            lease: d::LEASE,
+            replay_window: d::REPLAY_WINDOW,
+            tombstone_horizon: d::TOMBSTONE_HORIZON,
+            max_params_bytes: d::MAX_PARAMS_BYTES,
+            max_params_depth: d::MAX_PARAMS_DEPTH,
+        };
+    };
+    let backend = backend(issues, &raw);
+    let replay_window = parse_or(
+        issues,
+        "ledger.replay_window",
+        raw.replay_window.as_deref(),
+        d::REPLAY_WINDOW,
+    );
+    let tombstone_horizon = parse_or(
+        issues,
+        "ledger.tombstone_horizon",
+        raw.tombstone_horizon.as_deref(),
+        d::TOMBSTONE_HORIZON,
+    );
+    if tombstone_horizon < replay_window {
+        issues.push(
+            "ledger.tombstone_horizon",
+            "must not be shorter than ledger.replay_window",
+        );
+    }
+    LedgerSettings {
+        backend,
+        lease: parse_or(issues, "ledger.lease", raw.lease.as_deref(), d::LEASE),
+        replay_window,
+        tombstone_horizon,
+        max_params_bytes: positive(
+            issues,
+            "ledger.max_params_bytes",
+            raw.max_params_bytes,
+            d::MAX_PARAMS_BYTES as u64,
+        ) as usize,
+        max_params_depth: positive(
+            issues,
+            "ledger.max_params_depth",
+            raw.max_params_depth,
+            d::MAX_PARAMS_DEPTH as u64,
+        ) as usize,
+    }
+}
+
+fn backend(issues: &mut ConfigIssues, raw: &RawLedger) -> LedgerBackend {
+    let kinds = [
+        ("memory", Kind::Memory),
+        ("sqlite", Kind::Sqlite),
+        ("postgres", Kind::Postgres),
+    ];
+    let kind = choice(
+        issues,
+        "ledger.backend",
+        "backend",
+        Some(&raw.backend),
+        &kinds,
+    );
+    let backend = match kind {
+        None | Some(Kind::Memory) => LedgerBackend::Memory,
+        Some(Kind::Sqlite) => LedgerBackend::Sqlite {
+            path: raw.path.clone().unwrap_or_else(|| SQLITE_PATH.to_owned()),
+        },
+        Some(Kind::Postgres) => postgres(issues, raw),
+    };
+    if raw.path.is_some() && !matches!(backend, LedgerBackend::Sqlite { .. }) {
+        issues.push("ledger.path", "only applies to backend \"sqlite\"");
+    }
+    if raw.url_env.is_some() && !matches!(backend, LedgerBackend::Postgres { .. }) {
+        issues.push("ledger.url_env", "only applies to backend \"postgres\"");
+    }
+    backend
+}
+
+fn postgres(issues: &mut ConfigIssues, raw: &RawLedger) -> LedgerBackend {
+    let url_env = raw.url_env.clone().unwrap_or_default();
+    if url_env.is_empty() {
+        issues.push(
+            "ledger.url_env",
+            "required for backend \"postgres\" (the environment variable holding the connection URL)",
+        );
+    }
+    LedgerBackend::Postgres {
+        url_env,
+        pool_size: positive_u32(
+            issues,
+            "ledger.pool_size",
+            raw.pool_size.map(u64::from),
+            d::PG_POOL_SIZE,
+        ),
+        statement_timeout: parse_or(
+            issues,
+            "ledger.statement_timeout",
+            raw.statement_timeout.as_deref(),
+            d::PG_STATEMENT_TIMEOUT,
+        ),
+    }
+}

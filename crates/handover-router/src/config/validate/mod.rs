@@ -1,0 +1,154 @@
+//! Raw → runtime: every check that a file can fail, each naming its path.
+//! One file per section of the configuration file; the helpers every
+//! section uses live here.
+
+mod action;
+mod gateway;
+mod ledger;
+mod policy;
+mod provider;
+
+use std::collections::BTreeMap;
+
+use super::issues::ConfigIssues;
+use super::model::*;
+use super::raw::RawConfig;
+
+/// Looks up an environment variable (injected so tests need not touch the
+/// process environment).
+pub(crate) type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Result of validation: the runtime config (when there were no errors) and
+/// API-key variables that are named but unset.
+pub(crate) struct Validated {
+    pub(crate) ledger: LedgerSettings,
+    pub(crate) providers: BTreeMap<String, ProviderConfig>,
+    pub(crate) policies: BTreeMap<String, PolicySettings>,
+    pub(crate) actions: BTreeMap<String, ActionContract>,
+    pub(crate) gateway: Option<GatewaySettings>,
+    pub(crate) missing_keys: ConfigIssues,
+}
+
+pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, ConfigIssues> {
+    let mut issues = ConfigIssues::default();
+    let mut missing_keys = ConfigIssues::default();
+    let ledger = ledger::validate(&mut issues, raw.ledger);
+    let providers: BTreeMap<_, _> = raw
+        .providers
+        .into_iter()
+        .filter_map(|(name, p)| {
+            provider::validate(&mut issues, &mut missing_keys, env, &name, p).map(|p| (name, p))
+        })
+        .collect();
+    let policies = raw
+        .policies
+        .into_iter()
+        .map(|(name, p)| {
+            let p = policy::validate(&mut issues, &providers, &name, p);
+            (name, p)
+        })
+        .collect();
+    let actions = raw
+        .actions
+        .into_iter()
+        .map(|(name, a)| {
+            let a = action::validate(&mut issues, &ledger, &name, a);
+            (name, a)
+        })
+        .collect();
+    let gateway = raw
+        .gateway
+        .map(|g| gateway::validate(&mut issues, &policies, g));
+    if issues.is_empty() {
+        Ok(Validated {
+            ledger,
+            providers,
+            policies,
+            actions,
+            gateway,
+            missing_keys,
+        })
+    } else {
+        Err(issues)
+    }
+}
+
+fn name_ok(issues: &mut ConfigIssues, path: &str, name: &str) {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+    if !ok {
+        issues.push(
+            path,
+            format!("invalid name {name:?} (use 1-64 letters, digits, '_', '-' or '.')"),
+        );
+    }
+}
+
+fn positive(issues: &mut ConfigIssues, path: &str, value: Option<u64>, default: u64) -> u64 {
+    match value {
+        None => default,
+        Some(0) => {
+            issues.push(path, "must be greater than zero");
+            default
+        }
+        Some(v) => v,
+    }
+}
+
+/// Like [`positive`], for a value that must also fit a `u32`.
+fn positive_u32(issues: &mut ConfigIssues, path: &str, value: Option<u64>, default: u32) -> u32 {
+    let value = positive(issues, path, value, u64::from(default));
+    u32::try_from(value).unwrap_or_else(|_| {
+        issues.push(path, format!("{value} is too large"));
+        u32::MAX
+    })
+}
+
+/// One of a closed set of names (`choices`, the first being the default
+/// when `value` is absent); anything else is an issue listing the choices.
+fn choice<T: Copy>(
+    issues: &mut ConfigIssues,
+    path: &str,
+    what: &str,
+    value: Option<&str>,
+    choices: &[(&str, T)],
+) -> Option<T> {
+    let Some(value) = value else {
+        return choices.first().map(|&(_, v)| v);
+    };
+    if let Some(&(_, v)) = choices.iter().find(|(name, _)| *name == value) {
+        return Some(v);
+    }
+    let names: Vec<_> = choices.iter().map(|(n, _)| format!("{n:?}")).collect();
+    let expected = match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    issues.push(
+        path,
+        format!("unknown {what} {value:?} (expected {expected})"),
+    );
+    None
+}
+
+/// A list of names without duplicates, each checked with [`name_ok`].
+fn name_set(
+    issues: &mut ConfigIssues,
+    path: &str,
+    what: &str,
+    names: &[String],
+) -> std::collections::BTreeSet<String> {
+    let mut set = std::collections::BTreeSet::new();
+    for (i, name) in names.iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        name_ok(issues, &at, name);
+        if !set.insert(name.clone()) {
+            issues.push(at, format!("duplicate {what} {name:?}"));
+        }
+    }
+    set
+}

@@ -1,0 +1,208 @@
+//! `[providers.NAME]`: kind, endpoint, key variable, data classes, limits,
+//! prices, timeouts, breaker and per-model settings.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::super::defaults as d;
+use super::super::duration::parse_or;
+use super::super::issues::ConfigIssues;
+use super::super::model::{BreakerSettings, Prices, ProviderConfig, ProviderKind, Timeouts};
+use super::super::raw::{RawBreaker, RawModel, RawProvider, RawTimeouts};
+use super::{EnvLookup, choice, name_ok, name_set, positive, positive_u32};
+
+pub(super) fn validate(
+    issues: &mut ConfigIssues,
+    missing_keys: &mut ConfigIssues,
+    env: EnvLookup<'_>,
+    name: &str,
+    raw: RawProvider,
+) -> Option<ProviderConfig> {
+    let path = format!("providers.{name}");
+    name_ok(issues, &path, name);
+    let Ok(kind) = raw.kind.parse::<ProviderKind>() else {
+        let other = &raw.kind;
+        issues.push(
+            format!("{path}.kind"),
+            format!("unknown provider kind {other:?} (expected \"openai\", \"deepseek\" or \"openai_compatible\")"),
+        );
+        return None;
+    };
+    endpoint(issues, &path, kind, &raw);
+    api_key(issues, missing_keys, env, &path, raw.api_key_env.as_deref());
+    let data_classes = name_set(
+        issues,
+        &format!("{path}.data_classes"),
+        "data class",
+        &raw.data_classes,
+    );
+    let prices = prices(issues, &path, &raw);
+    let fallback_share = fallback_share(issues, &path, raw.fallback_share);
+    let timeouts = timeouts(issues, &path, raw.timeouts.unwrap_or_default());
+    let breaker = breaker(issues, &path, raw.breaker.unwrap_or_default());
+    let no_reasoning_passback = no_reasoning_passback(issues, &path, &raw.models);
+    Some(ProviderConfig {
+        name: name.to_owned(),
+        kind,
+        base_url: raw.base_url,
+        model: raw.model,
+        api_key_env: raw.api_key_env,
+        data_classes,
+        max_concurrency: positive(
+            issues,
+            &format!("{path}.max_concurrency"),
+            raw.max_concurrency,
+            d::MAX_CONCURRENCY as u64,
+        ) as usize,
+        max_queue: raw.max_queue.map_or(d::MAX_QUEUE, |q| q as usize),
+        fallback_share,
+        prices,
+        timeouts,
+        breaker,
+        no_reasoning_passback,
+    })
+}
+
+/// `base_url` (an http(s) URL, required for `openai_compatible`) and `model`.
+fn endpoint(issues: &mut ConfigIssues, path: &str, kind: ProviderKind, raw: &RawProvider) {
+    match &raw.base_url {
+        Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => issues.push(
+            format!("{path}.base_url"),
+            format!("{url:?} is not an http(s) URL"),
+        ),
+        None if kind == ProviderKind::OpenAiCompatible => issues.push(
+            format!("{path}.base_url"),
+            "required for kind \"openai_compatible\"",
+        ),
+        _ => {}
+    }
+    if raw.model.trim().is_empty() {
+        issues.push(format!("{path}.model"), "must not be empty");
+    }
+}
+
+/// `api_key_env` must name a variable; an unset one is reported apart
+/// (an error at startup, a warning for `handover check`).
+fn api_key(
+    issues: &mut ConfigIssues,
+    missing_keys: &mut ConfigIssues,
+    env: EnvLookup<'_>,
+    path: &str,
+    var: Option<&str>,
+) {
+    match var {
+        None => {}
+        Some("") => issues.push(
+            format!("{path}.api_key_env"),
+            "must name an environment variable",
+        ),
+        Some(var) if env(var).is_none_or(|v| v.is_empty()) => missing_keys.push(
+            format!("{path}.api_key_env"),
+            format!("environment variable {var} is not set"),
+        ),
+        Some(_) => {}
+    }
+}
+
+/// Both prices or neither, each a non-negative number.
+fn prices(issues: &mut ConfigIssues, path: &str, raw: &RawProvider) -> Option<Prices> {
+    let (input, output) = (raw.price_input_per_mtok, raw.price_output_per_mtok);
+    if input.is_none() && output.is_none() {
+        return None;
+    }
+    let mut price = |field: &str, v: Option<f64>| match v {
+        Some(v) if v.is_finite() && v >= 0.0 => v,
+        Some(v) => {
+            issues.push(
+                format!("{path}.{field}"),
+                format!("{v} is not a non-negative price"),
+            );
+            0.0
+        }
+        None => {
+            issues.push(
+                format!("{path}.{field}"),
+                "set both price_input_per_mtok and price_output_per_mtok, or neither",
+            );
+            0.0
+        }
+    };
+    Some(Prices {
+        input_per_mtok: price("price_input_per_mtok", input),
+        output_per_mtok: price("price_output_per_mtok", output),
+    })
+}
+
+fn fallback_share(issues: &mut ConfigIssues, path: &str, raw: Option<f64>) -> f64 {
+    match raw {
+        None => d::FALLBACK_SHARE,
+        Some(s) if s > 0.0 && s <= 1.0 => s,
+        Some(s) => {
+            issues.push(
+                format!("{path}.fallback_share"),
+                format!("{s} is not in (0, 1]"),
+            );
+            d::FALLBACK_SHARE
+        }
+    }
+}
+
+fn timeouts(issues: &mut ConfigIssues, path: &str, t: RawTimeouts) -> Timeouts {
+    let mut timeout = |field: &str, raw: Option<String>, default| {
+        parse_or(
+            issues,
+            &format!("{path}.timeouts.{field}"),
+            raw.as_deref(),
+            default,
+        )
+    };
+    Timeouts {
+        connect: timeout("connect", t.connect, d::CONNECT),
+        first_byte: timeout("first_byte", t.first_byte, d::FIRST_BYTE),
+        first_token: timeout("first_token", t.first_token, d::FIRST_TOKEN),
+        idle: timeout("idle", t.idle, d::IDLE),
+        total: timeout("total", t.total, d::TOTAL),
+    }
+}
+
+fn breaker(issues: &mut ConfigIssues, path: &str, b: RawBreaker) -> BreakerSettings {
+    let failure_threshold = positive_u32(
+        issues,
+        &format!("{path}.breaker.failure_threshold"),
+        b.failure_threshold,
+        d::BREAKER_FAILURES,
+    );
+    let half_open_probes = positive_u32(
+        issues,
+        &format!("{path}.breaker.half_open_probes"),
+        b.half_open_probes,
+        d::BREAKER_PROBES,
+    );
+    BreakerSettings {
+        failure_threshold,
+        open_for: parse_or(
+            issues,
+            &format!("{path}.breaker.open_for"),
+            b.open_for.as_deref(),
+            d::BREAKER_OPEN_FOR,
+        ),
+        half_open_probes,
+    }
+}
+
+/// Models whose reasoning content must never be passed back.
+fn no_reasoning_passback(
+    issues: &mut ConfigIssues,
+    path: &str,
+    models: &BTreeMap<String, RawModel>,
+) -> BTreeSet<String> {
+    let choices = [("tool_calls", false), ("never", true)];
+    models
+        .iter()
+        .filter(|(model, m)| {
+            let mpath = format!("{path}.models.{model}.reasoning_passback");
+            let value = m.reasoning_passback.as_deref();
+            choice(issues, &mpath, "value", value, &choices).unwrap_or(false)
+        })
+        .map(|(model, _)| model.clone())
+        .collect()
+}

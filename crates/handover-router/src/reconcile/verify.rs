@@ -1,0 +1,253 @@
+//! The lookup step of reconciliation: ask the destination, record the
+//! answer as a lookup attempt, and act only on what it proves (see the
+//! module docs of `reconcile` for the rules).
+
+use std::time::Duration;
+
+use handover_ledger::{
+    AttemptKind, AttemptOutcome, AttemptRecord, NewAttempt, OperationRecord, Owner, ResolvedAs,
+    Timestamp, UnknownInfo,
+};
+
+use super::{FoundRecord, Lookup, LookupContext, ReconcileReport, Reconciler};
+use crate::config::LookupContract;
+use crate::error::RouterError;
+
+/// One due unknown operation whose action has a lookup.
+pub(super) struct Case<'a> {
+    pub(super) rec: &'a OperationRecord,
+    pub(super) info: &'a UnknownInfo,
+    /// The approved parameters.
+    pub(super) params: serde_json::Value,
+    /// The action's executor timeout (also bounds the lookup).
+    pub(super) timeout: Duration,
+    pub(super) lc: LookupContract,
+}
+
+/// When this lookup happened, against the lag and the schedule.
+struct Timing {
+    now: Timestamp,
+    /// Lookups recorded before this one (the schedule backs off with them).
+    lookups_done: usize,
+    /// The last moment the destination may have created its record.
+    last_dispatch: Timestamp,
+    /// From then on, an empty lookup is proof of non-execution.
+    lag_ends: Timestamp,
+}
+
+impl Reconciler {
+    pub(super) async fn look_up(
+        &self,
+        case: &Case<'_>,
+        lookup: &dyn Lookup,
+        report: &mut ReconcileReport,
+    ) -> Result<(), RouterError> {
+        let rec = case.rec;
+        let ctx = LookupContext {
+            operation: rec.id.clone(),
+            action: rec.action.clone(),
+            params: case.params.clone(),
+            destination_key: rec.destination_key.clone(),
+        };
+        let attempts = self.gate.ledger().attempts(&rec.id).await?;
+        let lookups_done = attempts
+            .iter()
+            .filter(|a| a.kind == AttemptKind::Lookup)
+            .count();
+        let last_dispatch = last_dispatch(case, &attempts);
+        let found = match tokio::time::timeout(case.timeout, lookup.lookup(ctx)).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("lookup timed out after {:?}", case.timeout)),
+        };
+        let at = Timing {
+            now: self.clock.now(),
+            lookups_done,
+            last_dispatch,
+            lag_ends: last_dispatch.plus(case.lc.visibility_lag),
+        };
+        match found {
+            Err(e) => self.lookup_failed(case, &at, e, report).await,
+            Ok(records) if records.is_empty() && at.now >= at.lag_ends => {
+                self.absent(case, &at, report).await
+            }
+            Ok(records) if records.is_empty() => self.not_visible_yet(case, &at, report).await,
+            Ok(records) if records.len() > 1 => self.duplicated(case, records.len(), report).await,
+            Ok(mut records) => self.found(case, records.remove(0), report).await,
+        }
+    }
+
+    /// A failed lookup proves nothing: check again on schedule.
+    async fn lookup_failed(
+        &self,
+        case: &Case<'_>,
+        at: &Timing,
+        error: String,
+        report: &mut ReconcileReport,
+    ) -> Result<(), RouterError> {
+        self.note(case.rec, AttemptOutcome::Error, error).await?;
+        let next = next_check(at.now, case.lc, at.lookups_done, None);
+        let reason = &case.info.reason;
+        self.update(case.rec, Owner::Reconciler, reason, Some(next), false)
+            .await?;
+        report.still_unknown += 1;
+        Ok(())
+    }
+
+    /// Absent after the visibility lag: not applied.
+    async fn absent(
+        &self,
+        case: &Case<'_>,
+        at: &Timing,
+        report: &mut ReconcileReport,
+    ) -> Result<(), RouterError> {
+        let evidence = format!(
+            "lookup found no record {} after the last dispatch ended (visibility lag {:?})",
+            humantime::format_duration(at.now.saturating_since(at.last_dispatch)),
+            case.lc.visibility_lag
+        );
+        self.note(case.rec, AttemptOutcome::NotFound, evidence.clone())
+            .await?;
+        let reason = "not applied: absent from the destination after its visibility lag";
+        let rejected = ResolvedAs::Rejected {
+            reason: reason.into(),
+        };
+        self.resolve(case.rec, rejected, evidence).await?;
+        report.rejected += 1;
+        Ok(())
+    }
+
+    /// Absent inside the visibility lag: not proof; check again, at the
+    /// latest when the lag ends.
+    async fn not_visible_yet(
+        &self,
+        case: &Case<'_>,
+        at: &Timing,
+        report: &mut ReconcileReport,
+    ) -> Result<(), RouterError> {
+        let evidence = "lookup found no record, but the visibility lag has not passed: not proof";
+        self.note(case.rec, AttemptOutcome::NotFound, evidence.to_owned())
+            .await?;
+        let next = next_check(at.now, case.lc, at.lookups_done, Some(at.lag_ends));
+        let reason = &case.info.reason;
+        self.update(case.rec, Owner::Reconciler, reason, Some(next), false)
+            .await?;
+        report.still_unknown += 1;
+        Ok(())
+    }
+
+    /// Several records for one operation: a duplicate effect, for review.
+    async fn duplicated(
+        &self,
+        case: &Case<'_>,
+        records: usize,
+        report: &mut ReconcileReport,
+    ) -> Result<(), RouterError> {
+        let evidence = format!("lookup found {records} records for one operation");
+        self.note(case.rec, AttemptOutcome::Diverged, evidence.clone())
+            .await?;
+        let reason = format!("duplicate effect: {evidence}");
+        self.update(case.rec, Owner::Review, &reason, None, true)
+            .await?;
+        crate::metrics::duplicate_effect(case.rec.action.as_str());
+        report.duplicates += 1;
+        report.diverged += 1;
+        Ok(())
+    }
+
+    /// One record: confirmed if it has the approved parameters, otherwise
+    /// diverged and sent to review.
+    async fn found(
+        &self,
+        case: &Case<'_>,
+        record: FoundRecord,
+        report: &mut ReconcileReport,
+    ) -> Result<(), RouterError> {
+        if !same_params(&record.params, &case.params) {
+            let evidence = format!(
+                "lookup found a record with other parameters: {}",
+                record.params
+            );
+            self.note(case.rec, AttemptOutcome::Diverged, evidence)
+                .await?;
+            let reason = "diverged: the destination has other parameters";
+            self.update(case.rec, Owner::Review, reason, None, true)
+                .await?;
+            report.diverged += 1;
+            return Ok(());
+        }
+        let evidence = format!("lookup found the record: {}", record.result);
+        self.note(case.rec, AttemptOutcome::Found, evidence.clone())
+            .await?;
+        let confirmed = ResolvedAs::Confirmed {
+            result: record.result,
+        };
+        self.resolve(case.rec, confirmed, evidence).await?;
+        report.confirmed += 1;
+        Ok(())
+    }
+
+    /// Records one lookup as an attempt of the operation.
+    async fn note(
+        &self,
+        rec: &OperationRecord,
+        outcome: AttemptOutcome,
+        evidence: String,
+    ) -> Result<(), RouterError> {
+        let attempt = NewAttempt {
+            kind: AttemptKind::Lookup,
+            executor: self.name.clone(),
+            outcome,
+            evidence: Some(evidence),
+            metadata: None,
+        };
+        self.gate.ledger().append_attempt(&rec.id, attempt).await?;
+        Ok(())
+    }
+}
+
+/// The destination may create its record at any moment until the dispatch
+/// ended (and for an abandoned call, until the executor's timeout has
+/// certainly passed), so the visibility lag counts from the latest of those
+/// moments — never from when the dispatch was recorded.
+fn last_dispatch(case: &Case<'_>, attempts: &[AttemptRecord]) -> Timestamp {
+    attempts
+        .iter()
+        .filter(|a| a.kind == AttemptKind::Dispatch)
+        .map(|a| {
+            let deadline = a.sent_at.plus(case.timeout);
+            a.finished_at.map_or(deadline, |f| f.max(deadline))
+        })
+        .max()
+        .or_else(|| case.rec.first_dispatched_at.map(|t| t.plus(case.timeout)))
+        .unwrap_or(case.info.since)
+        .max(case.info.since)
+}
+
+/// Exponential schedule from `check_every` to `max_check_every`, never
+/// later than the end of the visibility lag when that is still ahead.
+fn next_check(
+    now: Timestamp,
+    lc: LookupContract,
+    done: usize,
+    lag_ends: Option<Timestamp>,
+) -> Timestamp {
+    let factor = 1u32 << done.min(16);
+    let wait = lc
+        .check_every
+        .saturating_mul(factor)
+        .min(lc.max_check_every);
+    let next = now.plus(wait);
+    match lag_ends {
+        Some(end) if end > now && end < next => end,
+        _ => next,
+    }
+}
+
+/// Parameters match when they are equal as JSON values: member order does
+/// not matter, but numbers compare as parsed, so `1` and `1.0` differ here
+/// even though both canonicalise to `1` in the operation's fingerprint. A
+/// lookup should map the destination's record back into the approved form;
+/// a mismatch is never confirmed (it goes to review as diverged).
+fn same_params(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    a == b
+}
