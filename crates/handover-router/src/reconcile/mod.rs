@@ -32,6 +32,7 @@ use verify::Case;
 
 use crate::error::RouterError;
 use crate::gate::{Executor, PerformOptions, PerformOutcome, WriteGate};
+use crate::protocol::Started;
 
 /// What one reconciliation pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -166,23 +167,21 @@ impl Reconciler {
             &params,
         )?;
         if let Some(resender) = self.resenders.get(rec.action.as_str())
-            && let Some(idem) = &contract.idempotency
             && let Some(claim) = self
                 .gate
-                .ledger()
-                .claim_for_resend(&rec.id, &self.gate.begin_options(&contract), idem.retention)
+                .protocol()
+                .resend_claim(&rec.id, &contract, self.gate.holder())
                 .await?
         {
             report.resent += 1;
+            let started = Started {
+                claim,
+                resend: true,
+                contract: contract.clone(),
+            };
             let outcome = self
                 .gate
-                .dispatch(
-                    &req,
-                    claim,
-                    &contract,
-                    resender.as_ref(),
-                    PerformOptions::default(),
-                )
+                .dispatch(&req, started, resender.as_ref(), PerformOptions::default())
                 .await?;
             match outcome {
                 PerformOutcome::Confirmed { .. } => report.confirmed += 1,
