@@ -201,17 +201,42 @@ impl Reconciler {
                 };
                 self.look_up(&case, lookup.as_ref(), report).await
             }
-            _ => {
-                let reason = if contract.idempotency.is_some() {
-                    "the destination's idempotency window has passed and there is no lookup: needs an operator"
-                } else {
-                    "no lookup and no idempotency key: needs an operator"
-                };
-                self.update(rec, Owner::Review, reason, None, false).await?;
-                report.to_review += 1;
-                Ok(())
-            }
+            _ => self.without_lookup(rec, info, &contract, report).await,
         }
+    }
+
+    /// No lookup, and no re-send now: while the destination still remembers
+    /// the key, a caller (or a reconciler with a re-send executor) may still
+    /// re-send safely, so wait for the window's end; after it, or without a
+    /// key, only an operator can decide.
+    async fn without_lookup(
+        &self,
+        rec: &OperationRecord,
+        info: &UnknownInfo,
+        contract: &crate::config::ActionContract,
+        report: &mut ReconcileReport,
+    ) -> Result<(), RouterError> {
+        let window_ends = contract
+            .idempotency
+            .as_ref()
+            .zip(rec.first_dispatched_at)
+            .map(|(idem, first)| first.plus(idem.retention));
+        if let Some(end) = window_ends
+            && end > self.clock.now()
+        {
+            self.update(rec, Owner::Reconciler, &info.reason, Some(end), false)
+                .await?;
+            report.still_unknown += 1;
+            return Ok(());
+        }
+        let reason = if contract.idempotency.is_some() {
+            "the destination's idempotency window has passed and there is no lookup: needs an operator"
+        } else {
+            "no lookup and no idempotency key: needs an operator"
+        };
+        self.update(rec, Owner::Review, reason, None, false).await?;
+        report.to_review += 1;
+        Ok(())
     }
 
     async fn update(
