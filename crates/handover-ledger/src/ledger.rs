@@ -361,6 +361,20 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
     async fn get(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError>;
     /// Records matching `filter`.
     async fn list(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError>;
+    /// For reconcilers sharing the work (replicas of one service, or clients
+    /// of the gateway's pull API): up to `limit` `unknown` operations whose
+    /// `next_check_at` has passed, earliest first, each with its next check
+    /// moved to `now + hold` (owner, reason and divergence kept) in the same
+    /// atomic step, returned as updated. Concurrent callers get disjoint
+    /// sets (PostgreSQL skips rows another transaction holds, `FOR UPDATE
+    /// SKIP LOCKED`; SQLite and memory serialise writers); one that dies
+    /// simply lets `hold` pass and the operation is due again. `hold` must
+    /// be positive.
+    async fn take_due_unknown(
+        &self,
+        limit: usize,
+        hold: Duration,
+    ) -> Result<Vec<OperationRecord>, LedgerError>;
     /// The attempt log of one operation, oldest first.
     async fn attempts(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError>;
     /// Applies retention: tombstones past the replay window, deletes past the horizon.

@@ -23,6 +23,7 @@ pub(crate) fn reconcile(report: &crate::reconcile::ReconcileReport) {
         ("to_review", report.to_review),
         ("still_unknown", report.still_unknown),
         ("resent", report.resent),
+        ("failed", report.failed),
     ] {
         metrics::counter!("handover_reconciliations_total", "outcome" => outcome)
             .increment(n as u64);

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::Backend;
-use super::jobs::{Begin, OnRecord, Purge};
+use super::jobs::{Begin, OnRecord, Purge, TakeDueUnknown};
 use crate::error::LedgerError;
 use crate::identity::{OperationId, OperationRequest};
 use crate::ledger::{
@@ -173,6 +173,14 @@ impl<B: Backend> Ledger for B {
 
     async fn list(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
         self.list_records(filter).await
+    }
+
+    async fn take_due_unknown(
+        &self,
+        limit: usize,
+        hold: Duration,
+    ) -> Result<Vec<OperationRecord>, LedgerError> {
+        self.run(TakeDueUnknown { limit, hold }).await
     }
 
     async fn attempts(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {

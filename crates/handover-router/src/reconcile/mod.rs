@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use handover_ledger::{
-    Clock, ListFilter, OperationRecord, Owner, Resolution, ResolvedAs, State, StateKind, Timestamp,
+    Clock, OperationRecord, Owner, Resolution, ResolvedAs, State, StateKind, Timestamp,
     UnknownInfo, UnknownUpdate,
 };
 
@@ -53,6 +53,9 @@ pub struct ReconcileReport {
     pub still_unknown: usize,
     /// Duplicate effects detected (several records for one operation).
     pub duplicates: usize,
+    /// Operations whose reconciliation failed (e.g. the ledger refused a
+    /// write): logged and skipped; due again once the hold passes.
+    pub failed: usize,
 }
 
 /// Resolves unknown operations. Build it with the same [`WriteGate`] the
@@ -63,6 +66,8 @@ pub struct Reconciler {
     gate: WriteGate,
     clock: Arc<dyn Clock>,
     name: String,
+    batch: usize,
+    hold: Duration,
     lookups: HashMap<String, Arc<dyn Lookup>>,
     resenders: HashMap<String, Arc<dyn Executor>>,
 }
@@ -84,9 +89,25 @@ impl Reconciler {
             gate,
             clock,
             name: "reconciler".to_owned(),
+            batch: 100,
+            hold: Duration::from_secs(60),
             lookups: HashMap::new(),
             resenders: HashMap::new(),
         }
+    }
+
+    /// How long an operation this reconciler took stays its own before
+    /// another replica may take it (default 60 s): longer than one lookup
+    /// takes. A reconciler that dies mid-pass just lets it pass.
+    pub fn with_hold(mut self, hold: Duration) -> Self {
+        self.hold = hold;
+        self
+    }
+
+    /// How many due operations one take leases at once (default 100).
+    pub fn with_batch(mut self, batch: usize) -> Self {
+        self.batch = batch.max(1);
+        self
     }
 
     /// Registers the authoritative lookup of `action`.
@@ -122,32 +143,48 @@ impl Reconciler {
         }
     }
 
-    /// One pass over every unknown operation that is due now.
+    /// One pass over every unknown operation that is due now. Operations
+    /// are leased from the ledger in batches
+    /// ([`Ledger::take_due_unknown`](handover_ledger::Ledger::take_due_unknown)),
+    /// so replicas running passes at the same time share the work and never
+    /// look one operation up twice in one schedule step. One operation that
+    /// fails is logged, counted in [`ReconcileReport::failed`] and skipped;
+    /// the pass goes on. `Err` only when the ledger cannot hand out work.
     pub async fn run_once(&self) -> Result<ReconcileReport, RouterError> {
-        let now = self.clock.now();
-        let due = self
-            .gate
-            .ledger()
-            .list(&ListFilter {
-                state: Some(StateKind::Unknown),
-                diverged: Some(false),
-                due_at: Some(now),
-                ..ListFilter::default()
-            })
-            .await?;
         let mut report = ReconcileReport::default();
-        for rec in due {
-            let State::Unknown(info) = &rec.state else {
-                continue;
-            };
-            if info.owner != Owner::Reconciler {
-                continue;
+        loop {
+            let taken = self
+                .gate
+                .ledger()
+                .take_due_unknown(self.batch, self.hold)
+                .await?;
+            let more = taken.len() >= self.batch;
+            for rec in &taken {
+                self.reconcile_one(rec, &mut report).await;
             }
-            report.checked += 1;
-            self.reconcile(&rec, info, &mut report).await?;
+            if !more {
+                break;
+            }
         }
         crate::metrics::reconcile(&report);
         Ok(report)
+    }
+
+    async fn reconcile_one(&self, rec: &OperationRecord, report: &mut ReconcileReport) {
+        let State::Unknown(info) = &rec.state else {
+            return;
+        };
+        if info.owner != Owner::Reconciler || info.diverged {
+            return;
+        }
+        report.checked += 1;
+        if let Err(e) = self.reconcile(rec, info, report).await {
+            report.failed += 1;
+            tracing::warn!(
+                operation = %rec.id, action = %rec.action, error = %e,
+                "reconciling one operation failed; skipped until its hold passes"
+            );
+        }
     }
 
     async fn reconcile(
