@@ -68,6 +68,11 @@ impl GatewayState {
         self.0.handover.gate().protocol()
     }
 
+    /// A reconciler with the configured HTTP lookups (what `serve` runs).
+    pub(crate) fn reconciler(&self) -> handover_router::reconcile::Reconciler {
+        self.0.handover.reconciler()
+    }
+
     /// The ledger.
     pub fn ledger(&self) -> &Arc<dyn Ledger> {
         self.0.handover.ledger()

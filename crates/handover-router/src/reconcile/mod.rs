@@ -14,6 +14,7 @@
 //! Every lookup is recorded as an attempt. Nothing here ever sends a second
 //! request without the destination's idempotency key.
 
+mod http;
 mod lookup;
 mod verify;
 
@@ -26,6 +27,7 @@ use handover_ledger::{
     UnknownInfo, UnknownUpdate,
 };
 
+pub use http::HttpLookup;
 pub use lookup::{FoundRecord, Lookup, LookupContext};
 
 use verify::Case;
@@ -70,7 +72,10 @@ pub struct Reconciler {
     hold: Duration,
     lookups: HashMap<String, Arc<dyn Lookup>>,
     resenders: HashMap<String, Arc<dyn Executor>>,
+    on_pass: Option<PassHook>,
 }
+
+type PassHook = Box<dyn Fn(&Result<ReconcileReport, RouterError>) + Send + Sync>;
 
 impl std::fmt::Debug for Reconciler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,6 +98,7 @@ impl Reconciler {
             hold: Duration::from_secs(60),
             lookups: HashMap::new(),
             resenders: HashMap::new(),
+            on_pass: None,
         }
     }
 
@@ -137,9 +143,23 @@ impl Reconciler {
         }
     }
 
+    /// Calls `hook` after every pass [`Reconciler::run`] makes, with its
+    /// report (for metrics, or a test waiting for a pass to finish).
+    pub fn on_pass(
+        mut self,
+        hook: impl Fn(&Result<ReconcileReport, RouterError>) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_pass = Some(Box::new(hook));
+        self
+    }
+
     async fn run_logged(&self) {
-        if let Err(e) = self.run_once().await {
+        let pass = self.run_once().await;
+        if let Err(e) = &pass {
             tracing::warn!(error = %e, "reconciliation pass failed");
+        }
+        if let Some(hook) = &self.on_pass {
+            hook(&pass);
         }
     }
 
