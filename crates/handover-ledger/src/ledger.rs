@@ -202,6 +202,40 @@ pub struct NewAttempt {
     pub metadata: Option<serde_json::Value>,
 }
 
+/// Which due unknown operations [`Ledger::take_due_unknown`] may hand out;
+/// all set conditions must hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DueFilter {
+    /// Only this scope (e.g. a gateway client's own).
+    pub scope: Option<Scope>,
+    /// Only these actions.
+    pub actions: Option<Vec<ActionName>>,
+    /// Never these actions (e.g. those another reconciler looks up).
+    pub except_actions: Vec<ActionName>,
+}
+
+impl DueFilter {
+    /// Whether `rec` may be handed out (the reference semantics every backend's query implements).
+    pub(crate) fn matches(&self, rec: &OperationRecord) -> bool {
+        self.scope.as_ref().is_none_or(|s| *s == rec.id.scope)
+            && self
+                .actions
+                .as_ref()
+                .is_none_or(|a| a.contains(&rec.action))
+            && !self.except_actions.contains(&rec.action)
+    }
+
+    /// The action lists as JSON arrays of names, for SQL binds.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn action_names(&self) -> (Option<Vec<String>>, Vec<String>) {
+        let names = |l: &[ActionName]| l.iter().map(ToString::to_string).collect::<Vec<_>>();
+        (
+            self.actions.as_deref().map(names),
+            names(&self.except_actions),
+        )
+    }
+}
+
 /// Which operations [`Ledger::list`] returns; all set conditions must hold.
 /// Results are ordered by `(created_at, scope, key)`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -369,9 +403,10 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
     /// sets (PostgreSQL skips rows another transaction holds, `FOR UPDATE
     /// SKIP LOCKED`; SQLite and memory serialise writers); one that dies
     /// simply lets `hold` pass and the operation is due again. `hold` must
-    /// be positive.
+    /// be positive. Only operations `filter` admits are considered.
     async fn take_due_unknown(
         &self,
+        filter: &DueFilter,
         limit: usize,
         hold: Duration,
     ) -> Result<Vec<OperationRecord>, LedgerError>;

@@ -397,7 +397,7 @@ pub async fn take_due_unknown_leases<F: Fn(Setup) -> Fut, Fut: Future<Output = S
         .expect("review");
     assert!(
         e.ledger
-            .take_due_unknown(10, hold)
+            .take_due_unknown(&crate::DueFilter::default(), 10, hold)
             .await
             .expect("take")
             .is_empty(),
@@ -405,14 +405,18 @@ pub async fn take_due_unknown_leases<F: Fn(Setup) -> Fut, Fut: Future<Output = S
     );
     let err = e
         .ledger
-        .take_due_unknown(10, Duration::ZERO)
+        .take_due_unknown(&crate::DueFilter::default(), 10, Duration::ZERO)
         .await
         .expect_err("zero hold");
     assert_eq!(err.field(), Some("hold"));
 
     e.clock.advance(10 * sec);
     let now = T0.plus(10 * sec);
-    let taken = e.ledger.take_due_unknown(1, hold).await.expect("take 1");
+    let taken = e
+        .ledger
+        .take_due_unknown(&crate::DueFilter::default(), 1, hold)
+        .await
+        .expect("take 1");
     assert_eq!(
         keys(&taken),
         ["first"],
@@ -433,20 +437,78 @@ pub async fn take_due_unknown_leases<F: Fn(Setup) -> Fut, Fut: Future<Output = S
 
     let rest = e
         .ledger
-        .take_due_unknown(10, hold)
+        .take_due_unknown(&crate::DueFilter::default(), 10, hold)
         .await
         .expect("take rest");
     assert_eq!(keys(&rest), ["later"], "what was taken is not due again");
     assert!(
         e.ledger
-            .take_due_unknown(10, hold)
+            .take_due_unknown(&crate::DueFilter::default(), 10, hold)
             .await
             .expect("take")
             .is_empty()
     );
 
     e.clock.advance(hold);
-    let mut again = keys(&e.ledger.take_due_unknown(10, hold).await.expect("again"));
+    let mut again = keys(
+        &e.ledger
+            .take_due_unknown(&crate::DueFilter::default(), 10, hold)
+            .await
+            .expect("again"),
+    );
     again.sort();
     assert_eq!(again, ["first", "later"], "due again once the hold passed");
+}
+
+/// `take_due_unknown` hands out only what its filter admits (scope,
+/// actions, excluded actions) and leaves everything else untouched.
+pub async fn take_due_unknown_filters<F: Fn(Setup) -> Fut, Fut: Future<Output = Subject>>(make: F) {
+    let e = env(make, Retention::default()).await;
+    let hold = Duration::from_secs(60);
+    let pay = |scope: &str, key: &str| {
+        OperationRequest::new(scope, key, "pay", &json!({"n": 1}), &Limits::default())
+            .expect("valid request")
+    };
+    let ops = [
+        req("s1", "ship-1", json!({"n": 1})),
+        req("s2", "ship-2", json!({"n": 1})),
+        pay("s1", "pay-1"),
+    ];
+    for r in &ops {
+        let c = e.in_flight(r).await;
+        e.ledger
+            .mark_unknown(&c, report(Owner::Reconciler, Some(T0)))
+            .await
+            .expect("unknown");
+    }
+    let take = |filter: crate::DueFilter| {
+        let ledger = e.ledger.clone();
+        async move {
+            let mut k = keys(
+                &ledger
+                    .take_due_unknown(&filter, 10, hold)
+                    .await
+                    .expect("take"),
+            );
+            k.sort();
+            k
+        }
+    };
+    let s2 = crate::DueFilter {
+        scope: Some(Scope::new("s2").expect("scope")),
+        ..Default::default()
+    };
+    assert_eq!(take(s2).await, ["ship-2"], "scope");
+    let pay_only = crate::DueFilter {
+        actions: Some(vec![ActionName::new("pay").expect("action")]),
+        ..Default::default()
+    };
+    assert_eq!(take(pay_only).await, ["pay-1"], "actions");
+    // What the filters left out is still due, untouched.
+    let rest = crate::DueFilter {
+        except_actions: vec![ActionName::new("pay").expect("action")],
+        ..Default::default()
+    };
+    assert_eq!(take(rest).await, ["ship-1"], "except_actions");
+    assert!(take(crate::DueFilter::default()).await.is_empty());
 }

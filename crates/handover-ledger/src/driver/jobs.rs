@@ -176,6 +176,7 @@ impl Job for Purge {
 /// operations no other transaction holds, each with its next check moved
 /// to `now + hold` (owner, reason and divergence kept).
 pub(crate) struct TakeDueUnknown {
+    pub(crate) filter: crate::ledger::DueFilter,
     pub(crate) limit: usize,
     pub(crate) hold: Duration,
 }
@@ -191,7 +192,9 @@ impl Job for TakeDueUnknown {
         if self.hold.as_millis() == 0 {
             return Err(crate::error::ValidationError::new("hold", "must be at least 1 ms").into());
         }
-        let due = store.take_due_unknown(ctx.now, self.limit).await?;
+        let due = store
+            .take_due_unknown(ctx.now, &self.filter, self.limit)
+            .await?;
         let mut effect = Effect::default();
         let mut taken = Vec::with_capacity(due.len());
         for rec in &due {

@@ -10,8 +10,8 @@ use super::jobs::{Begin, OnRecord, Purge, TakeDueUnknown};
 use crate::error::LedgerError;
 use crate::identity::{OperationId, OperationRequest};
 use crate::ledger::{
-    ApproveOutcome, BeginOptions, BeginOutcome, Dispatch, Ledger, ListFilter, NewAttempt,
-    ReleaseReason, Resolution, UnknownReport, UnknownUpdate,
+    ApproveOutcome, BeginOptions, BeginOutcome, Dispatch, DueFilter, Ledger, ListFilter,
+    NewAttempt, ReleaseReason, Resolution, UnknownReport, UnknownUpdate,
 };
 use crate::machine;
 use crate::model::{AttemptRecord, Claim, OperationRecord};
@@ -177,10 +177,17 @@ impl<B: Backend> Ledger for B {
 
     async fn take_due_unknown(
         &self,
+        filter: &DueFilter,
         limit: usize,
         hold: Duration,
     ) -> Result<Vec<OperationRecord>, LedgerError> {
-        self.run(TakeDueUnknown { limit, hold }).await
+        let filter = filter.clone();
+        self.run(TakeDueUnknown {
+            filter,
+            limit,
+            hold,
+        })
+        .await
     }
 
     async fn attempts(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {

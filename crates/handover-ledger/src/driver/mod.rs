@@ -57,6 +57,7 @@ pub(crate) trait Store: Send {
     async fn take_due_unknown(
         &mut self,
         now: Timestamp,
+        filter: &crate::ledger::DueFilter,
         limit: usize,
     ) -> Result<Vec<OperationRecord>, LedgerError>;
     /// Inserts or replaces a record.

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use handover_ledger::{
-    Clock, OperationRecord, Owner, Resolution, ResolvedAs, State, StateKind, Timestamp,
+    Clock, DueFilter, OperationRecord, Owner, Resolution, ResolvedAs, State, StateKind, Timestamp,
     UnknownInfo, UnknownUpdate,
 };
 
@@ -70,6 +70,7 @@ pub struct Reconciler {
     name: String,
     batch: usize,
     hold: Duration,
+    due: DueFilter,
     lookups: HashMap<String, Arc<dyn Lookup>>,
     resenders: HashMap<String, Arc<dyn Executor>>,
     on_pass: Option<PassHook>,
@@ -96,6 +97,7 @@ impl Reconciler {
             name: "reconciler".to_owned(),
             batch: 100,
             hold: Duration::from_secs(60),
+            due: DueFilter::default(),
             lookups: HashMap::new(),
             resenders: HashMap::new(),
             on_pass: None,
@@ -108,6 +110,64 @@ impl Reconciler {
     pub fn with_hold(mut self, hold: Duration) -> Self {
         self.hold = hold;
         self
+    }
+
+    /// Only takes the due operations `due` admits (default: all), e.g.
+    /// leaving the actions whose lookup agents run through the gateway's
+    /// pull API to them.
+    pub fn with_filter(mut self, due: DueFilter) -> Self {
+        self.due = due;
+        self
+    }
+
+    /// The name recorded as the executor of lookup attempts and the actor
+    /// of resolutions (default `reconciler`).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Applies a lookup someone else ran (e.g. an agent reporting through
+    /// the gateway's pull API) to the unknown operation `rec`, by the same
+    /// rules as a lookup of the reconciler's own: found with the approved
+    /// parameters confirms, other parameters or several records diverge to
+    /// review, empty proves absence only after the visibility lag, an error
+    /// proves nothing. `rec` must be unknown, owned by the reconciler, not
+    /// diverged, and its action must have a lookup contract; otherwise
+    /// nothing is changed and `Ok(None)` is returned.
+    pub async fn apply_lookup(
+        &self,
+        rec: &OperationRecord,
+        answer: Result<Vec<FoundRecord>, String>,
+    ) -> Result<Option<ReconcileReport>, RouterError> {
+        let State::Unknown(info) = &rec.state else {
+            return Ok(None);
+        };
+        let contract = self.gate.contract(rec.action.as_str());
+        let (Some(lc), Some(params)) = (contract.lookup, rec.params.clone()) else {
+            return Ok(None);
+        };
+        if info.owner != Owner::Reconciler || info.diverged {
+            return Ok(None);
+        }
+        let case = Case {
+            rec,
+            info,
+            params,
+            timeout: contract.timeout,
+            lc,
+        };
+        let reported = move |_ctx: LookupContext| {
+            let answer = answer.clone();
+            async move { answer }
+        };
+        let mut report = ReconcileReport {
+            checked: 1,
+            ..ReconcileReport::default()
+        };
+        self.look_up(&case, &reported, &mut report).await?;
+        crate::metrics::reconcile(&report);
+        Ok(Some(report))
     }
 
     /// How many due operations one take leases at once (default 100).
@@ -176,7 +236,7 @@ impl Reconciler {
             let taken = self
                 .gate
                 .ledger()
-                .take_due_unknown(self.batch, self.hold)
+                .take_due_unknown(&self.due, self.batch, self.hold)
                 .await?;
             let more = taken.len() >= self.batch;
             for rec in &taken {
