@@ -216,6 +216,17 @@ async fn serve_reconciles_a_lost_confirmation_through_the_configured_http_lookup
     assert_eq!(replay["status"], "replayed");
     assert_eq!(replay["outcome"]["result"]["id"], "S-1");
     assert_eq!(sends(&dest).await, 1, "the shipment was sent once");
+
+    let metrics = gw.http.get(gw.url("/metrics")).send().await.unwrap();
+    let text = metrics.text().await.unwrap();
+    for needle in [
+        "handover_lookups_total{action=\"ship\",outcome=\"found\"}",
+        "handover_lookups_total{action=\"ship\",outcome=\"not_found\"}",
+        "handover_reconciliations_total{outcome=\"confirmed\"}",
+        "handover_oldest_unknown_age_seconds{action=\"ship\"}",
+    ] {
+        assert!(text.contains(needle), "missing {needle} in:\n{text}");
+    }
     gw.shutdown();
     gw.done.await.unwrap().unwrap();
 }

@@ -98,3 +98,18 @@ pub(crate) fn late_attempt(provider: &str) {
     metrics::counter!("handover_late_attempts_total", "provider" => provider.to_owned())
         .increment(1);
 }
+
+/// Counts one lookup of a reconciliation by action and what it found.
+pub(crate) fn lookup(action: &str, outcome: &'static str) {
+    metrics::counter!("handover_lookups_total", "action" => action.to_owned(), "outcome" => outcome)
+        .increment(1);
+}
+
+/// Sets the age of the oldest unknown operation of each action (0 for an
+/// action that had some before and has none now).
+pub(crate) fn oldest_unknown(ages: &std::collections::BTreeMap<String, std::time::Duration>) {
+    for (action, age) in ages {
+        metrics::gauge!("handover_oldest_unknown_age_seconds", "action" => action.clone())
+            .set(age.as_secs_f64());
+    }
+}

@@ -148,13 +148,15 @@ pub(crate) async fn report(
             })
             .collect()),
         LookupAnswer::NotFound => Ok(Vec::new()),
-        LookupAnswer::Error => Err(body.error.filter(|e| !e.trim().is_empty()).ok_or_else(|| {
-            ApiError::invalid(
-                "invalid_field",
-                "error",
-                "error: required for outcome \"error\"",
-            )
-        })?),
+        LookupAnswer::Error => {
+            Err(body.error.filter(|e| !e.trim().is_empty()).ok_or_else(|| {
+                ApiError::invalid(
+                    "invalid_field",
+                    "error",
+                    "error: required for outcome \"error\"",
+                )
+            })?)
+        }
     };
     let rec = state
         .ledger()

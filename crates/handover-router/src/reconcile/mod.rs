@@ -18,7 +18,7 @@ mod http;
 mod lookup;
 mod verify;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -195,12 +195,42 @@ impl Reconciler {
         let mut shutdown = std::pin::pin!(shutdown);
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ages = BTreeMap::new();
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
-                _ = tick.tick() => self.run_logged().await,
+                _ = tick.tick() => self.run_logged(&mut ages).await,
             }
         }
+    }
+
+    /// Updates the oldest-unknown-age gauge per action (every unknown
+    /// operation, whoever owns it: the age is what an operator watches).
+    async fn oldest_unknown(
+        &self,
+        ages: &mut BTreeMap<String, Duration>,
+    ) -> Result<(), RouterError> {
+        let now = self.clock.now();
+        let unknown = self
+            .gate
+            .ledger()
+            .list(&handover_ledger::ListFilter {
+                state: Some(StateKind::Unknown),
+                ..Default::default()
+            })
+            .await?;
+        for age in ages.values_mut() {
+            *age = Duration::ZERO;
+        }
+        for rec in &unknown {
+            if let State::Unknown(info) = &rec.state {
+                let age = now.saturating_since(info.since);
+                let oldest = ages.entry(rec.action.to_string()).or_default();
+                *oldest = (*oldest).max(age);
+            }
+        }
+        crate::metrics::oldest_unknown(ages);
+        Ok(())
     }
 
     /// Calls `hook` after every pass [`Reconciler::run`] makes, with its
@@ -213,8 +243,11 @@ impl Reconciler {
         self
     }
 
-    async fn run_logged(&self) {
+    async fn run_logged(&self, ages: &mut BTreeMap<String, Duration>) {
         let pass = self.run_once().await;
+        if let Err(e) = self.oldest_unknown(ages).await {
+            tracing::warn!(error = %e, "could not measure the oldest unknown operations");
+        }
         if let Err(e) = &pass {
             tracing::warn!(error = %e, "reconciliation pass failed");
         }
