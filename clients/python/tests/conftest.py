@@ -8,6 +8,7 @@ not skips, when it is set but unreachable.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -37,8 +38,7 @@ def _sha(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _config(ledger: str, scope: str) -> str:
-    return f"""{ledger}
+NO_PROVIDERS = """
 [providers.local]
 kind = "openai_compatible"
 base_url = "http://127.0.0.1:9/v1"
@@ -46,6 +46,14 @@ model = "m"
 
 [policies.default]
 chain = ["local"]
+"""
+
+
+def config(ledger: str, scope: str, providers: str = NO_PROVIDERS) -> str:
+    """A serve configuration: three actions with different write contracts,
+    two clients with their own scopes, one operator."""
+    return f"""{ledger}
+{providers}
 
 [actions.create_shipment]   # no idempotency contract: an unknown blocks every re-send
 block = "operation"
@@ -99,9 +107,9 @@ def _binary() -> str:
     return path
 
 
-def _start(config: str, tmp: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+def _start(text: str, tmp: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     cfg = tmp / "handover.toml"
-    cfg.write_text(config)
+    cfg.write_text(text)
     proc = subprocess.Popen(
         [_binary(), "serve", "--config", str(cfg)],
         stdin=subprocess.DEVNULL,
@@ -152,11 +160,8 @@ def gateway(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         ledger = '[ledger]\nbackend = "postgres"\nurl_env = "HANDOVER_PY_LEDGER_URL"\n'
         env["HANDOVER_PY_LEDGER_URL"] = pg
     scope = f"py-{uuid.uuid4().hex[:12]}"
-    proc, url = _start(_config(ledger, scope), tmp, env)
-    try:
+    with serve(config(ledger, scope), tmp, env) as url:
         yield Gateway(request.param, url, scope)
-    finally:
-        _stop(proc)
 
 
 @dataclass
@@ -177,14 +182,14 @@ class Destination:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def handle(self, h: BaseHTTPRequestHandler) -> None:
-        body = json.loads(h.rfile.read(int(h.headers.get("Content-Length", "0"))) or b"null")
+        body = read_json(h)
         seen = {"path": h.path, "key": h.headers.get("Idempotency-Key"), "body": body}
         if self.on_request is not None:
             self.on_request(seen)
         with self.lock:
             self.requests.append(seen)
             if self.mode == "reject":
-                return _reply(h, 422, {"error": "address is not deliverable"})
+                return reply(h, 422, {"error": "address is not deliverable"})
             record = self.effects.get(seen["key"] or "")
             if record is None:
                 record = {"id": f"shp-{len(self.effects) + 1}", **(body or {})}
@@ -193,10 +198,16 @@ class Destination:
             h.close_connection = True
             h.connection.shutdown(socket.SHUT_RDWR)
             return None
-        return _reply(h, 201, record)
+        return reply(h, 201, record)
 
 
-def _reply(h: BaseHTTPRequestHandler, status: int, doc: Any) -> None:
+def read_json(h: BaseHTTPRequestHandler) -> Any:
+    """The request's JSON body (None when empty)."""
+    return json.loads(h.rfile.read(int(h.headers.get("Content-Length", "0"))) or b"null")
+
+
+def reply(h: BaseHTTPRequestHandler, status: int, doc: Any) -> None:
+    """Answers with ``doc`` as JSON."""
     data = json.dumps(doc).encode()
     h.send_response(status)
     h.send_header("Content-Type", "application/json")
@@ -205,27 +216,45 @@ def _reply(h: BaseHTTPRequestHandler, status: int, doc: Any) -> None:
     h.wfile.write(data)
 
 
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    dest = Destination()
+@contextlib.contextmanager
+def http_server(handle: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[str]:
+    """A real HTTP server on a free loopback port calling ``handle`` for
+    each POST; yields its base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            dest.handle(self)
+            handle(self)
 
         def log_message(self, *args: Any) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    dest.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield dest
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextlib.contextmanager
+def serve(text: str, tmp: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`handover serve` with this configuration; yields its base URL."""
+    proc, url = _start(text, tmp, env or {})
+    try:
+        yield url
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture
+def destination() -> Iterator[Destination]:
+    dest = Destination()
+    with http_server(dest.handle) as url:
+        dest.url = url
+        yield dest
 
 
 @pytest.fixture

@@ -81,11 +81,12 @@ class Client:
 
         def wrap(fn: Callable[Concatenate[proto.Dispatch, P], Any]) -> Callable[Concatenate[str, P], Outcome]:
             sig, public = tool_params(fn)
+            call: Callable[..., Any] = fn  # called with the approved params by name
 
             @functools.wraps(fn)
             def tool(key: str, /, *args: P.args, **kwargs: P.kwargs) -> Outcome:
                 params = bind(sig, args, kwargs)
-                return self.perform(action, key, params, lambda ctx: fn(ctx, **ctx.params))
+                return self.perform(action, key, params, lambda ctx: call(ctx, **ctx.params))
 
             tool.__signature__ = public  # type: ignore[attr-defined]
             return tool
