@@ -61,6 +61,17 @@ def test_parameters_that_are_not_json_fail_before_anything_is_sent(gateway: Gate
     _nothing_recorded(gateway, key)
 
 
+def test_a_wrong_executor_fails_before_anything_is_recorded(gateway: Gateway, key: str) -> None:
+    async def coroutine(ctx: hc.Dispatch) -> Any: ...
+
+    with gateway.client() as c:
+        with pytest.raises(TypeError, match="callable"):
+            c.perform("create_shipment", key, PARAMS, None)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="AsyncClient"):
+            c.perform("create_shipment", key, PARAMS, coroutine)
+    _nothing_recorded(gateway, key)
+
+
 def test_a_body_over_the_limit_is_payload_too_large(gateway: Gateway, key: str) -> None:
     with gateway.client() as c, pytest.raises(hc.PayloadTooLargeError) as e:
         c.perform("create_shipment", key, {"note": "x" * MAX_BODY}, never)

@@ -93,6 +93,7 @@ def test_an_exception_after_dispatch_is_unknown_never_rejected(
         assert isinstance(out, hc.Unresolved), out
         assert isinstance(out.cause, RuntimeError)
         assert "RuntimeError" in out.reason
+        assert "carrier" not in out.reason, "the exception's text is not stored, only its type"
         rec = c.get(key)
         assert rec.state == "unknown", "never rejected: the effect may have happened"
     assert len(destination.effects) == (1 if call_first else 0)

@@ -61,6 +61,7 @@ class AsyncClient:
         self, action: str, key: str, params: Any, fn: AsyncExecutor, *, task: str | None = None
     ) -> Outcome:
         """See :meth:`Client.perform`; ``fn`` may be async."""
+        proto.check_executor(fn, awaitable_ok=True)
         return await self._run(proto.perform(action, key, params, self._s._headers(task)), fn)
 
     def tool(

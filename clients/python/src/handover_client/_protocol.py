@@ -11,6 +11,7 @@ the dispatch is recorded.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
@@ -250,7 +251,9 @@ def perform(action: str, key: str, params: Any, headers: Mapping[str, str]) -> F
 
     got = yield CallExecutor(ctx)
     if isinstance(got, Raised):
-        reason = f"the executor raised {type(got.error).__name__} after dispatch: {got.error}"
+        # The type only: an exception's text may carry what must not be
+        # stored (a URL with a token); the caller gets it in `cause`.
+        reason = f"the executor raised {_qualname(got.error)} after dispatch"
         outcome = yield from _record(ctx, epoch, _unknown(reason), headers, got.error)
         if not isinstance(got.error, Exception):
             raise got.error  # KeyboardInterrupt, cancellation: recorded, then re-raised
@@ -270,6 +273,20 @@ def perform(action: str, key: str, params: Any, headers: Mapping[str, str]) -> F
         )
         return (yield from _record(ctx, epoch, _unknown(reason), headers, e))
     return (yield from _record(ctx, epoch, {"outcome": "confirmed", "result": result}, headers, None))
+
+
+def _qualname(e: BaseException) -> str:
+    t = type(e)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def check_executor(fn: Any, awaitable_ok: bool) -> None:
+    """Loud before anything is recorded: a wrong executor would otherwise
+    fail after dispatch and leave the operation unknown."""
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable executor, got {type(fn).__name__}")
+    if not awaitable_ok and inspect.iscoroutinefunction(fn):
+        raise TypeError("fn: a coroutine function needs AsyncClient")
 
 
 def _unknown(reason: str) -> dict[str, Any]:

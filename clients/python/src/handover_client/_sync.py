@@ -71,6 +71,7 @@ class Client:
         as confirmed, ``ctx.reject(reason)`` as rejected, and any exception
         as unknown (never rejected: the effect may have happened).
         """
+        proto.check_executor(fn, awaitable_ok=False)
         return self._run(proto.perform(action, key, params, self._s._headers(task)), fn)
 
     def tool(
