@@ -68,6 +68,10 @@ retention = "24h"
 [actions.refund]            # one unknown refund holds every refund of the scope
 block = "scope"
 
+[actions.cancel_order]      # a short lease: a vanished holder is found out quickly
+block = "operation"
+lease = "1s"
+
 [gateway]
 listen = "127.0.0.1:0"
 max_body_bytes = {MAX_BODY}
