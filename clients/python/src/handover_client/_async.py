@@ -11,7 +11,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import httpx
 
 from . import _protocol as proto
-from ._base import DEFAULT_TIMEOUT, _Settings, answer, bind, tool_params
+from ._base import DEFAULT_TIMEOUT, _Common, _Settings, answer, bind, tool_params
 from ._errors import APIConnectionError
 from ._outcomes import Outcome
 
@@ -22,7 +22,7 @@ AsyncExecutor = Callable[[proto.Dispatch], Awaitable[Any] | Any]
 """Like :data:`Executor`, awaited; bounded by the action's ``timeout``."""
 
 
-class AsyncClient:
+class AsyncClient(_Common):
     """The asyncio twin of :class:`Client` (same methods, awaited).
 
     The executor is bounded by the action's configured ``timeout``: when it
@@ -42,16 +42,6 @@ class AsyncClient:
         self._s = _Settings(base_url, token, task)
         self._own = http_client is None
         self._http = http_client or httpx.AsyncClient(timeout=timeout)
-
-    def __repr__(self) -> str:
-        return repr(self._s).replace("_Settings", "AsyncClient")
-
-    def with_task(self, task: str) -> AsyncClient:
-        """This client, its calls charged to ``task``; shares the connections."""
-        other = AsyncClient.__new__(AsyncClient)
-        other._s = _Settings(self._s._base_url, self._s._token, task)
-        other._own, other._http = False, self._http
-        return other
 
     async def approve(self, action: str, key: str, params: Any, *, task: str | None = None) -> proto.Approval:
         """See :meth:`Client.approve`."""

@@ -3,9 +3,10 @@ signature handling and the answer parsing."""
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -25,9 +26,12 @@ class _Settings:
         self._token = token
         self._task = task
 
-    def __repr__(self) -> str:
+    def describe(self) -> str:
         task = f", task={self._task!r}" if self._task is not None else ""
-        return f"{type(self).__name__}({self._base_url!r}{task})"
+        return f"{self._base_url!r}{task}"
+
+    def with_task(self, task: str) -> _Settings:
+        return _Settings(self._base_url, self._token, task)
 
     def _headers(self, task: str | None) -> dict[str, str]:
         return proto.task_headers(task if task is not None else self._task)
@@ -43,6 +47,26 @@ class _Settings:
         if req.query is not None:
             args["params"] = dict(req.query)
         return args
+
+
+C = TypeVar("C", bound="_Common")
+
+
+class _Common:
+    """What both clients are apart from how they wait."""
+
+    _s: _Settings
+    _own: bool
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._s.describe()})"
+
+    def with_task(self: C, task: str) -> C:
+        """This client, its calls charged to ``task``; shares the connections
+        (closing the copy leaves them open)."""
+        other = copy.copy(self)
+        other._s, other._own = self._s.with_task(task), False
+        return other
 
 
 def answer(resp: httpx.Response) -> proto.Answer:

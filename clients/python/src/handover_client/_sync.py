@@ -9,7 +9,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import httpx
 
 from . import _protocol as proto
-from ._base import DEFAULT_TIMEOUT, _Settings, answer, bind, tool_params
+from ._base import DEFAULT_TIMEOUT, _Common, _Settings, answer, bind, tool_params
 from ._errors import APIConnectionError
 from ._outcomes import Outcome
 
@@ -21,7 +21,7 @@ Executor = Callable[[proto.Dispatch], Any]
 (JSON), or ``ctx.reject(reason)`` for a definitive refusal."""
 
 
-class Client:
+class Client(_Common):
     """Drives Handover's operations API so a tool call with a real effect is
     performed at most once and never reported as done unless confirmed.
 
@@ -43,16 +43,6 @@ class Client:
         self._s = _Settings(base_url, token, task)
         self._own = http_client is None
         self._http = http_client or httpx.Client(timeout=timeout)
-
-    def __repr__(self) -> str:
-        return repr(self._s).replace("_Settings", "Client")
-
-    def with_task(self, task: str) -> Client:
-        """This client, its calls charged to ``task``; shares the connections."""
-        other = Client.__new__(Client)
-        other._s = _Settings(self._s._base_url, self._s._token, task)
-        other._own, other._http = False, self._http
-        return other
 
     def approve(self, action: str, key: str, params: Any, *, task: str | None = None) -> proto.Approval:
         """Records what the user approved under ``key``: from then on only
