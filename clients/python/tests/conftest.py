@@ -111,7 +111,8 @@ def _binary() -> str:
     return path
 
 
-def _start(text: str, tmp: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+def start_serve(text: str, tmp: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """Starts `handover serve` with this configuration; returns it and its URL."""
     cfg = tmp / "handover.toml"
     cfg.write_text(text)
     proc = subprocess.Popen(
@@ -137,7 +138,8 @@ def _start(text: str, tmp: Path, env: dict[str, str]) -> tuple[subprocess.Popen[
     return proc, url
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
+def stop_serve(proc: subprocess.Popen[str]) -> None:
+    """SIGINT, and it must exit cleanly."""
     proc.send_signal(signal.SIGINT)
     try:
         assert proc.wait(timeout=30) == 0, "serve did not stop cleanly"
@@ -246,11 +248,11 @@ def http_server(handle: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[st
 @contextlib.contextmanager
 def serve(text: str, tmp: Path, env: dict[str, str] | None = None) -> Iterator[str]:
     """`handover serve` with this configuration; yields its base URL."""
-    proc, url = _start(text, tmp, env or {})
+    proc, url = start_serve(text, tmp, env or {})
     try:
         yield url
     finally:
-        _stop(proc)
+        stop_serve(proc)
 
 
 @pytest.fixture
