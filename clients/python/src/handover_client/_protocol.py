@@ -309,10 +309,11 @@ def _record(
     if ans.status == 200:
         return _from_record(ctx.action, ctx.key, ans.body["operation"], cause)
     err = error_for(ans.status, ans.body)
-    if report["outcome"] == "confirmed" and ans.status == 400:
-        # Confirmed, but the result is not recordable (I-JSON): the effect
-        # happened; record it as unknown rather than lose the operation.
-        reason = f"the destination answered but the result cannot be recorded: {err.message}"
+    if report["outcome"] in ("confirmed", "rejected") and ans.status == 400:
+        # The destination answered, but the report is not recordable (a
+        # result number outside I-JSON, an empty reason): record unknown
+        # rather than leave the operation dispatched.
+        reason = f"the destination answered but the {report['outcome']} report cannot be recorded: {err.message}"
         return (yield from _record(ctx, epoch, _unknown(reason), headers, err))
     return (yield from _read_back(ctx, headers, err))
 
