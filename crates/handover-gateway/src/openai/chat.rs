@@ -131,6 +131,11 @@ pub(crate) fn router_error(e: &RouterError) -> ApiError {
                     "server_error",
                     "budget_exhausted",
                 ),
+                FailureReason::Budget(Exhausted::StoreUnavailable) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_error",
+                    "ledger_unavailable",
+                ),
                 FailureReason::Budget(_) => {
                     (StatusCode::BAD_GATEWAY, "server_error", "budget_exhausted")
                 }
