@@ -110,6 +110,16 @@ impl RouterError {
         }
     }
 
+    /// The ledger's own error, when the ledger refused or could not be
+    /// reached (including a destination answer it could not record): a
+    /// door maps it to its own terms (e.g. an HTTP status).
+    pub fn ledger_error(&self) -> Option<&LedgerError> {
+        match self {
+            Self::Ledger(e) | Self::OutcomeNotRecorded { source: e, .. } => Some(e),
+            _ => None,
+        }
+    }
+
     /// The offending field of a validation error, if this is one.
     pub fn field(&self) -> Option<&str> {
         match self {
