@@ -49,6 +49,20 @@ pub enum RouterError {
     /// The task produced no answer; the failure lists every attempt.
     #[error("{0}")]
     Task(Box<crate::route::TaskFailure>),
+    /// A call named a task that was opened under another policy; nothing
+    /// was sent. One task keeps the policy (and so the budget) of its
+    /// first call.
+    #[error(
+        "task {task:?} runs under policy {recorded:?} (that of its first call); this call asked for {requested:?}: use the task's policy or another task id"
+    )]
+    TaskPolicyMismatch {
+        /// The task's name.
+        task: String,
+        /// The policy of its first call.
+        recorded: String,
+        /// The policy this call asked for.
+        requested: String,
+    },
     /// No policy of that name.
     #[error("unknown policy {0:?}")]
     UnknownPolicy(String),
