@@ -96,11 +96,13 @@ pub(crate) fn remaining(task: &Task) -> Option<HeaderValue> {
     remaining_value(&view, task.budget().remaining().as_millis())
 }
 
-/// For the operations API: the task a call names (`None`: no header). It
-/// must have been opened by a model call of the task (it fixes the
-/// policy); an executor's work is timed against that task's deadline, so
-/// `check` refuses once it has passed (504 `budget_exhausted`, nothing
-/// claimed or dispatched). Recording an outcome is never refused.
+/// For the operations API: the task a call names (`None`: no header, or
+/// no budget yet). A task's budget is opened by its first model call (its
+/// policy sets the budget); an operation under a task id no model call has
+/// opened yet has no deadline to run on. Once the task exists, an
+/// executor's work is timed against its deadline, so `check` refuses once
+/// it has passed (504 `budget_exhausted`, nothing claimed or dispatched).
+/// Recording an outcome is never refused.
 pub(crate) async fn for_operation(
     state: &GatewayState,
     client: &Client,
@@ -110,23 +112,14 @@ pub(crate) async fn for_operation(
     let Some(id) = task_id(headers, client)? else {
         return Ok(None);
     };
-    let view = state
+    let Some(view) = state
         .ledger()
         .task_budget(&id)
         .await
         .map_err(|e| ApiError::ledger(&e))?
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found_error",
-                "task_not_found",
-                format!(
-                    "task {:?} has no budget: open it with a model call first (its policy sets the budget), or it expired",
-                    id.task.as_str()
-                ),
-            )
-            .with_param(TASK_HEADER)
-        })?;
+    else {
+        return Ok(None);
+    };
     if check && view.time_left().is_zero() {
         let err = ApiError::new(
             StatusCode::GATEWAY_TIMEOUT,
