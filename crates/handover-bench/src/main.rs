@@ -18,6 +18,7 @@ mod mock_http;
 mod perform;
 mod router;
 mod stats;
+mod task;
 
 type BenchResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
@@ -36,10 +37,11 @@ fn main() -> BenchResult {
         "perform" => runtime.block_on(perform::run(rest)),
         "router" => runtime.block_on(router::run(rest)),
         "gateway" => runtime.block_on(gateway::run(rest)),
+        "task" => runtime.block_on(task::run(rest)),
         other => Err(format!("unknown benchmark {other:?}\n{}", usage()).into()),
     }
 }
 
 fn usage() -> String {
-    "usage: handover-bench <ledger|adapter|router|perform|gateway> [--backend B] [--concurrency N] [--ops N]".to_owned()
+    "usage: handover-bench <ledger|adapter|router|perform|gateway|task> [--backend B] [--concurrency N] [--ops N]".to_owned()
 }
