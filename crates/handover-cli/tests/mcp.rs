@@ -32,6 +32,10 @@ struct World {
 
 impl World {
     fn new(python: String, action: &str) -> Self {
+        Self::with_lookup(python, action, "")
+    }
+
+    fn with_lookup(python: String, action: &str, lookup: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let server = format!("{SCRIPTS}/shipping_server.py");
         let config = format!(
@@ -50,6 +54,7 @@ args = ["{server}"]
 [actions.create_shipment]
 {action}
 mcp = {{ server = "shipping", tool = "create_shipment", key_from = ["order_id"], key_argument = "reference" }}
+{lookup}
 "#,
             ledger = dir.path().join("ledger.db").display(),
         );
@@ -254,4 +259,102 @@ fn a_dropped_connection_after_applying_stays_unknown_across_sessions() {
     let again = w.calls("ok", &json!([ship("D-1", 1)]));
     assert_eq!(status(&again[0]), "outcome_unknown", "{}", again[0]);
     assert_eq!(w.shipments().len(), 1, "one effect at the upstream");
+}
+
+#[test]
+fn the_lookup_tool_confirms_a_lost_answer_and_the_retry_replays_it() {
+    let Some(python) = python() else { return };
+    let w = World::with_lookup(
+        python,
+        r#"timeout = "1s""#,
+        r#"
+[actions.create_shipment.lookup]
+visibility_lag = "30s"
+check_every = "100ms"
+max_check_every = "200ms"
+mcp_tool = "find_shipment"
+arguments = { reference = "{destination_key}" }
+"#,
+    );
+    // The answer stalls: unknown. The agent keeps retrying while it is
+    // being verified; the proxy's reconciler calls find_shipment, finds the
+    // record with the approved arguments, and the retry gets the replay.
+    let mut retry = ship("E-1", 1);
+    retry["retry_while"] = json!("outcome_unknown");
+    let r = w.calls("stall", &json!([ship("E-1", 1), retry]));
+    assert_eq!(status(&r[0]), "outcome_unknown", "{}", r[0]);
+    assert_eq!(r[1]["isError"], false, "{}", r[1]);
+    assert_eq!(r[1]["_meta"]["handover"]["replayed"], true, "{}", r[1]);
+    let applied = w.shipments();
+    assert_eq!(applied.len(), 1, "one effect, found, never re-sent");
+    assert_eq!(
+        r[1]["structuredContent"]["shipment_id"],
+        applied[0]["shipment_id"]
+    );
+}
+
+#[test]
+fn kill_9_between_dispatch_and_answer_leaves_the_call_unresolved_after_restart() {
+    use std::io::{BufRead, Write};
+    let Some(python) = python() else { return };
+    let w = World::new(python, r#"lease = "1s""#);
+    let fifo = w.path("applied.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let mut proxy = Command::new(env!("CARGO_BIN_EXE_handover"))
+        .args(["mcp", "--config"])
+        .arg(w.path("handover.toml"))
+        .env("SHIPPING_LOG", w.path("shipments.jsonl"))
+        .env("SHIPPING_MODE", "stall")
+        .env("SHIPPING_APPLIED", &fifo)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A client on the handshake-era protocol, written by hand: initialize,
+    // initialized, then the guarded call.
+    let mut stdin = proxy.stdin.take().unwrap();
+    for line in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "kill-test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "create_shipment",
+            "arguments": {"order_id": "F-1", "sku": "KETTLE", "qty": 1}}}),
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    // The server applied the shipment (its signal); the answer is pending.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader_fifo = fifo.clone();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let f = std::fs::File::open(reader_fifo).unwrap();
+        std::io::BufReader::new(f).read_line(&mut line).unwrap();
+        let _ = tx.send(line);
+    });
+    let server_pid = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the upstream applied the shipment");
+    proxy.kill().unwrap(); // SIGKILL: no drop guard, no cleanup
+    proxy.wait().unwrap();
+    let killed = Command::new("kill")
+        .args(["-9", server_pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert_eq!(w.shipments().len(), 1);
+
+    // Restart with a healthy upstream: the agent retries the same call.
+    // While the dead holder's lease runs it is in progress; then unknown.
+    // Never sent again.
+    let mut retry = ship("F-1", 1);
+    retry["retry_while"] = json!("in_progress");
+    let r = w.calls("ok", &json!([retry, ship("F-1", 1)]));
+    for result in &r {
+        assert_eq!(status(result), "outcome_unknown", "{result}");
+    }
+    assert_eq!(w.shipments().len(), 1, "not re-sent after the restart");
 }

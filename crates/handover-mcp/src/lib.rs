@@ -20,6 +20,7 @@
 
 mod error;
 mod guard;
+mod lookup;
 mod proxy;
 mod upstream;
 mod wire;

@@ -13,8 +13,13 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
+use std::time::Duration;
+
+use handover_router::reconcile::Reconciler;
+
 use crate::error::McpError;
 use crate::guard;
+use crate::lookup::McpLookup;
 use crate::upstream::Upstream;
 use crate::wire::{Peek, codec, error_line, result_line};
 
@@ -101,6 +106,12 @@ impl McpProxy {
             }
             Ok::<_, std::io::Error>(())
         });
+        let (stop_reconciler, stopped) = tokio::sync::oneshot::channel::<()>();
+        let reconciler = self.reconciler(&upstream).map(|(r, every)| {
+            tokio::spawn(r.run(every, async {
+                let _ = stopped.await;
+            }))
+        });
         let mut calls = JoinSet::new();
         let mut lines = FramedRead::new(read, codec());
         let scope = self.settings.scope.clone();
@@ -121,7 +132,7 @@ impl McpProxy {
                     break;
                 }
             };
-            let (id, params) = match self.route(&line) {
+            let (id, params) = match self.route(&line, &upstream) {
                 Route::Pass => {
                     if !upstream.forward(line) {
                         tracing::warn!(server = %self.server, "the upstream MCP server is gone");
@@ -156,6 +167,10 @@ impl McpProxy {
         }
         // The client left: let guarded calls finish recording their outcome.
         while calls.join_next().await.is_some() {}
+        let _ = stop_reconciler.send(());
+        if let Some(r) = reconciler {
+            let _ = r.await;
+        }
         drop(to_client);
         drop(upstream);
         let _ = child.start_kill();
@@ -167,16 +182,51 @@ impl McpProxy {
             .map_err(McpError::Io)
     }
 
+    /// The reconciler for this server's actions with an MCP lookup, and
+    /// how often it runs (the shortest `lookup.check_every` among them).
+    fn reconciler(&self, upstream: &Upstream) -> Option<(Reconciler, Duration)> {
+        let mut reconciler = self.handover.reconciler().registered_actions_only();
+        let mut every: Option<Duration> = None;
+        for tool in self
+            .settings
+            .tools
+            .values()
+            .filter(|t| t.server == self.server)
+        {
+            let (Some(lookup), Some(contract)) = (
+                &tool.lookup,
+                self.handover
+                    .config()
+                    .action(&tool.action)
+                    .and_then(|a| a.lookup),
+            ) else {
+                continue;
+            };
+            every = Some(every.map_or(contract.check_every, |e| e.min(contract.check_every)));
+            reconciler = reconciler.with_lookup(
+                &tool.action,
+                McpLookup {
+                    upstream: upstream.clone(),
+                    tool: lookup.clone(),
+                },
+            );
+        }
+        every.map(|every| (reconciler, every))
+    }
+
     fn tool(&self, name: &str) -> Option<&handover_router::config::McpTool> {
         self.settings.action_for(&self.server, name)
     }
 
     /// Where a client's line goes. A guarded tool's call whose parameters
     /// do not parse is refused, never forwarded unguarded.
-    fn route(&self, line: &str) -> Route {
+    fn route(&self, line: &str, upstream: &Upstream) -> Route {
         let Some(peek) = Peek::of(line) else {
             return Route::Pass;
         };
+        if let (Some(_), Some(_), Some(params)) = (peek.id, &peek.method, peek.params) {
+            upstream.remember_meta(params);
+        }
         let (Some(name), Some(id)) = (peek.tool_name(), peek.id) else {
             return Route::Pass;
         };

@@ -38,6 +38,10 @@ pub(crate) struct Upstream {
     pending: Pending,
     next_id: Arc<AtomicU64>,
     gone: tokio::sync::watch::Receiver<bool>,
+    /// The `_meta` of the client's latest request, for the proxy's own
+    /// requests that no client request carries (lookups): servers on the
+    /// 2026-07-28 protocol want every request to say its version and client.
+    meta: Arc<Mutex<serde_json::Map<String, serde_json::Value>>>,
 }
 
 /// Removes an abandoned request's waiter (the gate timed out, the client left).
@@ -110,6 +114,7 @@ impl Upstream {
             pending,
             next_id: Arc::default(),
             gone,
+            meta: Arc::default(),
         };
         Ok((upstream, child))
     }
@@ -118,6 +123,38 @@ impl Upstream {
     pub(crate) async fn closed(&self) {
         let mut gone = self.gone.clone();
         let _ = gone.wait_for(|g| *g).await;
+    }
+
+    /// Remembers the session-wide part of a client request's `_meta`.
+    pub(crate) fn remember_meta(&self, params: &RawValue) {
+        #[derive(serde::Deserialize)]
+        struct Params {
+            #[serde(rename = "_meta")]
+            meta: Option<serde_json::Map<String, serde_json::Value>>,
+        }
+        let Ok(Params {
+            meta: Some(mut meta),
+        }) = serde_json::from_str(params.get())
+        else {
+            return;
+        };
+        // Per-request members, not the session's.
+        meta.remove("progressToken");
+        meta.remove(crate::guard::IDEMPOTENCY_KEY);
+        *self
+            .meta
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = meta;
+    }
+
+    /// The `_meta` for the proxy's own requests.
+    pub(crate) fn session_meta(&self) -> serde_json::Value {
+        serde_json::Value::Object(
+            self.meta
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        )
     }
 
     /// Forwards a client's line unchanged. False if the server is gone.

@@ -5,8 +5,8 @@ Usage:
       list tools, prompts and resources, call the read-only tool, get the
       prompt and read the resource; print one JSON object per line.
   python mcp_client.py calls CALLS_JSON COMMAND [ARGS...]
-      in one session, call each {"tool", "arguments", "meta"} of CALLS_JSON
-      and print each result as one JSON line.
+      in one session, call each {"tool", "arguments", "meta", "retry_while"}
+      of CALLS_JSON and print each (last) result as one JSON line.
 COMMAND is the MCP server to start over stdio (the shipping server
 directly, or `handover mcp` in front of it). The Rust tests compare and
 assert; this script only drives the client.
@@ -38,7 +38,14 @@ async def fidelity(params):
 async def calls(params, plan):
     async with Client(params, read_timeout_seconds=30) as client:
         for call in plan:
-            result = await client.call_tool(call["tool"], call.get("arguments"), meta=call.get("meta"))
+            # "retry_while": an agent that keeps retrying (same arguments, new
+            # JSON-RPC id) while the answer has that status, at most 50 times.
+            for _ in range(50):
+                result = await client.call_tool(call["tool"], call.get("arguments"), meta=call.get("meta"))
+                status = (result.structured_content or {}).get("status") if isinstance(result.structured_content, dict) else None
+                if "retry_while" not in call or status != call["retry_while"]:
+                    break
+                await asyncio.sleep(0.1)
             dump("call", result)
 
 

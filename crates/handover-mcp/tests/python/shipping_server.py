@@ -7,6 +7,8 @@ $SHIPPING_MODE decides what happens after a shipment is applied:
   drop    the process dies before answering (the confirmation is lost)
   stall   never answer (the caller's deadline passes)
   reject  answer isError without applying anything
+If $SHIPPING_APPLIED names a FIFO, the server writes its pid there once a
+shipment is applied (a test's signal that the effect exists).
 """
 
 import json
@@ -46,6 +48,9 @@ async def create_shipment(order_id: str, sku: str, qty: int, reference: str | No
         f.write(json.dumps(record) + "\n")
         f.flush()
         os.fsync(f.fileno())
+    if os.environ.get("SHIPPING_APPLIED"):
+        with open(os.environ["SHIPPING_APPLIED"], "w") as signal:
+            signal.write(f"{os.getpid()}\n")
     if MODE == "drop":
         os._exit(0)
     if MODE == "stall":

@@ -64,6 +64,7 @@ pub struct Reconciler {
     name: String,
     lookups: HashMap<String, Arc<dyn Lookup>>,
     resenders: HashMap<String, Arc<dyn Executor>>,
+    registered_only: bool,
 }
 
 impl std::fmt::Debug for Reconciler {
@@ -85,6 +86,7 @@ impl Reconciler {
             name: "reconciler".to_owned(),
             lookups: HashMap::new(),
             resenders: HashMap::new(),
+            registered_only: false,
         }
     }
 
@@ -98,6 +100,17 @@ impl Reconciler {
     /// destination key while the destination still remembers it.
     pub fn with_resender(mut self, action: &str, executor: impl Executor + 'static) -> Self {
         self.resenders.insert(action.to_owned(), Arc::new(executor));
+        self
+    }
+
+    /// Looks only at operations of actions with a registered lookup or
+    /// re-sender, leaving every other unknown operation to the reconciler
+    /// that serves it (e.g. one door of several sharing a ledger: the MCP
+    /// proxy reconciles its MCP actions only). Without this, an action with
+    /// nothing registered is handed to the review queue.
+    #[must_use]
+    pub fn registered_actions_only(mut self) -> Self {
+        self.registered_only = true;
         self
     }
 
@@ -140,6 +153,13 @@ impl Reconciler {
                 continue;
             };
             if info.owner != Owner::Reconciler {
+                continue;
+            }
+            let action = rec.action.as_str();
+            if self.registered_only
+                && !self.lookups.contains_key(action)
+                && !self.resenders.contains_key(action)
+            {
                 continue;
             }
             report.checked += 1;
