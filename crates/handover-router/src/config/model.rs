@@ -277,12 +277,9 @@ pub struct GatewayOperator {
 /// tools guarded as actions (from `[actions.NAME] mcp = {...}`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpSettings {
-    /// Operation scope of a stdio session (the process that started
-    /// `handover mcp` is one principal). Streamable HTTP sessions take
-    /// their scope from the gateway's bearer tokens instead.
+    /// Operation scope of a stdio session: the process that started
+    /// `handover mcp` is one principal.
     pub scope: String,
-    /// Streamable HTTP address to listen on, if set.
-    pub listen: Option<SocketAddr>,
     /// Upstream servers, by name.
     pub servers: BTreeMap<String, McpServer>,
     /// Guarded tools, by action name.

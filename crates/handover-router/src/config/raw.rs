@@ -193,7 +193,6 @@ pub(crate) struct RawGatewayOperator {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawMcp {
     pub(crate) scope: Option<String>,
-    pub(crate) listen: Option<String>,
     #[serde(default)]
     pub(crate) servers: BTreeMap<String, RawMcpServer>,
 }

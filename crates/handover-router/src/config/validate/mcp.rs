@@ -2,7 +2,6 @@
 //! servers and the tools it guards as actions.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 
 use super::super::issues::ConfigIssues;
 use super::super::model::{McpLookupTool, McpServer, McpSettings, McpTool, placeholder};
@@ -27,7 +26,6 @@ pub(super) fn validate(
         Some(raw) => raw,
         None => RawMcp {
             scope: None,
-            listen: None,
             servers: BTreeMap::new(),
         },
     };
@@ -38,16 +36,6 @@ pub(super) fn validate(
             format!("invalid scope {scope:?} (1-255 visible ASCII characters)"),
         );
     }
-    let listen = raw.listen.as_deref().and_then(|l| {
-        l.parse::<SocketAddr>()
-            .map_err(|_| {
-                issues.push(
-                    "mcp.listen",
-                    format!("invalid address {l:?} (expected IP:PORT, e.g. \"127.0.0.1:8788\")"),
-                );
-            })
-            .ok()
-    });
     let servers: BTreeMap<_, _> = raw
         .servers
         .into_iter()
@@ -61,7 +49,6 @@ pub(super) fn validate(
     }
     (any_binding || !servers.is_empty()).then_some(McpSettings {
         scope,
-        listen,
         servers,
         tools,
     })
