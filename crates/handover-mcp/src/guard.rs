@@ -16,6 +16,7 @@ use handover_router::gate::{
 };
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, ErrorData};
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::upstream::{Lost, Upstream, split_response};
 
@@ -99,7 +100,15 @@ fn operation_key(
             }
         }
     }
-    Ok(format!("{}:{}", tool.tool, parts.join("/")))
+    let readable = format!("{}:{}", tool.tool, parts.join("/"));
+    if readable.len() <= 255 && readable.bytes().all(|b| b.is_ascii_graphic()) {
+        return Ok(readable);
+    }
+    // Values with spaces or non-ASCII text (a free-text reason) or too long
+    // for a key: the same values always give the same digest.
+    let digest = Sha256::digest(Value::from(parts).to_string().as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("{}:sha256:{hex}", tool.tool))
 }
 
 /// The upstream `tools/call` as the gate's executor.
@@ -316,4 +325,51 @@ fn with_meta(mut result: Value, handover: Value) -> Value {
         }
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(key_from: &[&str]) -> McpTool {
+        McpTool {
+            action: "refund".into(),
+            server: "billing".into(),
+            tool: "refund".into(),
+            key_from: key_from.iter().map(|s| (*s).to_owned()).collect(),
+            key_argument: None,
+            lookup: None,
+        }
+    }
+
+    fn key(t: &McpTool, args: Value, meta: Option<Value>) -> Result<String, String> {
+        let mut params = CallToolRequestParams::new("refund");
+        params.meta = meta.map(|m| serde_json::from_value(m).unwrap());
+        let Value::Object(args) = args else { panic!() };
+        operation_key(t, &params, &args)
+    }
+
+    #[test]
+    fn the_key_comes_from_meta_or_the_key_from_arguments_never_from_elsewhere() {
+        let t = tool(&["order_id", "n"]);
+        let args = json!({"order_id": "A-1", "n": 2, "amount": 5});
+        assert_eq!(key(&t, args.clone(), None).unwrap(), "refund:A-1/2");
+        let meta = Some(json!({"idempotencyKey": "K-701"}));
+        assert_eq!(key(&t, args.clone(), meta).unwrap(), "K-701");
+        let e = key(&t, json!({"order_id": "A-1"}), None).unwrap_err();
+        assert!(e.contains("\"n\" is required"), "{e}");
+        let e = key(&tool(&[]), args, None).unwrap_err();
+        assert!(e.contains("_meta.idempotencyKey"), "{e}");
+    }
+
+    #[test]
+    fn free_text_values_give_a_stable_digest_key() {
+        let t = tool(&["order_id", "reason"]);
+        let damaged = json!({"order_id": "A-1", "reason": "damaged in transit"});
+        let k1 = key(&t, damaged.clone(), None).unwrap();
+        assert!(k1.starts_with("refund:sha256:") && k1.len() == "refund:sha256:".len() + 64);
+        assert_eq!(key(&t, damaged, None).unwrap(), k1);
+        let late = json!({"order_id": "A-1", "reason": "arrived late"});
+        assert_ne!(key(&t, late, None).unwrap(), k1);
+    }
 }
