@@ -20,6 +20,7 @@ mod mock_http;
 mod perform;
 mod router;
 mod stats;
+mod task;
 
 type BenchResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
@@ -38,6 +39,7 @@ fn main() -> BenchResult {
         "perform" => runtime.block_on(perform::run(rest)),
         "router" => runtime.block_on(router::run(rest)),
         "gateway" => runtime.block_on(gateway::run(rest)),
+        "task" => runtime.block_on(task::run(rest)),
         "mcp" => runtime.block_on(mcp::run(rest)),
         // The two processes `mcp` starts: a minimal upstream and the proxy.
         "mcp-upstream" => runtime.block_on(mcp::upstream()),
@@ -47,5 +49,5 @@ fn main() -> BenchResult {
 }
 
 fn usage() -> String {
-    "usage: handover-bench <ledger|adapter|router|perform|gateway|mcp> [--backend B] [--concurrency N] [--ops N]".to_owned()
+    "usage: handover-bench <ledger|adapter|router|perform|gateway|task|mcp> [--backend B] [--concurrency N] [--ops N]".to_owned()
 }

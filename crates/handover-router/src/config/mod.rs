@@ -14,7 +14,7 @@ mod duration;
 mod issues;
 mod model;
 mod raw;
-mod validate;
+pub(crate) mod validate;
 
 use std::collections::BTreeMap;
 use std::path::Path;

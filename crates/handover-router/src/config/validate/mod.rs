@@ -5,6 +5,7 @@
 mod action;
 mod gateway;
 mod ledger;
+pub(crate) mod lookup;
 mod mcp;
 mod policy;
 mod provider;
@@ -66,7 +67,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
                 lookup_arguments,
             };
             action_mcp.insert(name.clone(), m);
-            let a = action::validate(&mut issues, &ledger, &name, a);
+            let a = action::validate(&mut issues, &mut missing_keys, env, &ledger, &name, a);
             (name, a)
         })
         .collect();
