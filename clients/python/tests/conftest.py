@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -71,6 +72,19 @@ block = "scope"
 [actions.cancel_order]      # a short lease: a vanished holder is found out quickly
 block = "operation"
 lease = "1s"
+
+[actions.book_room]         # the agent runs the lookup (pull API); absence proves nothing for an hour
+block = "operation"
+[actions.book_room.lookup]
+visibility_lag = "1h"
+check_every = "1ms"
+
+[actions.book_table]        # the agent runs the lookup; absence is proof once a dispatch has surely ended
+block = "operation"
+timeout = "1ms"             # ...which is its executor timeout plus the lag after it was sent
+[actions.book_table.lookup]
+visibility_lag = "1ms"
+check_every = "1ms"
 
 [gateway]
 listen = "127.0.0.1:0"
@@ -151,13 +165,12 @@ def stop_serve(proc: subprocess.Popen[str]) -> None:
 BACKENDS = ["sqlite", "postgres"]
 
 
-@pytest.fixture(scope="session", params=BACKENDS)
-def gateway(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    """`handover serve` on each ledger backend; one unique scope per session
-    so runs that share a PostgreSQL database never see each other."""
-    tmp = tmp_path_factory.mktemp(request.param)
+@contextlib.contextmanager
+def serving(backend: str, tmp: Path) -> Iterator[Gateway]:
+    """`handover serve` on ``backend`` with a scope of its own, so runs that
+    share a PostgreSQL database never see each other's operations."""
     env: dict[str, str] = {}
-    if request.param == "sqlite":
+    if backend == "sqlite":
         ledger = f'[ledger]\nbackend = "sqlite"\npath = "{tmp / "ledger.db"}"\n'
     else:
         pg = os.environ.get("HANDOVER_TEST_POSTGRES_URL")
@@ -167,7 +180,22 @@ def gateway(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         env["HANDOVER_PY_LEDGER_URL"] = pg
     scope = f"py-{uuid.uuid4().hex[:12]}"
     with serve(config(ledger, scope), tmp, env) as url:
-        yield Gateway(request.param, url, scope)
+        yield Gateway(backend, url, scope)
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def gateway(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """`handover serve` on each ledger backend, shared by the session."""
+    with serving(request.param, tmp_path_factory.mktemp(request.param)) as gw:
+        yield gw
+
+
+@pytest.fixture(params=BACKENDS)
+def fresh_gateway(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Gateway]:
+    """A `handover serve` of this test's own (for tests that lease every due
+    operation of their scope)."""
+    with serving(request.param, tmp_path) as gw:
+        yield gw
 
 
 @dataclass
@@ -188,6 +216,11 @@ class Destination:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def handle(self, h: BaseHTTPRequestHandler) -> None:
+        if h.command == "GET":  # the lookup: records by idempotency key
+            key = parse_qs(urlsplit(h.path).query).get("key", [""])[0]
+            with self.lock:
+                found = [self.effects[key]] if key in self.effects else []
+            return reply(h, 200, {"data": found})
         body = read_json(h)
         seen = {"path": h.path, "key": h.headers.get("Idempotency-Key"), "body": body}
         if self.on_request is not None:
@@ -229,6 +262,9 @@ def http_server(handle: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[st
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            handle(self)
+
+        def do_GET(self) -> None:  # noqa: N802
             handle(self)
 
         def log_message(self, *args: Any) -> None:

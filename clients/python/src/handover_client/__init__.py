@@ -35,6 +35,7 @@ from ._outcomes import (
     Suspended,
     Unresolved,
 )
+from ._reconcile import Due, Found, LookupResult, NotFound, Reconciled
 from ._protocol import TASK_HEADER, Approval, Dispatch, Operation, Rejection
 from ._sync import Client, Executor
 
@@ -52,17 +53,22 @@ __all__ = [
     "Conflict",
     "ConflictError",
     "Dispatch",
+    "Due",
     "Executor",
+    "Found",
     "HandoverError",
     "InProgress",
     "InternalServerError",
     "LockedError",
+    "LookupResult",
+    "NotFound",
     "NotFoundError",
     "Operation",
     "OperationCancelled",
     "Outcome",
     "PayloadTooLargeError",
     "PermissionDeniedError",
+    "Reconciled",
     "Rejected",
     "Rejection",
     "Replayed",

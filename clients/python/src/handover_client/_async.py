@@ -14,6 +14,7 @@ from . import _protocol as proto
 from ._base import DEFAULT_TIMEOUT, _Common, _Settings, answer, bind, tool_params
 from ._errors import APIConnectionError
 from ._outcomes import Outcome
+from ._reconcile import Due, LookupResult, Reconciled, reconcile
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -51,7 +52,7 @@ class AsyncClient(_Common):
         self, action: str, key: str, params: Any, fn: AsyncExecutor, *, task: str | None = None
     ) -> Outcome:
         """See :meth:`Client.perform`; ``fn`` may be async."""
-        proto.check_executor(fn, awaitable_ok=True)
+        proto.check_callable(fn, "fn", awaitable_ok=True)
         return await self._run(proto.perform(action, key, params, self._s._headers(task)), fn)
 
     def tool(
@@ -77,6 +78,13 @@ class AsyncClient(_Common):
 
         return wrap
 
+    async def reconcile(
+        self, lookup: Callable[[Due], Any], *, limit: int = 10, lease_s: int = 60
+    ) -> list[Reconciled]:
+        """See :meth:`Client.reconcile`; ``lookup`` may be async, bounded by ``lease_s``."""
+        proto.check_callable(lookup, "lookup", awaitable_ok=True)
+        return await self._run(reconcile(limit, lease_s, self._s._headers(None)), lookup)
+
     async def get(self, key: str, *, task: str | None = None) -> proto.Operation:
         """See :meth:`Client.get`."""
         return await self._run(proto.get(key, self._s._headers(task)))
@@ -96,7 +104,7 @@ class AsyncClient(_Common):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _run(self, flow: proto.Flow[T], fn: AsyncExecutor | None = None) -> T:
+    async def _run(self, flow: proto.Flow[T], fn: Callable[[Any], Any] | None = None) -> T:
         reply: Any = None
         error: APIConnectionError | None = None
         while True:
@@ -116,18 +124,18 @@ class AsyncClient(_Common):
             else:
                 assert fn is not None
                 try:
-                    reply = proto.Returned(await _bounded(fn, step.ctx))
+                    reply = proto.Returned(await _bounded(fn, step))
                 except BaseException as e:  # noqa: BLE001 - every failure after dispatch is unknown
                     reply = proto.Raised(e)
 
 
-async def _bounded(fn: AsyncExecutor, ctx: proto.Dispatch) -> Any:
-    value = fn(ctx)
+async def _bounded(fn: Callable[[Any], Any], step: proto.Call) -> Any:
+    value = fn(step.arg)
     if not inspect.isawaitable(value):
         return value
-    if ctx.timeout is None:
+    if step.timeout is None:
         return await value
     try:
-        return await asyncio.wait_for(value, ctx.timeout)
+        return await asyncio.wait_for(value, step.timeout)
     except asyncio.TimeoutError as e:
-        raise TimeoutError(f"the executor did not finish within the action's timeout of {ctx.timeout:g}s") from e
+        raise TimeoutError(f"{step.what} did not finish within {step.timeout:g}s") from e

@@ -2,7 +2,8 @@
 
 Each flow is a generator that yields what must happen next — an HTTP
 request to Handover (:class:`Request`) or the call to the destination
-(:class:`CallExecutor`) — and receives its result. The clients only carry
+(:class:`Call`: the executor, or a reconciliation lookup) — and receives
+its result. The clients only carry
 these steps out (``httpx.Client`` or ``httpx.AsyncClient``; a plain or an
 awaited executor), so the order of the protocol cannot differ between
 them: the executor step is yielded only after Handover has answered that
@@ -102,10 +103,14 @@ class Rejection:
 
 
 @dataclass(frozen=True)
-class CallExecutor:
-    """Step: call the executor now (dispatch is recorded)."""
+class Call:
+    """Step: call the user's function with ``arg`` now (for an executor:
+    the dispatch is recorded), within ``timeout`` seconds where the client
+    can enforce it."""
 
-    ctx: Dispatch
+    arg: Any
+    timeout: float | None
+    what: str
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,7 @@ class Operation:
         )
 
 
-Step = Union[Request, CallExecutor]
+Step = Union[Request, Call]
 Flow = Generator[Step, Any, T]
 
 
@@ -249,11 +254,11 @@ def perform(action: str, key: str, params: Any, headers: Mapping[str, str]) -> F
             pass  # the lease returns an undispatched claim; a dispatched one becomes unknown
         raise
 
-    got = yield CallExecutor(ctx)
+    got = yield Call(ctx, ctx.timeout, "the executor")
     if isinstance(got, Raised):
         # The type only: an exception's text may carry what must not be
         # stored (a URL with a token); the caller gets it in `cause`.
-        reason = f"the executor raised {_qualname(got.error)} after dispatch"
+        reason = f"the executor raised {qualname(got.error)} after dispatch"
         outcome = yield from _record(ctx, epoch, _unknown(reason), headers, got.error)
         if not isinstance(got.error, Exception):
             raise got.error  # KeyboardInterrupt, cancellation: recorded, then re-raised
@@ -275,18 +280,19 @@ def perform(action: str, key: str, params: Any, headers: Mapping[str, str]) -> F
     return (yield from _record(ctx, epoch, {"outcome": "confirmed", "result": result}, headers, None))
 
 
-def _qualname(e: BaseException) -> str:
+def qualname(e: BaseException) -> str:
+    """An exception's type, as recorded (never its text: it may hold secrets)."""
     t = type(e)
     return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
-def check_executor(fn: Any, awaitable_ok: bool) -> None:
+def check_callable(fn: Any, name: str, awaitable_ok: bool) -> None:
     """Loud before anything is recorded: a wrong executor would otherwise
     fail after dispatch and leave the operation unknown."""
     if not callable(fn):
-        raise TypeError(f"fn: expected a callable executor, got {type(fn).__name__}")
+        raise TypeError(f"{name}: expected a callable, got {type(fn).__name__}")
     if not awaitable_ok and inspect.iscoroutinefunction(fn):
-        raise TypeError("fn: a coroutine function needs AsyncClient")
+        raise TypeError(f"{name}: a coroutine function needs AsyncClient")
 
 
 def _unknown(reason: str) -> dict[str, Any]:

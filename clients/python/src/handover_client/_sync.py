@@ -12,6 +12,7 @@ from . import _protocol as proto
 from ._base import DEFAULT_TIMEOUT, _Common, _Settings, answer, bind, tool_params
 from ._errors import APIConnectionError
 from ._outcomes import Outcome
+from ._reconcile import Due, LookupResult, Reconciled, reconcile
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -61,7 +62,7 @@ class Client(_Common):
         as confirmed, ``ctx.reject(reason)`` as rejected, and any exception
         as unknown (never rejected: the effect may have happened).
         """
-        proto.check_executor(fn, awaitable_ok=False)
+        proto.check_callable(fn, "fn", awaitable_ok=False)
         return self._run(proto.perform(action, key, params, self._s._headers(task)), fn)
 
     def tool(
@@ -84,6 +85,21 @@ class Client(_Common):
 
         return wrap
 
+    def reconcile(
+        self, lookup: Callable[[Due], LookupResult], *, limit: int = 10, lease_s: int = 60
+    ) -> list[Reconciled]:
+        """One reconciliation pass for actions whose lookup the agent runs.
+
+        Leases up to ``limit`` due unknown operations of this client's scope
+        for ``lease_s`` seconds (nobody else gets them meanwhile), calls
+        ``lookup(due)`` for each and reports its answer: :class:`Found`
+        (one or a list), :class:`NotFound`, or an exception (reported as a
+        lookup error, which proves nothing). Handover's reconciler rules
+        decide; the answer says what became of each. Call it on a schedule.
+        """
+        proto.check_callable(lookup, "lookup", awaitable_ok=False)
+        return self._run(reconcile(limit, lease_s, self._s._headers(None)), lookup)
+
     def get(self, key: str, *, task: str | None = None) -> proto.Operation:
         """The operation ``key`` of this client's scope."""
         return self._run(proto.get(key, self._s._headers(task)))
@@ -103,7 +119,7 @@ class Client(_Common):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _run(self, flow: proto.Flow[T], fn: Executor | None = None) -> T:
+    def _run(self, flow: proto.Flow[T], fn: Callable[[Any], Any] | None = None) -> T:
         reply: Any = None
         error: APIConnectionError | None = None
         while True:
@@ -121,6 +137,6 @@ class Client(_Common):
             else:
                 assert fn is not None
                 try:
-                    reply = proto.Returned(fn(step.ctx))
+                    reply = proto.Returned(fn(step.arg))
                 except BaseException as e:  # noqa: BLE001 - every failure after dispatch is unknown
                     reply = proto.Raised(e)
