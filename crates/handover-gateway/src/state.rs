@@ -69,14 +69,16 @@ impl GatewayState {
     }
 
     /// A reconciler with the configured HTTP lookups (what `serve` runs),
-    /// leaving the actions whose lookup agents run (the pull API) to them.
+    /// leaving the actions whose lookup agents run (the pull API) to them,
+    /// and those `handover mcp` looks up through an MCP tool to it.
     pub(crate) fn reconciler(&self) -> handover_router::reconcile::Reconciler {
-        let pulled = crate::ops::pull::pulled_actions(self.config());
+        let mut others = crate::ops::pull::pulled_actions(self.config());
+        others.extend(crate::ops::pull::mcp_lookup_actions(self.config()));
         self.0
             .handover
             .reconciler()
             .with_filter(handover_ledger::DueFilter {
-                except_actions: pulled,
+                except_actions: others,
                 ..Default::default()
             })
     }

@@ -27,14 +27,37 @@ use crate::api_error::ApiError;
 use crate::auth::Client;
 use crate::state::GatewayState;
 
-/// Actions whose lookup agents run: a lookup contract without a `url`.
+/// Actions whose lookup agents run: a lookup contract without a `url` and
+/// without an MCP lookup tool (those `handover mcp` runs itself).
 pub(crate) fn pulled_actions(config: &Config) -> Vec<ActionName> {
+    let mcp_looked_up = |name: &str| {
+        mcp_lookup_actions(config)
+            .iter()
+            .any(|a| a.as_str() == name)
+    };
     config
         .actions()
         .iter()
-        .filter(|(_, a)| a.lookup.is_some() && a.http_lookup.is_none())
+        .filter(|(name, a)| {
+            a.lookup.is_some() && a.http_lookup.is_none() && !mcp_looked_up(name.as_str())
+        })
         .filter_map(|(name, _)| ActionName::new(name).ok())
         .collect()
+}
+
+/// Actions `handover mcp` looks up through an MCP tool: neither agents
+/// (the pull API) nor `serve`'s reconciler touch their unknown operations.
+pub(crate) fn mcp_lookup_actions(config: &Config) -> Vec<ActionName> {
+    config
+        .mcp()
+        .map(|m| {
+            m.tools
+                .iter()
+                .filter(|(_, t)| t.lookup.is_some())
+                .filter_map(|(name, _)| ActionName::new(name).ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `POST /v1/reconcile/lease` body.
