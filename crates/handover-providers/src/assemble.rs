@@ -6,7 +6,8 @@ use futures::{Stream, StreamExt};
 
 use crate::{
     error::ProviderError,
-    types::{ChatResponse, FinishReason, StreamEvent, ToolCall, Usage},
+    request::ToolCall,
+    types::{ChatResponse, FinishReason, StreamEvent, Usage},
 };
 
 /// Accumulates [`StreamEvent`]s. Use it directly to keep partial output when

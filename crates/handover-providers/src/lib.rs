@@ -50,6 +50,7 @@ mod engine;
 mod error;
 mod gate;
 mod provider;
+mod request;
 mod settings;
 mod stream;
 mod telemetry;
@@ -63,8 +64,6 @@ pub use gate::{CallOptions, SendCounter, SendInfo, SendRefused};
 pub use provider::{
     AnyProvider, DeepSeekProvider, OpenAiCompatibleProvider, OpenAiProvider, Provider,
 };
+pub use request::{ChatRequest, Content, ContentPart, Message, Role, Tool, ToolCall, ToolChoice};
 pub use settings::{ProviderKind, ProviderSettings, ReasoningPassback, Timeouts};
-pub use types::{
-    ChatRequest, ChatResponse, FinishReason, Message, Role, StreamEvent, Tool, ToolCall,
-    ToolChoice, Usage,
-};
+pub use types::{ChatResponse, FinishReason, StreamEvent, Usage};

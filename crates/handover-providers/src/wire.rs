@@ -5,36 +5,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
+    request::{ChatRequest, Role, ToolCall},
     settings::{ProviderKind, ReasoningPassback},
-    types::{
-        ChatRequest, ChatResponse, FinishReason, Message, Role, StreamEvent, ToolCall, ToolChoice,
-        Usage,
-    },
+    types::{ChatResponse, FinishReason, StreamEvent, Usage},
 };
 
-/// Request body. Borrowed from the neutral request: no copies of messages.
+/// Request body: the one request schema plus what the call sets.
 #[derive(Serialize)]
-pub(crate) struct WireRequest<'a> {
+struct Outgoing<'a> {
     model: &'a str,
-    messages: Vec<WireMessage<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_p: Option<f32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    stop: &'a [String],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    seed: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user_id: Option<&'a str>,
+    #[serde(flatten)]
+    request: &'a ChatRequest,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
@@ -45,46 +26,6 @@ struct StreamOptions {
     include_usage: bool,
 }
 
-#[derive(Serialize)]
-struct WireMessage<'a> {
-    role: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    content: Option<&'a str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tool_calls: Vec<WireToolCallOut<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_call_id: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_content: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-struct WireToolCallOut<'a> {
-    id: &'a str,
-    r#type: &'static str,
-    function: WireFunctionOut<'a>,
-}
-
-#[derive(Serialize)]
-struct WireFunctionOut<'a> {
-    name: &'a str,
-    arguments: &'a str,
-}
-
-#[derive(Serialize)]
-struct WireTool<'a> {
-    r#type: &'static str,
-    function: WireToolDef<'a>,
-}
-
-#[derive(Serialize)]
-struct WireToolDef<'a> {
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'a str>,
-    parameters: &'a Value,
-}
-
 /// How a request is shaped for one provider kind.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Dialect {
@@ -93,90 +34,44 @@ pub(crate) struct Dialect {
     pub(crate) stream_usage: bool,
 }
 
-fn role_name(r: Role) -> &'static str {
-    match r {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    }
-}
-
-fn wire_message<'a>(m: &'a Message, d: Dialect) -> WireMessage<'a> {
-    let pass_reasoning = d.kind == ProviderKind::DeepSeek
-        && d.passback == ReasoningPassback::OnToolCallTurns
-        && m.role == Role::Assistant
-        && !m.tool_calls.is_empty();
-    WireMessage {
-        role: role_name(m.role),
-        content: m.content.as_deref(),
-        tool_calls: m
-            .tool_calls
-            .iter()
-            .map(|c| WireToolCallOut {
-                id: &c.id,
-                r#type: "function",
-                function: WireFunctionOut {
-                    name: &c.name,
-                    arguments: &c.arguments,
-                },
-            })
-            .collect(),
-        tool_call_id: m.tool_call_id.as_deref(),
-        reasoning_content: if pass_reasoning {
-            m.reasoning_content.as_deref()
-        } else {
-            None
-        },
-    }
-}
-
-/// Builds the request body for `model`.
-pub(crate) fn wire_request<'a>(
-    req: &'a ChatRequest,
-    model: &'a str,
+/// The request body for `model`, as JSON bytes. OpenAI and OpenAI-compatible
+/// providers get the request as it is; DeepSeek gets `user` as `user_id`
+/// and, on assistant tool-call turns where its passback allows, the
+/// message's `reasoning_content`.
+pub(crate) fn request_body(
+    req: &ChatRequest,
+    model: &str,
     d: Dialect,
     stream: bool,
-) -> WireRequest<'a> {
-    let (user, user_id) = match d.kind {
-        ProviderKind::DeepSeek => (None, req.user.as_deref()),
-        _ => (req.user.as_deref(), None),
-    };
-    WireRequest {
+) -> Result<Vec<u8>, serde_json::Error> {
+    let out = Outgoing {
         model,
-        messages: req.messages.iter().map(|m| wire_message(m, d)).collect(),
-        tools: req
-            .tools
-            .iter()
-            .map(|t| WireTool {
-                r#type: "function",
-                function: WireToolDef {
-                    name: &t.name,
-                    description: t.description.as_deref(),
-                    parameters: &t.parameters,
-                },
-            })
-            .collect(),
-        tool_choice: req.tool_choice.as_ref().map(|c| match c {
-            ToolChoice::Auto => Value::from("auto"),
-            ToolChoice::None => Value::from("none"),
-            ToolChoice::Required => Value::from("required"),
-            ToolChoice::Function(name) => {
-                serde_json::json!({"type": "function", "function": {"name": name}})
-            }
-        }),
-        temperature: req.temperature,
-        top_p: req.top_p,
-        max_tokens: req.max_tokens,
-        stop: &req.stop,
-        seed: req.seed,
-        user,
-        user_id,
+        request: req,
         stream,
         stream_options: (stream && d.stream_usage).then_some(StreamOptions {
             include_usage: true,
         }),
+    };
+    if d.kind != ProviderKind::DeepSeek {
+        return serde_json::to_vec(&out);
     }
+    let mut body = serde_json::to_value(&out)?;
+    if let Some(obj) = body.as_object_mut() {
+        if let Some(user) = obj.remove("user") {
+            obj.insert("user_id".into(), user);
+        }
+        let passback = d.passback == ReasoningPassback::OnToolCallTurns;
+        if let Some(Value::Array(messages)) = obj.get_mut("messages") {
+            for (wire, m) in messages.iter_mut().zip(&req.messages) {
+                let pass = passback && m.role == Role::Assistant && !m.tool_calls.is_empty();
+                if let (true, Some(r), Some(w)) = (pass, &m.reasoning_content, wire.as_object_mut())
+                {
+                    w.insert("reasoning_content".into(), Value::from(r.as_str()));
+                }
+            }
+        }
+    }
+    serde_json::to_vec(&body)
 }
 
 // ---- responses ----
