@@ -44,6 +44,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod assemble;
+mod capability;
 mod class;
 mod classify;
 mod engine;
@@ -59,6 +60,7 @@ mod types;
 mod wire;
 
 pub use assemble::{ChatStream, StreamAssembler, assemble};
+pub use capability::{Capability, Need};
 pub use error::{ApiFailure, ErrorClass, ProviderError, TimeoutPhase, UnknownErrorClass};
 pub use gate::{CallOptions, SendCounter, SendInfo, SendRefused};
 pub use provider::{
@@ -66,4 +68,4 @@ pub use provider::{
 };
 pub use request::{ChatRequest, Content, ContentPart, Message, Role, Tool, ToolCall, ToolChoice};
 pub use settings::{ProviderKind, ProviderSettings, ReasoningPassback, Timeouts};
-pub use types::{ChatResponse, FinishReason, StreamEvent, Usage};
+pub use types::{ChatResponse, FinishReason, Passthrough, StreamEvent, Usage};

@@ -139,8 +139,9 @@ pub struct ContentPart {
 pub struct Message {
     /// Author.
     pub role: Role,
-    /// Content: text or parts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Content: text or parts (`null` for an assistant turn that only
+    /// made tool calls, as OpenAI documents it).
+    #[serde(default)]
     pub content: Option<Content>,
     /// Assistant tool calls.
     #[serde(

@@ -1,4 +1,8 @@
-//! Response and stream-event types.
+//! Response and stream-event types. Fields Handover does not interpret
+//! are kept verbatim ([`Passthrough`], [`Usage::extra`]) so the gateway can
+//! hand the answering provider's response on whole.
+
+use serde_json::{Map, Value};
 
 use crate::request::ToolCall;
 
@@ -41,7 +45,7 @@ impl FinishReason {
 }
 
 /// Token usage as the provider reported it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Usage {
     /// Prompt tokens.
     pub input_tokens: u64,
@@ -51,6 +55,79 @@ pub struct Usage {
     pub reasoning_tokens: Option<u64>,
     /// Of the input, tokens served from the provider's cache, if reported.
     pub cached_input_tokens: Option<u64>,
+    /// Every usage field other than `prompt_tokens` and
+    /// `completion_tokens`, verbatim (`total_tokens`, `*_details`,
+    /// DeepSeek's cache counters, ...).
+    pub extra: Map<String, Value>,
+}
+
+impl Usage {
+    /// The OpenAI `usage` object: the provider's fields as reported, with
+    /// `total_tokens` and the details filled in from the counts only where
+    /// the provider sent none.
+    pub fn to_openai(&self) -> Value {
+        let mut v = self.extra.clone();
+        v.insert("prompt_tokens".into(), self.input_tokens.into());
+        v.insert("completion_tokens".into(), self.output_tokens.into());
+        v.entry("total_tokens")
+            .or_insert_with(|| (self.input_tokens + self.output_tokens).into());
+        if let Some(r) = self.reasoning_tokens {
+            v.entry("completion_tokens_details")
+                .or_insert_with(|| serde_json::json!({"reasoning_tokens": r}));
+        }
+        if let Some(c) = self.cached_input_tokens {
+            v.entry("prompt_tokens_details")
+                .or_insert_with(|| serde_json::json!({"cached_tokens": c}));
+        }
+        Value::Object(v)
+    }
+}
+
+/// The fields of an answer (or of one stream chunk) that Handover does not
+/// interpret, verbatim, so the gateway passes the provider's answer on
+/// whole: `refusal`, `annotations`, `logprobs`, `service_tier`,
+/// `system_fingerprint`, the provider's `id`, vendor fields.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Passthrough {
+    /// Top-level fields other than `model`, `choices` and `usage` (`id`,
+    /// `object`, `created`, `system_fingerprint`, `service_tier`, ...).
+    pub top: Map<String, Value>,
+    /// Fields of the first choice other than its message (or delta) and
+    /// `finish_reason` (`index`, `logprobs`, ...).
+    pub choice: Map<String, Value>,
+    /// Fields of the message (or delta) other than content, tool calls and
+    /// reasoning (`role`, `refusal`, `annotations`, `audio`, ...).
+    pub message: Map<String, Value>,
+}
+
+impl Passthrough {
+    /// Whether nothing is kept.
+    pub fn is_empty(&self) -> bool {
+        self.top.is_empty() && self.choice.is_empty() && self.message.is_empty()
+    }
+
+    /// Adds a later chunk's fields: text pieces (`refusal`) and list pieces
+    /// (`logprobs.content`, `logprobs.refusal`) are appended, other fields
+    /// take the later value.
+    pub fn merge(&mut self, later: Passthrough) {
+        merge_map(&mut self.top, later.top);
+        merge_map(&mut self.choice, later.choice);
+        merge_map(&mut self.message, later.message);
+    }
+}
+
+fn merge_map(into: &mut Map<String, Value>, from: Map<String, Value>) {
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(Value::String(a)), Value::String(b)) if k == "refusal" => a.push_str(&b),
+            (Some(Value::Array(a)), Value::Array(b)) => a.extend(b),
+            (Some(Value::Object(a)), Value::Object(b)) if k == "logprobs" => merge_map(a, b),
+            (Some(_), Value::Null) => {}
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
 }
 
 /// A complete answer.
@@ -71,6 +148,50 @@ pub struct ChatResponse {
     pub model: String,
     /// The provider's request id (`x-request-id` header), if sent.
     pub request_id: Option<String>,
+    /// Everything else the provider sent, verbatim.
+    pub passthrough: Passthrough,
+}
+
+impl ChatResponse {
+    /// The answer as an OpenAI `chat.completion` object: the provider's
+    /// fields as it sent them, `model` and `usage` its own; `id`, `object`
+    /// and `created` from `defaults` only where the provider sent none.
+    pub fn to_openai(&self, default_id: &str, default_created: u64) -> Value {
+        let p = &self.passthrough;
+        let mut message = p.message.clone();
+        message.entry("role").or_insert_with(|| "assistant".into());
+        message.insert(
+            "content".into(),
+            self.content.as_deref().map_or(Value::Null, Value::from),
+        );
+        if !self.tool_calls.is_empty() {
+            message.insert(
+                "tool_calls".into(),
+                serde_json::to_value(&self.tool_calls).unwrap_or(Value::Null),
+            );
+        }
+        if let Some(r) = &self.reasoning_content {
+            message.insert("reasoning_content".into(), r.as_str().into());
+        }
+        let mut choice = p.choice.clone();
+        choice.entry("index").or_insert_with(|| 0.into());
+        choice.insert("message".into(), Value::Object(message));
+        let finish = self.finish_reason.as_ref().map_or("stop", |f| f.as_str());
+        choice.insert("finish_reason".into(), finish.into());
+        choice.entry("logprobs").or_insert(Value::Null);
+        let mut top = p.top.clone();
+        top.entry("id").or_insert_with(|| default_id.into());
+        top.insert("object".into(), "chat.completion".into());
+        top.entry("created")
+            .or_insert_with(|| default_created.into());
+        top.insert("model".into(), self.model.as_str().into());
+        top.insert("choices".into(), Value::Array(vec![Value::Object(choice)]));
+        top.entry("system_fingerprint").or_insert(Value::Null);
+        if let Some(u) = &self.usage {
+            top.insert("usage".into(), u.to_openai());
+        }
+        Value::Object(top)
+    }
 }
 
 /// One event of a streamed answer, in arrival order.
@@ -98,6 +219,10 @@ pub enum StreamEvent {
     },
     /// Token usage (usually the last event).
     Usage(Usage),
+    /// Chunk fields Handover does not interpret (the provider's `id`,
+    /// `system_fingerprint`, `logprobs`, a `refusal` piece, ...), sent
+    /// before the chunk's other events whenever a chunk has any.
+    Passthrough(Passthrough),
     /// The model finished; the answer is complete.
     Finish {
         /// Why.

@@ -22,7 +22,7 @@ use handover_router::route::FailureReason;
 use serde_json::Value;
 
 use super::request;
-use super::response::{attempts_header, completion, header_value};
+use super::response::{Chunker, attempts_header, header_value};
 use crate::api_error::ApiError;
 use crate::auth::Client;
 use crate::body::JsonBody;
@@ -87,7 +87,14 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
     let task = state.router().task(policy).map_err(|e| router_error(&e))?;
     let id = format!("chatcmpl-{}", task.id().simple());
     if parsed.stream {
-        return Ok(super::stream::respond(state, task, parsed, id).await);
+        let chunker = Chunker {
+            id,
+            created: now_secs(),
+            model: String::new(),
+            include_usage: parsed.include_usage,
+            top: serde_json::Map::new(),
+        };
+        return Ok(super::stream::respond(state, task, parsed.request, chunker).await);
     }
     // The call runs in its own task and to its end even if the client goes
     // away (see `stream.rs`: the router's breakers must hear how a probe ended).
@@ -99,7 +106,7 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
         .map_err(|e| ApiError::internal(format!("the chat call task failed: {e}")))?;
     match result {
         Ok(c) => {
-            let body = completion(&id, now_secs(), &c.model, &c.response);
+            let body = c.response.to_openai(&id, now_secs());
             let mut resp = axum::Json(body).into_response();
             let h = resp.headers_mut();
             h.insert("x-handover-provider", header_value(&c.provider));
@@ -162,14 +169,23 @@ pub(crate) fn router_error(e: &RouterError) -> ApiError {
                     "permission_error",
                     "data_class_not_allowed",
                 ),
+                FailureReason::Unsupported { .. } => (
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    "unsupported_parameter",
+                ),
                 FailureReason::StreamBroken { .. } => {
                     (StatusCode::BAD_GATEWAY, "server_error", "stream_broken")
                 }
             };
-            ApiError::new(status, kind, code, message).with_header(
+            let err = ApiError::new(status, kind, code, message).with_header(
                 "x-handover-attempts",
                 attempts_header(&f.attempts, &f.skipped),
-            )
+            );
+            match &f.reason {
+                FailureReason::Unsupported { parameter, .. } => err.with_param(parameter.clone()),
+                _ => err,
+            }
         }
         _ => ApiError::internal(message),
     };

@@ -1,33 +1,16 @@
-//! OpenAI chat request JSON → [`ChatRequest`]. Parameters the gateway cannot
-//! honour are refused by name rather than silently dropped: a client asking
-//! for JSON mode or several choices must not get something else.
+//! OpenAI chat request JSON → [`ChatRequest`], the one request schema of
+//! `handover-providers`: every parameter, message field, content part and
+//! tool field is kept and reaches the provider as sent. The gateway reads
+//! only `model` (a policy or alias), `stream` and `stream_options`, and
+//! refuses `n` above 1: several choices would be several proposals for one
+//! operation, and the write gate takes one answer.
 
-use handover_providers::{ChatRequest, Content};
+use handover_providers::ChatRequest;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::api_error::ApiError;
 use crate::body::from_value;
-
-/// Top-level parameters the gateway understands.
-const SUPPORTED: &[&str] = &[
-    "model",
-    "messages",
-    "stream",
-    "stream_options",
-    "tools",
-    "tool_choice",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "max_completion_tokens",
-    "stop",
-    "seed",
-    "user",
-    "n",
-    "parallel_tool_calls",
-    "logprobs",
-];
 
 /// A parsed chat request.
 #[derive(Debug)]
@@ -72,9 +55,6 @@ pub(crate) fn parse(body: Value) -> Result<Parsed, ApiError> {
             "the body must be a JSON object",
         ));
     };
-    if let Some(key) = obj.keys().find(|k| !SUPPORTED.contains(&k.as_str())) {
-        return Err(unsupported(key, "unknown or unsupported parameter"));
-    }
     let mut envelope = Map::new();
     for key in ["model", "stream", "stream_options"] {
         if let Some(v) = obj.remove(key) {
@@ -89,8 +69,8 @@ pub(crate) fn parse(body: Value) -> Result<Parsed, ApiError> {
             "model: must not be empty",
         ));
     }
-    let mut request: ChatRequest = from_value(Value::Object(obj))?;
-    refuse_unsupported(&mut request)?;
+    let request: ChatRequest = from_value(Value::Object(obj))?;
+    refuse_unsupported(&request)?;
     Ok(Parsed {
         model: e.model,
         stream: e.stream.unwrap_or(false),
@@ -99,46 +79,15 @@ pub(crate) fn parse(body: Value) -> Result<Parsed, ApiError> {
     })
 }
 
-fn refuse_unsupported(r: &mut ChatRequest) -> Result<(), ApiError> {
-    if r.extra.get("n").is_some_and(|n| n.as_u64() != Some(1)) {
-        return Err(unsupported("n", "only one choice per request"));
-    }
-    if r.extra.get("parallel_tool_calls") == Some(&Value::Bool(false)) {
+fn refuse_unsupported(r: &ChatRequest) -> Result<(), ApiError> {
+    if r.extra
+        .get("n")
+        .is_some_and(|n| !n.is_null() && n.as_u64() != Some(1))
+    {
         return Err(unsupported(
-            "parallel_tool_calls",
-            "false cannot be guaranteed",
+            "n",
+            "only one choice per request (each choice would propose its own tool calls)",
         ));
     }
-    if r.extra.get("logprobs") == Some(&Value::Bool(true)) {
-        return Err(unsupported(
-            "logprobs",
-            "log probabilities are not returned",
-        ));
-    }
-    for (i, m) in r.messages.iter_mut().enumerate() {
-        if let Some(Content::Parts(parts)) = &m.content {
-            if let Some(j) = parts
-                .iter()
-                .position(|p| p.kind != "text" || p.text.is_none())
-            {
-                return Err(unsupported(
-                    &format!("messages[{i}].content[{j}]"),
-                    "only text content parts",
-                ));
-            }
-            m.content = Some(Content::Text(
-                parts.iter().filter_map(|p| p.text.as_deref()).collect(),
-            ));
-        }
-        m.extra.clear();
-    }
-    for t in &mut r.tools {
-        t.strict = None;
-        t.extra.clear();
-    }
-    if let Some(n) = r.max_completion_tokens.take() {
-        r.max_tokens = Some(n);
-    }
-    r.extra.clear();
     Ok(())
 }
