@@ -15,10 +15,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use handover_providers::{ErrorClass, ProviderError};
+use handover_providers::{ChatRequest, ErrorClass, ProviderError};
 use handover_router::RouterError;
 use handover_router::budget::Exhausted;
-use handover_router::route::FailureReason;
+use handover_router::route::{FailureReason, Task};
 use serde_json::Value;
 
 use super::request;
@@ -51,40 +51,7 @@ pub(crate) async fn completions(
 
 async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Response, ApiError> {
     let mut parsed = request::parse(body)?;
-    if let Some(class) = headers.get(DATA_CLASS_HEADER) {
-        let class = class
-            .to_str()
-            .ok()
-            .filter(|c| !c.is_empty())
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    "invalid_header",
-                    DATA_CLASS_HEADER,
-                    "x-handover-data-class must be visible ASCII",
-                )
-            })?;
-        parsed.request.data_class = Some(class.to_owned());
-    }
-    if let Err(ProviderError::InvalidRequest { field, reason }) = parsed.request.validate() {
-        return Err(ApiError::invalid(
-            "invalid_field",
-            field.clone(),
-            format!("{field}: {reason}"),
-        ));
-    }
-    let policy = state.policy_for(&parsed.model).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "invalid_request_error",
-            "model_not_found",
-            format!(
-                "the model {:?} is neither a policy nor an alias (GET /v1/models lists them)",
-                parsed.model
-            ),
-        )
-        .with_param("model")
-    })?;
-    let task = state.router().task(policy).map_err(|e| router_error(&e))?;
+    let task = start(&state, &headers, &parsed.model, &mut parsed.request)?;
     let id = format!("chatcmpl-{}", task.id().simple());
     if parsed.stream {
         let chunker = Chunker {
@@ -118,6 +85,49 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
         }
         Err(e) => Err(router_error(&e)),
     }
+}
+
+/// Checks a request (data class header, the request itself, the model)
+/// and starts its task: shared by every API over the router.
+pub(crate) fn start(
+    state: &GatewayState,
+    headers: &HeaderMap,
+    model: &str,
+    request: &mut ChatRequest,
+) -> Result<Task, ApiError> {
+    if let Some(class) = headers.get(DATA_CLASS_HEADER) {
+        let class = class
+            .to_str()
+            .ok()
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "invalid_header",
+                    DATA_CLASS_HEADER,
+                    "x-handover-data-class must be visible ASCII",
+                )
+            })?;
+        request.data_class = Some(class.to_owned());
+    }
+    if let Err(ProviderError::InvalidRequest { field, reason }) = request.validate() {
+        return Err(ApiError::invalid(
+            "invalid_field",
+            field.clone(),
+            format!("{field}: {reason}"),
+        ));
+    }
+    let policy = state.policy_for(model).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "model_not_found",
+            format!(
+                "the model {model:?} is neither a policy nor an alias (GET /v1/models lists them)"
+            ),
+        )
+        .with_param("model")
+    })?;
+    state.router().task(policy).map_err(|e| router_error(&e))
 }
 
 /// A failed call as an HTTP error (see `docs/gateway.md` for the table).
