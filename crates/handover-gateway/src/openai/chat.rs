@@ -39,19 +39,31 @@ pub(crate) fn now_secs() -> u64 {
 
 pub(crate) async fn completions(
     State(state): State<GatewayState>,
-    _client: Client,
+    client: Client,
     headers: HeaderMap,
     JsonBody(body): JsonBody<Value>,
 ) -> Response {
-    match run(state, headers, body).await {
+    match run(state, client, headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Response, ApiError> {
+async fn run(
+    state: GatewayState,
+    client: Client,
+    headers: HeaderMap,
+    body: Value,
+) -> Result<Response, ApiError> {
     let mut parsed = request::parse(body)?;
-    let task = start(&state, &headers, &parsed.model, &mut parsed.request)?;
+    let task = start(
+        &state,
+        &client,
+        &headers,
+        &parsed.model,
+        &mut parsed.request,
+    )
+    .await?;
     let id = format!("chatcmpl-{}", task.id().simple());
     if parsed.stream {
         let chunker = Chunker {
@@ -67,7 +79,8 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
     // away (see `stream.rs`: the router's breakers must hear how a probe ended).
     let router = state.router().clone();
     let request = parsed.request;
-    let call = tokio::spawn(async move { router.chat(&task, &request).await });
+    let call_task = task.clone();
+    let call = tokio::spawn(async move { router.chat(&call_task, &request).await });
     let result = call
         .await
         .map_err(|e| ApiError::internal(format!("the chat call task failed: {e}")))?;
@@ -81,16 +94,19 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
                 "x-handover-attempts",
                 attempts_header(&c.attempts, &c.skipped),
             );
+            crate::task::add_remaining(h, &task);
             Ok(resp)
         }
-        Err(e) => Err(router_error(&e)),
+        Err(e) => Err(router_error(&e).with_remaining(&task)),
     }
 }
 
 /// Checks a request (data class header, the request itself, the model)
-/// and starts its task: shared by every API over the router.
-pub(crate) fn start(
+/// and opens its task (a named task's shared budget, or a fresh one):
+/// shared by every API over the router.
+pub(crate) async fn start(
     state: &GatewayState,
+    client: &Client,
     headers: &HeaderMap,
     model: &str,
     request: &mut ChatRequest,
@@ -127,7 +143,7 @@ pub(crate) fn start(
         )
         .with_param("model")
     })?;
-    state.router().task(policy).map_err(|e| router_error(&e))
+    crate::task::open(state, policy, client, headers).await
 }
 
 /// A failed call as an HTTP error (see `docs/gateway.md` for the table).
@@ -147,6 +163,11 @@ pub(crate) fn router_error(e: &RouterError) -> ApiError {
                     StatusCode::GATEWAY_TIMEOUT,
                     "server_error",
                     "budget_exhausted",
+                ),
+                FailureReason::Budget(Exhausted::StoreUnavailable) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_error",
+                    "ledger_unavailable",
                 ),
                 FailureReason::Budget(_) => {
                     (StatusCode::BAD_GATEWAY, "server_error", "budget_exhausted")

@@ -29,8 +29,9 @@ use super::response::{attempts_header, header_value};
 use crate::api_error::ApiError;
 use crate::state::GatewayState;
 
-/// How the opening went: the response headers, or the error.
-type Opened = Result<(HeaderValue, HeaderValue), ApiError>;
+/// How the opening went: the response headers (provider, attempts, and
+/// what is left of a named task's budget), or the error.
+type Opened = Result<(HeaderValue, HeaderValue, Option<HeaderValue>), ApiError>;
 
 /// Turns the router's stream events into one API's SSE events (chat
 /// completion chunks, Responses API events). The walk, the commit point,
@@ -70,11 +71,14 @@ pub(crate) async fn respond<E: Encoder>(
         rx.recv().await.map(|ev| (Ok::<_, Infallible>(ev), rx))
     });
     match tokio::time::timeout(keepalive, opened_rx).await {
-        Ok(Ok(Ok((provider, attempts)))) => {
+        Ok(Ok(Ok((provider, attempts, remaining)))) => {
             let mut resp = sse(events, keepalive);
             let h = resp.headers_mut();
             h.insert("x-handover-provider", provider);
             h.insert("x-handover-attempts", attempts);
+            if let Some(v) = remaining {
+                h.insert(crate::task::REMAINING_HEADER, v);
+            }
             resp
         }
         Ok(Ok(Err(e))) => e.into_response(),
@@ -99,7 +103,7 @@ async fn produce<E: Encoder>(
     let stream = match state.router().chat_stream(&task, &request).await {
         Ok(s) => s,
         Err(e) => {
-            let err = router_error(&e);
+            let err = router_error(&e).with_remaining(&task);
             let code = err.code;
             let _ = opened.send(Err(err));
             out.send(encoder.error(e.to_string(), code)).await;
@@ -109,6 +113,7 @@ async fn produce<E: Encoder>(
     let _ = opened.send(Ok((
         header_value(stream.provider()),
         attempts_header(stream.attempts(), stream.skipped()),
+        crate::task::remaining(&task),
     )));
     // The configured model until the provider names its own.
     if let Some(p) = state.config().provider(stream.provider()) {

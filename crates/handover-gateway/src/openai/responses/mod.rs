@@ -99,17 +99,22 @@ fn unsupported(param: &str, why: &str) -> ApiError {
 
 pub(crate) async fn create(
     State(state): State<GatewayState>,
-    _client: Client,
+    client: Client,
     headers: HeaderMap,
     JsonBody(body): JsonBody<Value>,
 ) -> Response {
-    match run(state, headers, body).await {
+    match run(state, client, headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Response, ApiError> {
+async fn run(
+    state: GatewayState,
+    client: Client,
+    headers: HeaderMap,
+    body: Value,
+) -> Result<Response, ApiError> {
     let r: ResponsesRequest = from_value(body)?;
     if r.store == Some(true) {
         return Err(unsupported(
@@ -125,14 +130,15 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
     }
     let stream = r.stream.unwrap_or(false);
     let (model, mut request, echo) = translate(r)?;
-    let task = start(&state, &headers, &model, &mut request)?;
+    let task = start(&state, &client, &headers, &model, &mut request).await?;
     let id = format!("resp_{}", task.id().simple());
     if stream {
         let encoder = ResponsesEncoder::new(id, now_secs(), echo);
         return Ok(super::stream::respond(state, task, request, encoder).await);
     }
     let router = state.router().clone();
-    let call = tokio::spawn(async move { router.chat(&task, &request).await });
+    let call_task = task.clone();
+    let call = tokio::spawn(async move { router.chat(&call_task, &request).await });
     let result = call
         .await
         .map_err(|e| ApiError::internal(format!("the responses call task failed: {e}")))?;
@@ -149,9 +155,10 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
                 "x-handover-attempts",
                 super::response::attempts_header(&c.attempts, &c.skipped),
             );
+            crate::task::add_remaining(h, &task);
             Ok(resp)
         }
-        Err(e) => Err(router_error(&e)),
+        Err(e) => Err(router_error(&e).with_remaining(&task)),
     }
 }
 
