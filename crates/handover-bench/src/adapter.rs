@@ -7,7 +7,7 @@
 //!
 //! * baseline: `reqwest` POST of a prebuilt JSON body, read the body, parse
 //!   it as `serde_json::Value` (streaming: read the SSE body to its end);
-//! * `chat`: [`Provider::chat`] (async-openai over our transport, decode);
+//! * `chat`: [`Provider::chat`] (one request through our transport, decode);
 //! * `chat_stream`: [`Provider::chat_stream`] consumed to the end.
 //!
 //! Prints one JSON line per mode with p50/p99, baseline and ratios. The

@@ -289,7 +289,13 @@ async fn tools_go_out_and_tool_calls_come_back_in_openai_shape() {
     let sent: Value = serde_json::from_slice(&p.received().await[0].body).unwrap();
     assert_eq!(sent["tools"][0]["function"]["name"], "create_shipment");
     assert_eq!(sent["messages"][0]["role"], "system");
-    assert_eq!(sent["messages"][0]["content"], "be brief");
+    assert_eq!(
+        sent["messages"][0]["content"],
+        json!([{"type": "text", "text": "be brief"}]),
+        "content parts as sent"
+    );
+    assert_eq!(sent["max_completion_tokens"], 64, "as sent, not renamed");
+    assert!(sent.get("max_tokens").is_none(), "{sent}");
     assert_eq!(
         sent["model"], "p-model",
         "the provider's configured model, not the alias"

@@ -6,7 +6,8 @@ use futures::{Stream, StreamExt};
 
 use crate::{
     error::ProviderError,
-    types::{ChatResponse, FinishReason, StreamEvent, ToolCall, Usage},
+    request::ToolCall,
+    types::{ChatResponse, FinishReason, Passthrough, StreamEvent, Usage},
 };
 
 /// Accumulates [`StreamEvent`]s. Use it directly to keep partial output when
@@ -32,6 +33,7 @@ pub struct StreamAssembler {
     finish: Option<FinishReason>,
     usage: Option<Usage>,
     model: Option<String>,
+    passthrough: Passthrough,
     events: usize,
 }
 
@@ -74,6 +76,7 @@ impl StreamAssembler {
             }
             StreamEvent::Usage(u) => self.usage = Some(u),
             StreamEvent::Finish { reason } => self.finish = Some(reason),
+            StreamEvent::Passthrough(p) => self.passthrough.merge(p),
         }
     }
 
@@ -101,6 +104,7 @@ impl StreamAssembler {
             usage: self.usage,
             model: self.model.unwrap_or_else(|| requested_model.to_owned()),
             request_id,
+            passthrough: self.passthrough,
         }
     }
 }

@@ -1,18 +1,17 @@
-//! The engine all three adapters share: request shaping by dialect,
-//! non-streaming calls through async-openai, streaming calls through reqwest
-//! and our SSE state machine.
+//! The engine all three adapters share: request shaping by dialect, then
+//! one request through [`Endpoint::open`]; a plain answer is read and
+//! decoded whole, a stream goes through our SSE state machine.
 //!
-//! Why two paths: async-openai's stream API ends silently on `[DONE]` *and*
-//! on a closed connection, stringifies transport errors and drops headers,
-//! so streams use reqwest + eventsource-stream directly with our semantics.
-//! Its non-streaming path is used as intended, with our transport installed
-//! as its tower service (so its retry layer is gone and we see headers).
+//! Why not async-openai's client: its stream API ends silently on `[DONE]`
+//! *and* on a closed connection, stringifies transport errors and drops
+//! headers, and its typed requests and answers cannot carry fields it does
+//! not know (see `docs/decisions.md`), so both paths send the one request
+//! schema with reqwest directly.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_openai::{Client, config::Config, error::OpenAIError};
 use http::{HeaderMap, HeaderValue, header};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -20,50 +19,19 @@ use crate::{
     assemble::ChatStream,
     error::ProviderError,
     gate::{CallOptions, SendInfo},
+    request::ChatRequest,
     settings::{ProviderKind, ProviderSettings},
     stream::{SseSetup, sse},
     telemetry,
-    transport::{Call, Endpoint, TransportService},
-    types::{ChatRequest, ChatResponse},
-    wire::{Dialect, wire_request},
+    transport::{Call, Endpoint, Opened},
+    types::ChatResponse,
+    wire::{Dialect, WireResponse, request_body},
 };
-
-/// async-openai `Config` for one provider. Never reads the environment
-/// (unlike `OpenAIConfig::default()`).
-#[derive(Clone)]
-struct EndpointConfig {
-    base_url: Arc<str>,
-    headers: HeaderMap,
-    key: SecretString,
-}
-
-impl Config for EndpointConfig {
-    fn headers(&self) -> HeaderMap {
-        self.headers.clone()
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base_url)
-    }
-
-    fn query(&self) -> Vec<(&str, &str)> {
-        Vec::new()
-    }
-
-    fn api_base(&self) -> &str {
-        &self.base_url
-    }
-
-    fn api_key(&self) -> &SecretString {
-        &self.key
-    }
-}
 
 /// Shared implementation behind every adapter.
 pub(crate) struct Engine {
     endpoint: Arc<Endpoint>,
     settings: ProviderSettings,
-    config: EndpointConfig,
 }
 
 impl Engine {
@@ -87,27 +55,18 @@ impl Engine {
             v.set_sensitive(true);
             headers.insert(header::AUTHORIZATION, v);
         }
-        let base_url: Arc<str> = settings.base_url.trim_end_matches('/').into();
+        let base_url = settings.base_url.trim_end_matches('/');
         let endpoint = Endpoint {
             provider: settings.name.as_str().into(),
             http,
             url: format!("{base_url}/chat/completions"),
-            headers: headers.clone(),
+            headers,
             key: settings.api_key.clone(),
             timeouts: settings.timeouts,
-        };
-        let config = EndpointConfig {
-            base_url,
-            headers,
-            key: settings
-                .api_key
-                .clone()
-                .unwrap_or_else(|| SecretString::from("")),
         };
         Ok(Self {
             endpoint: Arc::new(endpoint),
             settings,
-            config,
         })
     }
 
@@ -152,7 +111,42 @@ impl Engine {
         }
     }
 
-    /// Non-streaming: async-openai's `chat().create_byot` over our transport.
+    /// Sends the request body once; `Ok` is a 2xx response's headers.
+    async fn open(
+        &self,
+        req: &ChatRequest,
+        p: &Prepared,
+        stream: bool,
+    ) -> Result<Opened, ProviderError> {
+        let body = request_body(req, &p.model, p.dialect, stream).map_err(|e| {
+            ProviderError::InvalidRequest {
+                field: "request".into(),
+                reason: format!("could not serialise: {e}"),
+            }
+        })?;
+        let accept = if stream {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
+        let request = self
+            .endpoint
+            .http
+            .post(&self.endpoint.url)
+            .headers(self.endpoint.headers.clone())
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, accept)
+            .body(body)
+            .build()
+            .map_err(|e| ProviderError::Other {
+                provider: self.settings.name.clone(),
+                detail: format!("could not build the http request: {e}"),
+            })?;
+        self.endpoint.open(&p.call, request).await
+    }
+
+    /// Non-streaming: one request, the body read within the call's
+    /// deadline and decoded.
     pub(crate) async fn chat(
         &self,
         req: &ChatRequest,
@@ -162,28 +156,18 @@ impl Engine {
         let p = self.prepare(req, opts, false);
         let span = p.span.clone();
         let result = async {
-            let slot = Arc::new(Mutex::new(None));
-            let service = TransportService {
-                endpoint: self.endpoint.clone(),
-                call: Arc::new(p.call),
-                slot: slot.clone(),
-                requested_model: p.model.as_str().into(),
-            };
-            // `with_http_service` last: it replaces the retrying executor.
-            let client = Client::build(self.endpoint.http.clone(), self.config.clone())
-                .with_http_service(service);
-            let body = wire_request(req, &p.model, p.dialect, false);
-            let sent: Result<serde::de::IgnoredAny, OpenAIError> =
-                client.chat().create_byot(body).await;
-            match sent {
-                Ok(_) => slot.lock().ok().and_then(|mut s| s.take()).ok_or_else(|| {
-                    ProviderError::Other {
-                        provider: self.settings.name.clone(),
-                        detail: "transport returned no decoded response".into(),
-                    }
-                }),
-                Err(e) => Err(self.map_openai_error(e)),
-            }
+            let opened = self.open(req, &p, false).await?;
+            let status = opened.status;
+            let body = self
+                .endpoint
+                .read_body(&p.call, opened.response, status)
+                .await?;
+            let wire: WireResponse =
+                serde_json::from_slice(&body).map_err(|source| ProviderError::Decode {
+                    provider: self.settings.name.clone(),
+                    source,
+                })?;
+            Ok((wire.into_response(&p.model, opened.request_id), status))
         }
         .instrument(span.clone())
         .await;
@@ -202,22 +186,6 @@ impl Engine {
         }
     }
 
-    fn map_openai_error(&self, e: OpenAIError) -> ProviderError {
-        match e {
-            OpenAIError::Boxed(b) => match b.downcast::<ProviderError>() {
-                Ok(pe) => *pe,
-                Err(other) => ProviderError::Other {
-                    provider: self.settings.name.clone(),
-                    detail: format!("http service failed: {other}"),
-                },
-            },
-            other => ProviderError::Other {
-                provider: self.settings.name.clone(),
-                detail: format!("async-openai failed: {other}"),
-            },
-        }
-    }
-
     /// Streaming: one reqwest request, then our SSE state machine.
     pub(crate) async fn chat_stream(
         &self,
@@ -227,30 +195,7 @@ impl Engine {
         req.validate()?;
         let p = self.prepare(req, opts, true);
         let span = p.span.clone();
-        let opened =
-            async {
-                let body = serde_json::to_vec(&wire_request(req, &p.model, p.dialect, true))
-                    .map_err(|e| ProviderError::InvalidRequest {
-                        field: "request".into(),
-                        reason: format!("could not serialise: {e}"),
-                    })?;
-                let request = self
-                    .endpoint
-                    .http
-                    .post(&self.endpoint.url)
-                    .headers(self.endpoint.headers.clone())
-                    .header(header::CONTENT_TYPE, "application/json")
-                    .header(header::ACCEPT, "text/event-stream")
-                    .body(body)
-                    .build()
-                    .map_err(|e| ProviderError::Other {
-                        provider: self.settings.name.clone(),
-                        detail: format!("could not build the http request: {e}"),
-                    })?;
-                self.endpoint.open(&p.call, request).await
-            }
-            .instrument(span.clone())
-            .await;
+        let opened = self.open(req, &p, true).instrument(span.clone()).await;
         let opened = match opened {
             Ok(o) => o,
             Err(e) => {

@@ -44,12 +44,14 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod assemble;
+mod capability;
 mod class;
 mod classify;
 mod engine;
 mod error;
 mod gate;
 mod provider;
+mod request;
 mod settings;
 mod stream;
 mod telemetry;
@@ -58,13 +60,12 @@ mod types;
 mod wire;
 
 pub use assemble::{ChatStream, StreamAssembler, assemble};
+pub use capability::{Capability, Need};
 pub use error::{ApiFailure, ErrorClass, ProviderError, TimeoutPhase, UnknownErrorClass};
 pub use gate::{CallOptions, SendCounter, SendInfo, SendRefused};
 pub use provider::{
     AnyProvider, DeepSeekProvider, OpenAiCompatibleProvider, OpenAiProvider, Provider,
 };
+pub use request::{ChatRequest, Content, ContentPart, Message, Role, Tool, ToolCall, ToolChoice};
 pub use settings::{ProviderKind, ProviderSettings, ReasoningPassback, Timeouts};
-pub use types::{
-    ChatRequest, ChatResponse, FinishReason, Message, Role, StreamEvent, Tool, ToolCall,
-    ToolChoice, Usage,
-};
+pub use types::{ChatResponse, FinishReason, Passthrough, StreamEvent, Usage};

@@ -7,8 +7,9 @@ use crate::{
     engine::Engine,
     error::ProviderError,
     gate::CallOptions,
+    request::ChatRequest,
     settings::{ProviderKind, ProviderSettings},
-    types::{ChatRequest, ChatResponse},
+    types::ChatResponse,
 };
 
 /// A chat model endpoint. Every call sends **at most one** HTTP request and
@@ -107,8 +108,7 @@ macro_rules! adapter {
 }
 
 adapter!(
-    /// OpenAI Chat Completions. Non-streaming calls go through async-openai
-    /// (own `Config`, our transport as its tower service: no SDK retries).
+    /// OpenAI Chat Completions (no SDK in between: no hidden retries).
     OpenAiProvider,
     ProviderKind::OpenAi
 );

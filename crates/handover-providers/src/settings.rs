@@ -9,7 +9,7 @@ use crate::error::ProviderError;
 /// Which adapter serves a provider. A closed set: see [`crate::AnyProvider`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProviderKind {
-    /// OpenAI's Chat Completions API, through async-openai.
+    /// OpenAI's Chat Completions API.
     OpenAi,
     /// DeepSeek's OpenAI-compatible API (`reasoning_content`, `user_id`).
     DeepSeek,

@@ -260,7 +260,7 @@ impl SseState {
         for ev in out.drain(..) {
             match &ev {
                 StreamEvent::Model(m) => self.model = Some(m.clone()),
-                StreamEvent::Usage(u) => self.usage = Some(*u),
+                StreamEvent::Usage(u) => self.usage = Some(u.clone()),
                 StreamEvent::Finish { reason } => {
                     self.saw_finish = true;
                     self.finish = Some(reason.as_str().to_owned());

@@ -14,7 +14,8 @@ use tracing::{Span, field::Empty};
 
 use crate::{
     error::ProviderError,
-    types::{ChatRequest, ChatResponse, Usage},
+    request::ChatRequest,
+    types::{ChatResponse, Usage},
 };
 
 pub(crate) fn attempt_span(

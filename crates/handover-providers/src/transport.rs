@@ -1,6 +1,5 @@
 //! The one place an HTTP request is sent: send gate, deadlines, error
-//! classification. Used directly for streams and, wrapped as a tower
-//! service, by async-openai for non-streaming calls.
+//! classification, for plain and streamed calls alike.
 //!
 //! Nothing here retries. hyper may re-dispatch a request on a fresh
 //! connection only when a pooled connection closed before the request was
@@ -161,80 +160,5 @@ impl Endpoint {
             status: None,
             source: e,
         }
-    }
-}
-
-/// The tower service async-openai executes requests through: exactly one
-/// [`Endpoint::open`] per request, the body read and decoded under our
-/// deadlines, errors returned as [`ProviderError`] inside
-/// `OpenAIError::Boxed`. Installed with `with_http_service` as the last
-/// builder call, so async-openai's retry layer is never in the stack.
-#[derive(Clone)]
-pub(crate) struct TransportService {
-    pub(crate) endpoint: Arc<Endpoint>,
-    pub(crate) call: Arc<Call>,
-    /// The decoded answer and request id, handed back to the adapter.
-    pub(crate) slot: Arc<std::sync::Mutex<Option<Decoded>>>,
-    pub(crate) requested_model: Arc<str>,
-}
-
-/// What the service decoded from a 2xx body, with the HTTP status.
-pub(crate) type Decoded = (crate::types::ChatResponse, u16);
-
-type BoxFut = std::pin::Pin<
-    Box<
-        dyn std::future::Future<
-                Output = Result<reqwest::Response, async_openai::error::OpenAIError>,
-            > + Send,
-    >,
->;
-
-impl tower::Service<async_openai::middleware::HttpRequestFactory> for TransportService {
-    type Response = reqwest::Response;
-    type Error = async_openai::error::OpenAIError;
-    type Future = BoxFut;
-
-    fn poll_ready(
-        &mut self,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, factory: async_openai::middleware::HttpRequestFactory) -> Self::Future {
-        let this = self.clone();
-        Box::pin(async move {
-            let boxed = |e: ProviderError| async_openai::error::OpenAIError::Boxed(Box::new(e));
-            let request = factory.build().await?;
-            let ep = &this.endpoint;
-            let opened = ep.open(&this.call, request).await.map_err(boxed)?;
-            let body = ep
-                .read_body(&this.call, opened.response, opened.status)
-                .await
-                .map_err(boxed)?;
-            // Decode here, not in async-openai: its decoder logs raw bodies
-            // on failure, and it would drop the request id.
-            let wire: crate::wire::WireResponse =
-                serde_json::from_slice(&body).map_err(|source| {
-                    boxed(ProviderError::Decode {
-                        provider: ep.provider.to_string(),
-                        source,
-                    })
-                })?;
-            let decoded = wire.into_response(&this.requested_model, opened.request_id);
-            if let Ok(mut slot) = this.slot.lock() {
-                *slot = Some((decoded, opened.status));
-            }
-            let rebuilt = http::Response::builder()
-                .status(opened.status)
-                .body(body)
-                .map_err(|e| {
-                    boxed(ProviderError::Other {
-                        provider: ep.provider.to_string(),
-                        detail: format!("could not rebuild the response: {e}"),
-                    })
-                })?;
-            Ok(reqwest::Response::from(rebuilt))
-        })
     }
 }

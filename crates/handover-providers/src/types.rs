@@ -1,247 +1,10 @@
-//! Provider-neutral request, response and stream-event types.
+//! Response and stream-event types. Fields Handover does not interpret
+//! are kept verbatim ([`Passthrough`], [`Usage::extra`]) so the gateway can
+//! hand the answering provider's response on whole.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use crate::error::ProviderError;
-
-/// Who wrote a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// Instructions.
-    System,
-    /// The end user.
-    User,
-    /// The model (possibly with tool calls).
-    Assistant,
-    /// A tool result answering one tool call.
-    Tool,
-}
-
-/// One tool call proposed by the model. `id` is attempt metadata (it changes
-/// between providers), never an operation identity.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolCall {
-    /// Provider-assigned call id.
-    pub id: String,
-    /// Function name.
-    pub name: String,
-    /// JSON arguments exactly as the model produced them.
-    pub arguments: String,
-}
-
-/// One conversation message.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Message {
-    /// Author.
-    pub role: Role,
-    /// Text content.
-    pub content: Option<String>,
-    /// Assistant tool calls.
-    pub tool_calls: Vec<ToolCall>,
-    /// For [`Role::Tool`]: the call this result answers.
-    pub tool_call_id: Option<String>,
-    /// Assistant reasoning (DeepSeek); sent back only as
-    /// [`crate::ReasoningPassback`] allows.
-    pub reasoning_content: Option<String>,
-}
-
-impl Message {
-    fn new(role: Role, content: Option<String>) -> Self {
-        Self {
-            role,
-            content,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            reasoning_content: None,
-        }
-    }
-
-    /// A system message.
-    pub fn system(text: impl Into<String>) -> Self {
-        Self::new(Role::System, Some(text.into()))
-    }
-
-    /// A user message.
-    pub fn user(text: impl Into<String>) -> Self {
-        Self::new(Role::User, Some(text.into()))
-    }
-
-    /// An assistant text message.
-    pub fn assistant(text: impl Into<String>) -> Self {
-        Self::new(Role::Assistant, Some(text.into()))
-    }
-
-    /// An assistant message that made tool calls.
-    pub fn assistant_tool_calls(content: Option<String>, calls: Vec<ToolCall>) -> Self {
-        let mut m = Self::new(Role::Assistant, content);
-        m.tool_calls = calls;
-        m
-    }
-
-    /// A tool result for call `tool_call_id`.
-    pub fn tool_result(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
-        let mut m = Self::new(Role::Tool, Some(content.into()));
-        m.tool_call_id = Some(tool_call_id.into());
-        m
-    }
-
-    /// Attaches reasoning content (an assistant message received from DeepSeek).
-    pub fn with_reasoning(mut self, reasoning: impl Into<String>) -> Self {
-        self.reasoning_content = Some(reasoning.into());
-        self
-    }
-}
-
-/// A function the model may call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Tool {
-    /// Function name.
-    pub name: String,
-    /// What it does (shown to the model).
-    pub description: Option<String>,
-    /// JSON Schema of the arguments.
-    pub parameters: Value,
-}
-
-/// How the model may use tools.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolChoice {
-    /// The model decides.
-    Auto,
-    /// No tool calls.
-    None,
-    /// At least one tool call.
-    Required,
-    /// This function.
-    Function(String),
-}
-
-/// A provider-neutral chat request. Streaming is chosen by calling
-/// [`crate::Provider::chat_stream`] instead of [`crate::Provider::chat`].
-///
-/// ```
-/// use handover_providers::{ChatRequest, Message};
-/// let req = ChatRequest::new(vec![Message::system("be brief"), Message::user("hi")])
-///     .with_max_tokens(64)
-///     .with_data_class("internal");
-/// assert_eq!(req.messages.len(), 2);
-/// ```
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ChatRequest {
-    /// The conversation, oldest first. Must not be empty.
-    pub messages: Vec<Message>,
-    /// Tools the model may call.
-    pub tools: Vec<Tool>,
-    /// Tool choice; `None` leaves the provider default.
-    pub tool_choice: Option<ToolChoice>,
-    /// Sampling temperature.
-    pub temperature: Option<f32>,
-    /// Nucleus sampling.
-    pub top_p: Option<f32>,
-    /// Output token limit.
-    pub max_tokens: Option<u32>,
-    /// Stop sequences.
-    pub stop: Vec<String>,
-    /// Sampling seed.
-    pub seed: Option<i64>,
-    /// Data class of the content (the router's data policy); never sent.
-    pub data_class: Option<String>,
-    /// End-user id for provider abuse monitoring (`user`; DeepSeek `user_id`).
-    pub user: Option<String>,
-}
-
-impl ChatRequest {
-    /// A request with these messages and nothing else set.
-    pub fn new(messages: Vec<Message>) -> Self {
-        Self {
-            messages,
-            ..Self::default()
-        }
-    }
-
-    /// Sets the tools.
-    pub fn with_tools(mut self, tools: Vec<Tool>) -> Self {
-        self.tools = tools;
-        self
-    }
-
-    /// Sets the temperature.
-    pub fn with_temperature(mut self, t: f32) -> Self {
-        self.temperature = Some(t);
-        self
-    }
-
-    /// Sets the output token limit.
-    pub fn with_max_tokens(mut self, n: u32) -> Self {
-        self.max_tokens = Some(n);
-        self
-    }
-
-    /// Tags the data class.
-    pub fn with_data_class(mut self, class: impl Into<String>) -> Self {
-        self.data_class = Some(class.into());
-        self
-    }
-
-    /// Sets the end-user id.
-    pub fn with_user(mut self, user: impl Into<String>) -> Self {
-        self.user = Some(user.into());
-        self
-    }
-
-    /// Checks the request; the error names the offending field. Nothing is
-    /// sent for an invalid request.
-    pub fn validate(&self) -> Result<(), ProviderError> {
-        let bad = |field: String, reason: &str| {
-            Err(ProviderError::InvalidRequest {
-                field,
-                reason: reason.into(),
-            })
-        };
-        if self.messages.is_empty() {
-            return bad("messages".into(), "must not be empty");
-        }
-        for (i, m) in self.messages.iter().enumerate() {
-            match m.role {
-                Role::Tool if m.tool_call_id.as_deref().is_none_or(str::is_empty) => {
-                    return bad(
-                        format!("messages[{i}].tool_call_id"),
-                        "is required for tool results",
-                    );
-                }
-                Role::Assistant if m.content.is_none() && m.tool_calls.is_empty() => {
-                    return bad(
-                        format!("messages[{i}].content"),
-                        "an assistant message needs content or tool calls",
-                    );
-                }
-                Role::System | Role::User if m.content.is_none() => {
-                    return bad(format!("messages[{i}].content"), "is required");
-                }
-                _ => {}
-            }
-            for (j, c) in m.tool_calls.iter().enumerate() {
-                if c.id.is_empty() || c.name.is_empty() {
-                    return bad(
-                        format!("messages[{i}].tool_calls[{j}]"),
-                        "id and name must not be empty",
-                    );
-                }
-            }
-        }
-        for (i, t) in self.tools.iter().enumerate() {
-            if t.name.is_empty() {
-                return bad(format!("tools[{i}].name"), "must not be empty");
-            }
-        }
-        if let Some(t) = self.temperature
-            && !(0.0..=2.0).contains(&t)
-        {
-            return bad("temperature".into(), "must be between 0 and 2");
-        }
-        Ok(())
-    }
-}
+use crate::request::ToolCall;
 
 /// Why the model stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -282,7 +45,7 @@ impl FinishReason {
 }
 
 /// Token usage as the provider reported it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Usage {
     /// Prompt tokens.
     pub input_tokens: u64,
@@ -292,6 +55,79 @@ pub struct Usage {
     pub reasoning_tokens: Option<u64>,
     /// Of the input, tokens served from the provider's cache, if reported.
     pub cached_input_tokens: Option<u64>,
+    /// Every usage field other than `prompt_tokens` and
+    /// `completion_tokens`, verbatim (`total_tokens`, `*_details`,
+    /// DeepSeek's cache counters, ...).
+    pub extra: Map<String, Value>,
+}
+
+impl Usage {
+    /// The OpenAI `usage` object: the provider's fields as reported, with
+    /// `total_tokens` and the details filled in from the counts only where
+    /// the provider sent none.
+    pub fn to_openai(&self) -> Value {
+        let mut v = self.extra.clone();
+        v.insert("prompt_tokens".into(), self.input_tokens.into());
+        v.insert("completion_tokens".into(), self.output_tokens.into());
+        v.entry("total_tokens")
+            .or_insert_with(|| (self.input_tokens + self.output_tokens).into());
+        if let Some(r) = self.reasoning_tokens {
+            v.entry("completion_tokens_details")
+                .or_insert_with(|| serde_json::json!({"reasoning_tokens": r}));
+        }
+        if let Some(c) = self.cached_input_tokens {
+            v.entry("prompt_tokens_details")
+                .or_insert_with(|| serde_json::json!({"cached_tokens": c}));
+        }
+        Value::Object(v)
+    }
+}
+
+/// The fields of an answer (or of one stream chunk) that Handover does not
+/// interpret, verbatim, so the gateway passes the provider's answer on
+/// whole: `refusal`, `annotations`, `logprobs`, `service_tier`,
+/// `system_fingerprint`, the provider's `id`, vendor fields.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Passthrough {
+    /// Top-level fields other than `model`, `choices` and `usage` (`id`,
+    /// `object`, `created`, `system_fingerprint`, `service_tier`, ...).
+    pub top: Map<String, Value>,
+    /// Fields of the first choice other than its message (or delta) and
+    /// `finish_reason` (`index`, `logprobs`, ...).
+    pub choice: Map<String, Value>,
+    /// Fields of the message (or delta) other than content, tool calls and
+    /// reasoning (`role`, `refusal`, `annotations`, `audio`, ...).
+    pub message: Map<String, Value>,
+}
+
+impl Passthrough {
+    /// Whether nothing is kept.
+    pub fn is_empty(&self) -> bool {
+        self.top.is_empty() && self.choice.is_empty() && self.message.is_empty()
+    }
+
+    /// Adds a later chunk's fields: text pieces (`refusal`) and list pieces
+    /// (`logprobs.content`, `logprobs.refusal`) are appended, other fields
+    /// take the later value.
+    pub fn merge(&mut self, later: Passthrough) {
+        merge_map(&mut self.top, later.top);
+        merge_map(&mut self.choice, later.choice);
+        merge_map(&mut self.message, later.message);
+    }
+}
+
+fn merge_map(into: &mut Map<String, Value>, from: Map<String, Value>) {
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(Value::String(a)), Value::String(b)) if k == "refusal" => a.push_str(&b),
+            (Some(Value::Array(a)), Value::Array(b)) => a.extend(b),
+            (Some(Value::Object(a)), Value::Object(b)) if k == "logprobs" => merge_map(a, b),
+            (Some(_), Value::Null) => {}
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
 }
 
 /// A complete answer.
@@ -312,6 +148,50 @@ pub struct ChatResponse {
     pub model: String,
     /// The provider's request id (`x-request-id` header), if sent.
     pub request_id: Option<String>,
+    /// Everything else the provider sent, verbatim.
+    pub passthrough: Passthrough,
+}
+
+impl ChatResponse {
+    /// The answer as an OpenAI `chat.completion` object: the provider's
+    /// fields as it sent them, `model` and `usage` its own; `id`, `object`
+    /// and `created` from `defaults` only where the provider sent none.
+    pub fn to_openai(&self, default_id: &str, default_created: u64) -> Value {
+        let p = &self.passthrough;
+        let mut message = p.message.clone();
+        message.entry("role").or_insert_with(|| "assistant".into());
+        message.insert(
+            "content".into(),
+            self.content.as_deref().map_or(Value::Null, Value::from),
+        );
+        if !self.tool_calls.is_empty() {
+            message.insert(
+                "tool_calls".into(),
+                serde_json::to_value(&self.tool_calls).unwrap_or(Value::Null),
+            );
+        }
+        if let Some(r) = &self.reasoning_content {
+            message.insert("reasoning_content".into(), r.as_str().into());
+        }
+        let mut choice = p.choice.clone();
+        choice.entry("index").or_insert_with(|| 0.into());
+        choice.insert("message".into(), Value::Object(message));
+        let finish = self.finish_reason.as_ref().map_or("stop", |f| f.as_str());
+        choice.insert("finish_reason".into(), finish.into());
+        choice.entry("logprobs").or_insert(Value::Null);
+        let mut top = p.top.clone();
+        top.entry("id").or_insert_with(|| default_id.into());
+        top.insert("object".into(), "chat.completion".into());
+        top.entry("created")
+            .or_insert_with(|| default_created.into());
+        top.insert("model".into(), self.model.as_str().into());
+        top.insert("choices".into(), Value::Array(vec![Value::Object(choice)]));
+        top.entry("system_fingerprint").or_insert(Value::Null);
+        if let Some(u) = &self.usage {
+            top.insert("usage".into(), u.to_openai());
+        }
+        Value::Object(top)
+    }
 }
 
 /// One event of a streamed answer, in arrival order.
@@ -339,6 +219,10 @@ pub enum StreamEvent {
     },
     /// Token usage (usually the last event).
     Usage(Usage),
+    /// Chunk fields Handover does not interpret (the provider's `id`,
+    /// `system_fingerprint`, `logprobs`, a `refusal` piece, ...), sent
+    /// before the chunk's other events whenever a chunk has any.
+    Passthrough(Passthrough),
     /// The model finished; the answer is complete.
     Finish {
         /// Why.

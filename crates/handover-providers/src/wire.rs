@@ -2,39 +2,20 @@
 //! request serialisation and response / chunk / error decoding. Pure: no I/O.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::{
+    request::{ChatRequest, Role, ToolCall},
     settings::{ProviderKind, ReasoningPassback},
-    types::{
-        ChatRequest, ChatResponse, FinishReason, Message, Role, StreamEvent, ToolCall, ToolChoice,
-        Usage,
-    },
+    types::{ChatResponse, FinishReason, Passthrough, StreamEvent, Usage},
 };
 
-/// Request body. Borrowed from the neutral request: no copies of messages.
+/// Request body: the one request schema plus what the call sets.
 #[derive(Serialize)]
-pub(crate) struct WireRequest<'a> {
+struct Outgoing<'a> {
     model: &'a str,
-    messages: Vec<WireMessage<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_p: Option<f32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    stop: &'a [String],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    seed: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user_id: Option<&'a str>,
+    #[serde(flatten)]
+    request: &'a ChatRequest,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
@@ -45,46 +26,6 @@ struct StreamOptions {
     include_usage: bool,
 }
 
-#[derive(Serialize)]
-struct WireMessage<'a> {
-    role: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    content: Option<&'a str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tool_calls: Vec<WireToolCallOut<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_call_id: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_content: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-struct WireToolCallOut<'a> {
-    id: &'a str,
-    r#type: &'static str,
-    function: WireFunctionOut<'a>,
-}
-
-#[derive(Serialize)]
-struct WireFunctionOut<'a> {
-    name: &'a str,
-    arguments: &'a str,
-}
-
-#[derive(Serialize)]
-struct WireTool<'a> {
-    r#type: &'static str,
-    function: WireToolDef<'a>,
-}
-
-#[derive(Serialize)]
-struct WireToolDef<'a> {
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'a str>,
-    parameters: &'a Value,
-}
-
 /// How a request is shaped for one provider kind.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Dialect {
@@ -93,90 +34,50 @@ pub(crate) struct Dialect {
     pub(crate) stream_usage: bool,
 }
 
-fn role_name(r: Role) -> &'static str {
-    match r {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    }
-}
-
-fn wire_message<'a>(m: &'a Message, d: Dialect) -> WireMessage<'a> {
-    let pass_reasoning = d.kind == ProviderKind::DeepSeek
-        && d.passback == ReasoningPassback::OnToolCallTurns
-        && m.role == Role::Assistant
-        && !m.tool_calls.is_empty();
-    WireMessage {
-        role: role_name(m.role),
-        content: m.content.as_deref(),
-        tool_calls: m
-            .tool_calls
-            .iter()
-            .map(|c| WireToolCallOut {
-                id: &c.id,
-                r#type: "function",
-                function: WireFunctionOut {
-                    name: &c.name,
-                    arguments: &c.arguments,
-                },
-            })
-            .collect(),
-        tool_call_id: m.tool_call_id.as_deref(),
-        reasoning_content: if pass_reasoning {
-            m.reasoning_content.as_deref()
-        } else {
-            None
-        },
-    }
-}
-
-/// Builds the request body for `model`.
-pub(crate) fn wire_request<'a>(
-    req: &'a ChatRequest,
-    model: &'a str,
+/// The request body for `model`, as JSON bytes. OpenAI and OpenAI-compatible
+/// providers get the request as it is; DeepSeek gets `user` as `user_id`,
+/// `max_completion_tokens` as `max_tokens` and, on assistant tool-call turns where its passback allows, the
+/// message's `reasoning_content`.
+pub(crate) fn request_body(
+    req: &ChatRequest,
+    model: &str,
     d: Dialect,
     stream: bool,
-) -> WireRequest<'a> {
-    let (user, user_id) = match d.kind {
-        ProviderKind::DeepSeek => (None, req.user.as_deref()),
-        _ => (req.user.as_deref(), None),
-    };
-    WireRequest {
+) -> Result<Vec<u8>, serde_json::Error> {
+    let out = Outgoing {
         model,
-        messages: req.messages.iter().map(|m| wire_message(m, d)).collect(),
-        tools: req
-            .tools
-            .iter()
-            .map(|t| WireTool {
-                r#type: "function",
-                function: WireToolDef {
-                    name: &t.name,
-                    description: t.description.as_deref(),
-                    parameters: &t.parameters,
-                },
-            })
-            .collect(),
-        tool_choice: req.tool_choice.as_ref().map(|c| match c {
-            ToolChoice::Auto => Value::from("auto"),
-            ToolChoice::None => Value::from("none"),
-            ToolChoice::Required => Value::from("required"),
-            ToolChoice::Function(name) => {
-                serde_json::json!({"type": "function", "function": {"name": name}})
-            }
-        }),
-        temperature: req.temperature,
-        top_p: req.top_p,
-        max_tokens: req.max_tokens,
-        stop: &req.stop,
-        seed: req.seed,
-        user,
-        user_id,
+        request: req,
         stream,
         stream_options: (stream && d.stream_usage).then_some(StreamOptions {
             include_usage: true,
         }),
+    };
+    if d.kind != ProviderKind::DeepSeek {
+        return serde_json::to_vec(&out);
     }
+    let mut body = serde_json::to_value(&out)?;
+    if let Some(obj) = body.as_object_mut() {
+        if let Some(user) = obj.remove("user") {
+            obj.insert("user_id".into(), user);
+        }
+        // DeepSeek knows only `max_tokens` (which counts its reasoning too).
+        if !obj.contains_key("max_tokens")
+            && let Some(n) = obj.remove("max_completion_tokens")
+        {
+            obj.insert("max_tokens".into(), n);
+        }
+        let passback = d.passback == ReasoningPassback::OnToolCallTurns;
+        if let Some(Value::Array(messages)) = obj.get_mut("messages") {
+            for (wire, m) in messages.iter_mut().zip(&req.messages) {
+                let pass = passback && m.role == Role::Assistant && !m.tool_calls.is_empty();
+                if let (true, Some(r), Some(w)) = (pass, &m.reasoning_content, wire.as_object_mut())
+                {
+                    w.insert("reasoning_content".into(), Value::from(r.as_str()));
+                }
+            }
+        }
+    }
+    serde_json::to_vec(&body)
 }
 
 // ---- responses ----
@@ -189,14 +90,18 @@ pub(crate) struct WireResponse {
     choices: Vec<WireChoice>,
     #[serde(default)]
     usage: Option<WireUsage>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
 }
 
 #[derive(Deserialize)]
 struct WireChoice {
-    #[serde(default)]
+    #[serde(default, alias = "delta")]
     message: Option<WireMessageIn>,
     #[serde(default)]
     finish_reason: Option<String>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
 }
 
 #[derive(Deserialize, Default)]
@@ -205,8 +110,16 @@ struct WireMessageIn {
     content: Option<String>,
     #[serde(default)]
     reasoning_content: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     tool_calls: Vec<WireToolCallIn>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
 }
 
 #[derive(Deserialize)]
@@ -227,45 +140,55 @@ struct WireFunctionIn {
     arguments: Option<String>,
 }
 
-#[derive(Deserialize, Clone, Copy)]
+#[derive(Deserialize)]
 struct WireUsage {
     #[serde(default)]
     prompt_tokens: u64,
     #[serde(default)]
     completion_tokens: u64,
-    #[serde(default)]
-    completion_tokens_details: Option<CompletionDetails>,
-    #[serde(default)]
-    prompt_tokens_details: Option<PromptDetails>,
-    /// DeepSeek reports cache hits at the top level.
-    #[serde(default)]
-    prompt_cache_hit_tokens: Option<u64>,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-struct CompletionDetails {
-    #[serde(default)]
-    reasoning_tokens: Option<u64>,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-struct PromptDetails {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
 }
 
 impl From<WireUsage> for Usage {
     fn from(u: WireUsage) -> Self {
+        let count = |outer: &str, inner: &str| {
+            u.extra
+                .get(outer)
+                .and_then(|d| d.get(inner))
+                .and_then(Value::as_u64)
+        };
         Usage {
             input_tokens: u.prompt_tokens,
             output_tokens: u.completion_tokens,
-            reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
-            cached_input_tokens: u
-                .prompt_tokens_details
-                .and_then(|d| d.cached_tokens)
-                .or(u.prompt_cache_hit_tokens),
+            reasoning_tokens: count("completion_tokens_details", "reasoning_tokens"),
+            // DeepSeek reports cache hits at the top level.
+            cached_input_tokens: count("prompt_tokens_details", "cached_tokens").or_else(|| {
+                u.extra
+                    .get("prompt_cache_hit_tokens")
+                    .and_then(Value::as_u64)
+            }),
+            extra: u.extra,
         }
     }
+}
+
+/// The first choice split into what Handover reads and what it passes on.
+fn split_choice(
+    choices: Vec<WireChoice>,
+    top: Map<String, Value>,
+) -> (WireMessageIn, Option<String>, Passthrough) {
+    let mut pass = Passthrough {
+        top,
+        ..Passthrough::default()
+    };
+    let Some(c) = choices.into_iter().next() else {
+        return (WireMessageIn::default(), None, pass);
+    };
+    let mut message = c.message.unwrap_or_default();
+    pass.choice = c.extra;
+    pass.message = std::mem::take(&mut message.extra);
+    (message, c.finish_reason, pass)
 }
 
 impl WireResponse {
@@ -275,11 +198,7 @@ impl WireResponse {
         requested_model: &str,
         request_id: Option<String>,
     ) -> ChatResponse {
-        let choice = self.choices.into_iter().next();
-        let (message, finish) = match choice {
-            Some(c) => (c.message.unwrap_or_default(), c.finish_reason),
-            None => (WireMessageIn::default(), None),
-        };
+        let (message, finish, passthrough) = split_choice(self.choices, self.extra);
         ChatResponse {
             content: message.content,
             tool_calls: message
@@ -305,6 +224,7 @@ impl WireResponse {
                 .filter(|m| !m.is_empty())
                 .unwrap_or_else(|| requested_model.to_owned()),
             request_id,
+            passthrough,
         }
     }
 }
@@ -317,21 +237,18 @@ pub(crate) struct WireChunk {
     #[serde(default)]
     model: Option<String>,
     #[serde(default)]
-    choices: Vec<WireChunkChoice>,
+    choices: Vec<WireChoice>,
     #[serde(default)]
     usage: Option<WireUsage>,
     /// An in-stream error: an object like the HTTP error body, or a string.
     #[serde(default)]
     pub(crate) error: Option<Value>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
 }
 
-#[derive(Deserialize)]
-struct WireChunkChoice {
-    #[serde(default)]
-    delta: Option<WireMessageIn>,
-    #[serde(default)]
-    finish_reason: Option<String>,
-}
+/// Chunk fields that repeat on every chunk and say nothing new.
+const CHUNK_FRAME: &[&str] = &["object", "created"];
 
 impl WireChunk {
     /// Appends this chunk's events to `out`; `model_seen` makes the
@@ -341,28 +258,35 @@ impl WireChunk {
             *model_seen = true;
             out.push(StreamEvent::Model(m));
         }
-        if let Some(choice) = self.choices.into_iter().next() {
-            if let Some(delta) = choice.delta {
-                if let Some(r) = delta.reasoning_content.filter(|r| !r.is_empty()) {
-                    out.push(StreamEvent::ReasoningDelta(r));
-                }
-                if let Some(c) = delta.content.filter(|c| !c.is_empty()) {
-                    out.push(StreamEvent::ContentDelta(c));
-                }
-                for (pos, tc) in delta.tool_calls.into_iter().enumerate() {
-                    let (name, arguments) = match tc.function {
-                        Some(f) => (f.name, f.arguments),
-                        None => (None, None),
-                    };
-                    out.push(StreamEvent::ToolCallDelta {
-                        index: tc.index.unwrap_or(pos as u32),
-                        id: tc.id,
-                        name,
-                        arguments,
-                    });
-                }
+        let mut top = self.extra;
+        top.retain(|k, v| !CHUNK_FRAME.contains(&k.as_str()) && !v.is_null());
+        let has_choice = !self.choices.is_empty();
+        let (delta, finish, mut pass) = split_choice(self.choices, top);
+        pass.choice.retain(|k, v| k != "index" && !v.is_null());
+        pass.message.retain(|k, v| k != "role" && !v.is_null());
+        if !pass.is_empty() {
+            out.push(StreamEvent::Passthrough(pass));
+        }
+        if has_choice {
+            if let Some(r) = delta.reasoning_content.filter(|r| !r.is_empty()) {
+                out.push(StreamEvent::ReasoningDelta(r));
             }
-            if let Some(reason) = choice.finish_reason {
+            if let Some(c) = delta.content.filter(|c| !c.is_empty()) {
+                out.push(StreamEvent::ContentDelta(c));
+            }
+            for (pos, tc) in delta.tool_calls.into_iter().enumerate() {
+                let (name, arguments) = match tc.function {
+                    Some(f) => (f.name, f.arguments),
+                    None => (None, None),
+                };
+                out.push(StreamEvent::ToolCallDelta {
+                    index: tc.index.unwrap_or(pos as u32),
+                    id: tc.id,
+                    name,
+                    arguments,
+                });
+            }
+            if let Some(reason) = finish {
                 out.push(StreamEvent::Finish {
                     reason: FinishReason::parse(&reason),
                 });

@@ -39,11 +39,11 @@ pub fn user_turn() -> ChatRequest {
         Message::system("You are the support assistant of a kitchen shop."),
         Message::user("My kettle arrived broken. Please send a replacement."),
     ])
-    .with_tools(vec![Tool {
-        name: SHIP.into(),
-        description: Some("Create a shipment at the warehouse.".into()),
-        parameters: json!({"type": "object"}),
-    }])
+    .with_tools(vec![Tool::function(
+        SHIP,
+        Some("Create a shipment at the warehouse.".into()),
+        json!({"type": "object"}),
+    )])
 }
 
 /// The model's proposed tool call in a completion, as the gate takes it.

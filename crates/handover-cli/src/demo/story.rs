@@ -28,10 +28,10 @@ use crate::term::rfc3339;
 const CLOCK: &str = "demo clock: follows real time during HTTP calls and jumps where the story waits (reconciler schedule, visibility lag)";
 
 fn tool() -> Tool {
-    Tool {
-        name: ACTION.to_owned(),
-        description: Some("Create a shipment at the carrier".to_owned()),
-        parameters: json!({
+    Tool::function(
+        ACTION,
+        Some("Create a shipment at the carrier".to_owned()),
+        json!({
             "type": "object",
             "properties": {
                 "order_id": {"type": "string"},
@@ -42,7 +42,7 @@ fn tool() -> Tool {
             },
             "required": ["order_id", "sku", "quantity", "address_id"]
         }),
-    }
+    )
 }
 
 /// Opens the ledger and plays the story under a fresh key.

@@ -15,14 +15,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use handover_providers::{ErrorClass, ProviderError};
+use handover_providers::{ChatRequest, ErrorClass, ProviderError};
 use handover_router::RouterError;
 use handover_router::budget::Exhausted;
-use handover_router::route::FailureReason;
+use handover_router::route::{FailureReason, Task};
 use serde_json::Value;
 
 use super::request;
-use super::response::{attempts_header, completion, header_value};
+use super::response::{Chunker, attempts_header, header_value};
 use crate::api_error::ApiError;
 use crate::auth::Client;
 use crate::body::JsonBody;
@@ -56,43 +56,24 @@ async fn run(
     body: Value,
 ) -> Result<Response, ApiError> {
     let mut parsed = request::parse(body)?;
-    if let Some(class) = headers.get(DATA_CLASS_HEADER) {
-        let class = class
-            .to_str()
-            .ok()
-            .filter(|c| !c.is_empty())
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    "invalid_header",
-                    DATA_CLASS_HEADER,
-                    "x-handover-data-class must be visible ASCII",
-                )
-            })?;
-        parsed.request.data_class = Some(class.to_owned());
-    }
-    if let Err(ProviderError::InvalidRequest { field, reason }) = parsed.request.validate() {
-        return Err(ApiError::invalid(
-            "invalid_field",
-            field.clone(),
-            format!("{field}: {reason}"),
-        ));
-    }
-    let policy = state.policy_for(&parsed.model).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "invalid_request_error",
-            "model_not_found",
-            format!(
-                "the model {:?} is neither a policy nor an alias (GET /v1/models lists them)",
-                parsed.model
-            ),
-        )
-        .with_param("model")
-    })?;
-    let task = crate::task::open(&state, policy, &client, &headers).await?;
+    let task = start(
+        &state,
+        &client,
+        &headers,
+        &parsed.model,
+        &mut parsed.request,
+    )
+    .await?;
     let id = format!("chatcmpl-{}", task.id().simple());
     if parsed.stream {
-        return Ok(super::stream::respond(state, task, parsed, id).await);
+        let chunker = Chunker {
+            id,
+            created: now_secs(),
+            model: String::new(),
+            include_usage: parsed.include_usage,
+            top: serde_json::Map::new(),
+        };
+        return Ok(super::stream::respond(state, task, parsed.request, chunker).await);
     }
     // The call runs in its own task and to its end even if the client goes
     // away (see `stream.rs`: the router's breakers must hear how a probe ended).
@@ -105,7 +86,7 @@ async fn run(
         .map_err(|e| ApiError::internal(format!("the chat call task failed: {e}")))?;
     match result {
         Ok(c) => {
-            let body = completion(&id, now_secs(), &c.model, &c.response);
+            let body = c.response.to_openai(&id, now_secs());
             let mut resp = axum::Json(body).into_response();
             let h = resp.headers_mut();
             h.insert("x-handover-provider", header_value(&c.provider));
@@ -118,6 +99,51 @@ async fn run(
         }
         Err(e) => Err(router_error(&e).with_remaining(&task)),
     }
+}
+
+/// Checks a request (data class header, the request itself, the model)
+/// and opens its task (a named task's shared budget, or a fresh one):
+/// shared by every API over the router.
+pub(crate) async fn start(
+    state: &GatewayState,
+    client: &Client,
+    headers: &HeaderMap,
+    model: &str,
+    request: &mut ChatRequest,
+) -> Result<Task, ApiError> {
+    if let Some(class) = headers.get(DATA_CLASS_HEADER) {
+        let class = class
+            .to_str()
+            .ok()
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "invalid_header",
+                    DATA_CLASS_HEADER,
+                    "x-handover-data-class must be visible ASCII",
+                )
+            })?;
+        request.data_class = Some(class.to_owned());
+    }
+    if let Err(ProviderError::InvalidRequest { field, reason }) = request.validate() {
+        return Err(ApiError::invalid(
+            "invalid_field",
+            field.clone(),
+            format!("{field}: {reason}"),
+        ));
+    }
+    let policy = state.policy_for(model).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "model_not_found",
+            format!(
+                "the model {model:?} is neither a policy nor an alias (GET /v1/models lists them)"
+            ),
+        )
+        .with_param("model")
+    })?;
+    crate::task::open(state, policy, client, headers).await
 }
 
 /// A failed call as an HTTP error (see `docs/gateway.md` for the table).
@@ -174,14 +200,23 @@ pub(crate) fn router_error(e: &RouterError) -> ApiError {
                     "permission_error",
                     "data_class_not_allowed",
                 ),
+                FailureReason::Unsupported { .. } => (
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    "unsupported_parameter",
+                ),
                 FailureReason::StreamBroken { .. } => {
                     (StatusCode::BAD_GATEWAY, "server_error", "stream_broken")
                 }
             };
-            ApiError::new(status, kind, code, message).with_header(
+            let err = ApiError::new(status, kind, code, message).with_header(
                 "x-handover-attempts",
                 attempts_header(&f.attempts, &f.skipped),
-            )
+            );
+            match &f.reason {
+                FailureReason::Unsupported { parameter, .. } => err.with_param(parameter.clone()),
+                _ => err,
+            }
         }
         _ => ApiError::internal(message),
     };

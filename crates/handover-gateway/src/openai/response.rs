@@ -2,9 +2,12 @@
 //! and the attempt headers.
 
 use axum::http::HeaderValue;
-use handover_providers::{ChatResponse, StreamEvent, ToolCall, Usage};
+use axum::response::sse::Event;
+use handover_providers::StreamEvent;
 use handover_router::route::{Attempt, AttemptResult, Skip};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
+
+use super::stream::{Encoder, data};
 
 /// `x-handover-attempts`: every attempt of the call as `provider=result`,
 /// in order, then every skipped provider as `provider=skipped_<reason>`, in
@@ -32,96 +35,66 @@ pub(crate) fn header_value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("unavailable"))
 }
 
-fn usage(u: &Usage) -> Value {
-    let mut v = json!({
-        "prompt_tokens": u.input_tokens,
-        "completion_tokens": u.output_tokens,
-        "total_tokens": u.input_tokens + u.output_tokens,
-    });
-    if let Some(r) = u.reasoning_tokens {
-        v["completion_tokens_details"] = json!({"reasoning_tokens": r});
-    }
-    if let Some(c) = u.cached_input_tokens {
-        v["prompt_tokens_details"] = json!({"cached_tokens": c});
-    }
-    v
-}
-
-fn tool_calls(calls: &[ToolCall]) -> Value {
-    calls
-        .iter()
-        .map(|c| {
-            json!({"id": c.id, "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments}})
-        })
-        .collect()
-}
-
-/// A whole `chat.completion` object.
-pub(crate) fn completion(id: &str, created: u64, model: &str, r: &ChatResponse) -> Value {
-    let mut message = json!({"role": "assistant", "content": r.content});
-    if !r.tool_calls.is_empty() {
-        message["tool_calls"] = tool_calls(&r.tool_calls);
-    }
-    if let Some(reasoning) = &r.reasoning_content {
-        message["reasoning_content"] = json!(reasoning);
-    }
-    let finish = r.finish_reason.as_ref().map_or("stop", |f| f.as_str());
-    let mut v = json!({
-        "id": id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": null}],
-        "system_fingerprint": null,
-    });
-    if let Some(u) = &r.usage {
-        v["usage"] = usage(u);
-    }
-    v
-}
-
-/// Builds the `chat.completion.chunk` objects of one streamed answer.
+/// Builds the `chat.completion.chunk` objects of one streamed answer: the
+/// provider's chunk fields (its `id`, `system_fingerprint`, `service_tier`,
+/// `logprobs`, `refusal` pieces, usage details) pass through as sent.
 #[derive(Debug)]
 pub(crate) struct Chunker {
     pub(crate) id: String,
     pub(crate) created: u64,
     pub(crate) model: String,
     pub(crate) include_usage: bool,
+    /// The provider's top-level chunk fields, repeated on every chunk.
+    pub(crate) top: Map<String, Value>,
 }
 
 impl Chunker {
-    fn chunk(&self, delta: Value, finish: Option<&str>) -> Value {
-        json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": null}],
-        })
+    fn chunk(&self, delta: Value, finish: Option<&str>, choice: Map<String, Value>) -> Value {
+        let mut c = choice;
+        c.insert("index".into(), 0.into());
+        c.insert("delta".into(), delta);
+        c.insert(
+            "finish_reason".into(),
+            finish.map_or(Value::Null, Value::from),
+        );
+        c.entry("logprobs").or_insert(Value::Null);
+        let mut v = self.top.clone();
+        v.entry("id").or_insert_with(|| self.id.as_str().into());
+        v.insert("object".into(), "chat.completion.chunk".into());
+        v.insert("created".into(), self.created.into());
+        v.insert("model".into(), self.model.as_str().into());
+        v.insert("choices".into(), json!([c]));
+        Value::Object(v)
     }
 
-    /// The first chunk: the assistant role, plus which provider answered
-    /// and after which attempts (the same facts as the response headers,
-    /// which a stream that waited with keep-alives could not send).
-    pub(crate) fn opening(&self, provider: &str, attempts: &[Attempt], skipped: &[Skip]) -> Value {
-        let mut v = self.chunk(json!({"role": "assistant", "content": ""}), None);
-        let attempts = attempts_header(attempts, skipped);
-        v["handover"] = json!({"provider": provider, "attempts": attempts.to_str().unwrap_or("")});
-        v
+    /// Takes in an event that comes before the opening chunk (the model,
+    /// the provider's chunk fields); `false` if `ev` is not one.
+    fn take_heading(&mut self, ev: &StreamEvent) -> bool {
+        match ev {
+            StreamEvent::Model(m) => self.model.clone_from(m),
+            StreamEvent::Passthrough(p) if p.choice.is_empty() && p.message.is_empty() => {
+                self.top.extend(p.top.clone());
+            }
+            _ => return false,
+        }
+        true
     }
 
     /// The chunk for one provider event, if it has one.
-    pub(crate) fn event(&mut self, ev: StreamEvent) -> Option<Value> {
+    fn chunk_for(&mut self, ev: StreamEvent) -> Option<Value> {
+        let plain = |this: &Self, delta: Value| Some(this.chunk(delta, None, Map::new()));
         match ev {
             StreamEvent::Model(m) => {
                 self.model = m;
                 None
             }
-            StreamEvent::ContentDelta(t) => Some(self.chunk(json!({"content": t}), None)),
-            StreamEvent::ReasoningDelta(t) => {
-                Some(self.chunk(json!({"reasoning_content": t}), None))
+            StreamEvent::Passthrough(p) => {
+                self.top.extend(p.top);
+                (!p.choice.is_empty() || !p.message.is_empty())
+                    .then(|| self.chunk(Value::Object(p.message), None, p.choice))
             }
+            StreamEvent::ContentDelta(t) => plain(self, json!({"content": t})),
+            StreamEvent::ReasoningDelta(t) => plain(self, json!({"reasoning_content": t})),
             StreamEvent::ToolCallDelta {
                 index,
                 id,
@@ -141,16 +114,53 @@ impl Chunker {
                     function["arguments"] = json!(a);
                 }
                 call["function"] = function;
-                Some(self.chunk(json!({"tool_calls": [call]}), None))
+                plain(self, json!({"tool_calls": [call]}))
             }
-            StreamEvent::Finish { reason } => Some(self.chunk(json!({}), Some(reason.as_str()))),
+            StreamEvent::Finish { reason } => {
+                Some(self.chunk(json!({}), Some(reason.as_str()), Map::new()))
+            }
             StreamEvent::Usage(u) if self.include_usage => {
-                let mut v = self.chunk(json!({}), None);
+                let mut v = self.chunk(json!({}), None, Map::new());
                 v["choices"] = json!([]);
-                v["usage"] = usage(&u);
+                v["usage"] = u.to_openai();
                 Some(v)
             }
             _ => None,
         }
+    }
+}
+
+impl Encoder for Chunker {
+    fn heading(&mut self, ev: &StreamEvent) -> bool {
+        self.take_heading(ev)
+    }
+
+    /// The first chunk: the assistant role, plus which provider answered
+    /// and after which attempts (the same facts as the response headers,
+    /// which a stream that waited with keep-alives could not send).
+    fn opening(&mut self, provider: &str, attempts: &[Attempt], skipped: &[Skip]) -> Vec<Event> {
+        let mut v = self.chunk(
+            json!({"role": "assistant", "content": ""}),
+            None,
+            Map::new(),
+        );
+        let attempts = attempts_header(attempts, skipped);
+        v["handover"] = json!({"provider": provider, "attempts": attempts.to_str().unwrap_or("")});
+        vec![data(&v)]
+    }
+
+    fn event(&mut self, ev: StreamEvent) -> Vec<Event> {
+        self.chunk_for(ev).map(|v| data(&v)).into_iter().collect()
+    }
+
+    fn complete(&mut self) -> Vec<Event> {
+        vec![Event::default().data("[DONE]")]
+    }
+
+    /// An OpenAI-style error event, which the SDKs raise as `APIError`.
+    fn error(&mut self, message: String, code: &str) -> Event {
+        data(
+            &json!({"error": {"message": message, "type": "server_error", "param": null, "code": code}}),
+        )
     }
 }

@@ -19,14 +19,13 @@ use axum::http::HeaderValue;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
-use handover_router::config::Config;
-use handover_router::route::{RoutedStream, Task};
-use serde_json::{Value, json};
+use handover_providers::{ChatRequest, StreamEvent};
+use handover_router::route::{Attempt, RoutedStream, Skip, Task};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::chat::{now_secs, router_error};
-use super::request::Parsed;
-use super::response::{Chunker, attempts_header, header_value};
+use super::chat::router_error;
+use super::response::{attempts_header, header_value};
 use crate::api_error::ApiError;
 use crate::state::GatewayState;
 
@@ -34,26 +33,37 @@ use crate::state::GatewayState;
 /// what is left of a named task's budget), or the error.
 type Opened = Result<(HeaderValue, HeaderValue, Option<HeaderValue>), ApiError>;
 
-pub(crate) async fn respond(
+/// Turns the router's stream events into one API's SSE events (chat
+/// completion chunks, Responses API events). The walk, the commit point,
+/// keep-alives and the detached producer are the same for both.
+pub(crate) trait Encoder: Send + 'static {
+    /// Takes in an event that heads the answer (the provider's model, its
+    /// top-level chunk fields); `false` if `ev` is not one.
+    fn heading(&mut self, ev: &StreamEvent) -> bool;
+    /// The events that open the answer, naming the provider and attempts.
+    fn opening(&mut self, provider: &str, attempts: &[Attempt], skipped: &[Skip]) -> Vec<Event>;
+    /// The events for one provider event.
+    fn event(&mut self, ev: StreamEvent) -> Vec<Event>;
+    /// The events that close a complete answer.
+    fn complete(&mut self) -> Vec<Event>;
+    /// The event for a failure (before or after the commit point).
+    fn error(&mut self, message: String, code: &str) -> Event;
+}
+
+pub(crate) async fn respond<E: Encoder>(
     state: GatewayState,
     task: Task,
-    parsed: Parsed,
-    id: String,
+    request: ChatRequest,
+    encoder: E,
 ) -> Response {
     let keepalive = state.settings().keepalive;
-    let chunker = Chunker {
-        id,
-        created: now_secs(),
-        model: String::new(),
-        include_usage: parsed.include_usage,
-    };
     let (opened_tx, opened_rx) = oneshot::channel::<Opened>();
     let (events_tx, events_rx) = mpsc::channel::<Event>(64);
     tokio::spawn(produce(
         state.clone(),
         task,
-        parsed,
-        chunker,
+        request,
+        encoder,
         opened_tx,
         events_tx,
     ));
@@ -81,22 +91,22 @@ pub(crate) async fn respond(
 }
 
 /// Runs the router call to its end, sending SSE events while anyone listens.
-async fn produce(
+async fn produce<E: Encoder>(
     state: GatewayState,
     task: Task,
-    parsed: Parsed,
-    chunker: Chunker,
+    request: ChatRequest,
+    mut encoder: E,
     opened: oneshot::Sender<Opened>,
     events: mpsc::Sender<Event>,
 ) {
     let mut out = Out(Some(events));
-    let stream = match state.router().chat_stream(&task, &parsed.request).await {
+    let stream = match state.router().chat_stream(&task, &request).await {
         Ok(s) => s,
         Err(e) => {
             let err = router_error(&e).with_remaining(&task);
             let code = err.code;
             let _ = opened.send(Err(err));
-            out.send(error_event(e.to_string(), code)).await;
+            out.send(encoder.error(e.to_string(), code)).await;
             return;
         }
     };
@@ -105,14 +115,23 @@ async fn produce(
         attempts_header(stream.attempts(), stream.skipped()),
         crate::task::remaining(&task),
     )));
-    let chunker = with_model(state.config(), &stream, chunker);
-    forward(stream, chunker, &mut out).await;
+    // The configured model until the provider names its own.
+    if let Some(p) = state.config().provider(stream.provider()) {
+        encoder.heading(&StreamEvent::Model(p.model.clone()));
+    }
+    forward(stream, encoder, &mut out).await;
 }
 
 /// The event sink; once the client is gone, events are dropped.
 struct Out(Option<mpsc::Sender<Event>>);
 
 impl Out {
+    async fn send_all(&mut self, evs: Vec<Event>) {
+        for ev in evs {
+            self.send(ev).await;
+        }
+    }
+
     async fn send(&mut self, ev: Event) {
         if let Some(tx) = &self.0
             && tx.send(ev).await.is_err()
@@ -122,39 +141,35 @@ impl Out {
     }
 }
 
-/// The role chunk, one chunk per provider event, then `[DONE]` or an error event.
-async fn forward(mut stream: RoutedStream, mut chunker: Chunker, out: &mut Out) {
-    out.send(data(&chunker.opening(
-        stream.provider(),
-        stream.attempts(),
-        stream.skipped(),
-    )))
-    .await;
-    while let Some(item) = stream.next().await {
+/// The opening events, one batch per provider event, then the closing
+/// events or an error event. The opening waits for the events that head
+/// the answer (the provider's model and chunk fields), so every event names
+/// the same model and id. After the commit point a broken stream ends with
+/// the error event only: never presented as complete.
+async fn forward<E: Encoder>(mut stream: RoutedStream, mut encoder: E, out: &mut Out) {
+    let mut next = stream.next().await;
+    while let Some(Ok(ev)) = &next {
+        if !encoder.heading(ev) {
+            break;
+        }
+        next = stream.next().await;
+    }
+    let opening = encoder.opening(stream.provider(), stream.attempts(), stream.skipped());
+    out.send_all(opening).await;
+    while let Some(item) = next {
         match item {
-            Ok(ev) => {
-                if let Some(v) = chunker.event(ev) {
-                    out.send(data(&v)).await;
-                }
-            }
+            Ok(ev) => out.send_all(encoder.event(ev)).await,
             Err(broken) => {
-                out.send(error_event(broken.to_string(), "stream_broken"))
+                out.send(encoder.error(broken.to_string(), "stream_broken"))
                     .await;
                 return;
             }
         }
+        next = stream.next().await;
     }
     if stream.is_complete() {
-        out.send(Event::default().data("[DONE]")).await;
+        out.send_all(encoder.complete()).await;
     }
-}
-
-fn with_model(config: &Config, stream: &RoutedStream, mut chunker: Chunker) -> Chunker {
-    chunker.model = config
-        .provider(stream.provider())
-        .map(|p| p.model.clone())
-        .unwrap_or_default();
-    chunker
 }
 
 fn sse(
@@ -166,12 +181,6 @@ fn sse(
         .into_response()
 }
 
-fn data(v: &Value) -> Event {
+pub(crate) fn data(v: &Value) -> Event {
     Event::default().data(v.to_string())
-}
-
-fn error_event(message: String, code: &str) -> Event {
-    data(
-        &json!({"error": {"message": message, "type": "server_error", "param": null, "code": code}}),
-    )
 }

@@ -165,11 +165,11 @@ pub(crate) async fn tool_call_deltas_assemble(kind: ProviderKind) {
     .concat();
     let server = server_with(sse(body)).await;
     let p = provider(kind, &base(&server));
-    let req = request().with_tools(vec![Tool {
-        name: "create_shipment".into(),
-        description: Some("Create a replacement shipment".into()),
-        parameters: json!({"type": "object", "properties": {"order": {"type": "string"}}}),
-    }]);
+    let req = request().with_tools(vec![Tool::function(
+        "create_shipment",
+        Some("Create a replacement shipment".into()),
+        json!({"type": "object", "properties": {"order": {"type": "string"}}}),
+    )]);
     let resp = p
         .chat_stream(&req, &CallOptions::default())
         .await

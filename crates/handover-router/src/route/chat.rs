@@ -16,15 +16,13 @@ impl Router {
     /// [`RouterError::Task`] when no provider answered within the budget.
     #[tracing::instrument(name = "handover.task.chat", skip_all, fields(task = %task.id, policy = %task.policy.name))]
     pub async fn chat(&self, task: &Task, req: &ChatRequest) -> Result<Completion, RouterError> {
-        let needs = Needs {
-            data_class: req.data_class.as_deref(),
-        };
+        let needs = Needs::of(req);
         let walked = self.walk(task, needs, &Whole(req)).await?;
         let (response, run) = (walked.answered.value, walked.run);
         Ok(Completion {
             provider: walked.upstream.config.name.clone(),
             model: response.model.clone(),
-            usage: response.usage,
+            usage: response.usage.clone(),
             cost: walked.answered.cost,
             response,
             attempts: run.attempts,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use handover_providers::{ChatResponse, ErrorClass, Usage};
+use handover_providers::{Capability, ChatResponse, ErrorClass, Usage};
 
 use crate::budget::{Exhausted, Spent};
 
@@ -21,6 +21,10 @@ pub enum SkipReason {
     /// Its admission control refused: too many requests already wait for
     /// its concurrency slots.
     QueueFull,
+    /// It cannot honour a parameter of the request as sent (structured
+    /// outputs, log probabilities, images, ...): it is never given a weaker
+    /// request.
+    Unsupported(Capability),
 }
 
 impl SkipReason {
@@ -30,6 +34,7 @@ impl SkipReason {
             Self::DataClass => "data_class",
             Self::BreakerOpen => "breaker_open",
             Self::QueueFull => "queue_full",
+            Self::Unsupported(_) => "unsupported",
         }
     }
 }
@@ -40,6 +45,7 @@ impl std::fmt::Display for SkipReason {
             Self::DataClass => "may not receive the request's data class",
             Self::BreakerOpen => "circuit breaker open",
             Self::QueueFull => "admission queue full",
+            Self::Unsupported(c) => return write!(f, "does not support {c}"),
         })
     }
 }
@@ -147,6 +153,14 @@ pub enum FailureReason {
         /// The request's data class.
         data_class: String,
     },
+    /// No provider allowed to receive the request can honour it as sent;
+    /// nothing was sent.
+    Unsupported {
+        /// The request parameter no provider honours (a JSON path).
+        parameter: String,
+        /// The providers that lack it.
+        providers: Vec<String>,
+    },
     /// A stream failed after its commit point: the caller already has part of it.
     StreamBroken {
         /// The class.
@@ -185,6 +199,14 @@ impl std::fmt::Display for TaskFailure {
             FailureReason::NoAllowedProvider { data_class } => write!(
                 f,
                 "no provider in the chain may receive data class {data_class:?}; nothing was sent"
+            )?,
+            FailureReason::Unsupported {
+                parameter,
+                providers,
+            } => write!(
+                f,
+                "no provider in the chain supports {parameter} as sent (lacking: {}); nothing was sent",
+                providers.join(", ")
             )?,
             FailureReason::StreamBroken { class } => {
                 write!(f, "stream broke after its commit point ({class})")?

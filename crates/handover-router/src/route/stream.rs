@@ -166,9 +166,7 @@ impl Router {
         task: &Task,
         req: &ChatRequest,
     ) -> Result<RoutedStream, RouterError> {
-        let needs = Needs {
-            data_class: req.data_class.as_deref(),
-        };
+        let needs = Needs::of(req);
         let walked = self.walk(task, needs, &UntilCommit(req)).await?;
         let Committed { buffered, rest } = walked.answered.value;
         let events = buffered.iter().filter(|e| is_data(e)).count();

@@ -17,10 +17,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use handover_providers::{CallOptions, ProviderError};
+use handover_providers::{CallOptions, Capability, ChatRequest, Need, ProviderError};
 
 use super::Router;
-use super::report::{AttemptResult, FailureReason, Partial, SkipReason};
+use super::report::{AttemptResult, FailureReason, Partial, Skip, SkipReason};
 use super::run::Run;
 use super::task::Task;
 use super::upstream::{BreakerTicket, Upstream};
@@ -31,22 +31,56 @@ use crate::error::RouterError;
 /// What a request needs from a provider. A provider that cannot give it is
 /// skipped before anything is sent to it; if no provider of the chain can,
 /// the call fails closed.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Needs<'r> {
     /// The request's data class: only providers listing it may receive it.
     pub(crate) data_class: Option<&'r str>,
+    /// What the request asks for beyond plain chat: only providers that
+    /// honour all of it receive it (never a weaker request).
+    pub(crate) features: Vec<Need>,
 }
 
-impl Needs<'_> {
-    /// Why `upstream` may not serve this request, if it may not.
-    fn refusal(&self, upstream: &Upstream) -> Option<SkipReason> {
-        (!upstream.accepts(self.data_class)).then_some(SkipReason::DataClass)
+impl<'r> Needs<'r> {
+    pub(crate) fn of(req: &'r ChatRequest) -> Self {
+        Self {
+            data_class: req.data_class.as_deref(),
+            features: req.needs(),
+        }
     }
 
-    fn nobody_allowed(&self) -> FailureReason {
-        FailureReason::NoAllowedProvider {
-            data_class: self.data_class.unwrap_or_default().to_owned(),
+    /// Why `upstream` may not serve this request, if it may not.
+    fn refusal(&self, upstream: &Upstream) -> Option<SkipReason> {
+        if !upstream.accepts(self.data_class) {
+            return Some(SkipReason::DataClass);
         }
+        let kind = upstream.config.kind;
+        self.features
+            .iter()
+            .find(|n| !kind.supports(n.capability))
+            .map(|n| SkipReason::Unsupported(n.capability))
+    }
+
+    /// Why the call fails when every provider was refused: the data class
+    /// if that excluded them all, else the first parameter nobody left
+    /// honours, with the providers that lack it.
+    fn nobody_allowed(&self, skipped: &[Skip]) -> FailureReason {
+        let lacking = |c: Capability| {
+            skipped
+                .iter()
+                .filter(|s| s.reason == SkipReason::Unsupported(c))
+                .map(|s| s.provider.clone())
+                .collect::<Vec<_>>()
+        };
+        let unsupported = self.features.iter().find_map(|n| {
+            let providers = lacking(n.capability);
+            (!providers.is_empty()).then(|| FailureReason::Unsupported {
+                parameter: n.parameter.clone(),
+                providers,
+            })
+        });
+        unsupported.unwrap_or_else(|| FailureReason::NoAllowedProvider {
+            data_class: self.data_class.unwrap_or_default().to_owned(),
+        })
     }
 }
 
@@ -165,7 +199,8 @@ impl Router {
                     run.skip(u, why);
                 }
             }
-            return Err(stopped(run, needs.nobody_allowed()));
+            let reason = needs.nobody_allowed(&run.skipped);
+            return Err(stopped(run, reason));
         }
         for upstream in chain() {
             if let Some(why) = needs.refusal(upstream) {

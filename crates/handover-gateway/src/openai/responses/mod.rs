@@ -1,0 +1,450 @@
+//! `POST /v1/responses`: the stateless subset of OpenAI's Responses API
+//! that agents use, translated to the one chat request and run through the
+//! same router as chat completions (budget, fallback, breakers, data
+//! classes, capability filtering, stream commit point).
+//!
+//! Translated: `input` (a string, or `message`, `function_call` and
+//! `function_call_output` items; `reasoning` items are dropped — they are
+//! state of a provider we may not reach again), `instructions`, function
+//! tools, `tool_choice`, `text.format` (structured outputs),
+//! `text.verbosity`, `reasoning.effort`, `max_output_tokens`,
+//! `temperature`, `top_p`, `parallel_tool_calls`, `top_logprobs`, `user`,
+//! `service_tier`. Handover keeps no responses: `store` is answered
+//! `false`, and `store: true`, `previous_response_id` and item references
+//! are refused with 400 `unsupported_parameter` — send the whole input each
+//! turn. Every provider is reached through Chat Completions.
+
+mod output;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use handover_providers::{
+    ChatRequest, Content, ContentPart, Message, Role, Tool, ToolCall, ToolChoice,
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::chat::{now_secs, router_error, start};
+use crate::api_error::ApiError;
+use crate::auth::Client;
+use crate::body::{JsonBody, from_value};
+use crate::state::GatewayState;
+use output::{Echo, ResponsesEncoder, response_object};
+
+/// The request fields of the subset; any other field is refused by name.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResponsesRequest {
+    model: String,
+    input: Input,
+    #[serde(default)]
+    instructions: Option<String>,
+    #[serde(default)]
+    tools: Vec<Value>,
+    #[serde(default)]
+    tool_choice: Option<Value>,
+    #[serde(default)]
+    text: Option<Map<String, Value>>,
+    #[serde(default)]
+    reasoning: Option<Value>,
+    #[serde(default)]
+    max_output_tokens: Option<u32>,
+    #[serde(default)]
+    temperature: Option<f32>,
+    #[serde(default)]
+    top_p: Option<f32>,
+    #[serde(default)]
+    parallel_tool_calls: Option<bool>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    store: Option<bool>,
+    #[serde(default)]
+    previous_response_id: Option<String>,
+    #[serde(default)]
+    metadata: Option<Value>,
+    #[serde(default)]
+    user: Option<String>,
+    #[serde(default)]
+    service_tier: Option<String>,
+    #[serde(default)]
+    top_logprobs: Option<u32>,
+    // Accepted and without effect on a stateless call.
+    #[serde(default)]
+    #[allow(dead_code)]
+    include: Option<Value>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    truncation: Option<Value>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    stream_options: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Input {
+    Text(String),
+    Items(Vec<Value>),
+}
+
+fn unsupported(param: &str, why: &str) -> ApiError {
+    ApiError::invalid(
+        "unsupported_parameter",
+        param,
+        format!("{param}: {why} (not supported by the Handover gateway)"),
+    )
+}
+
+pub(crate) async fn create(
+    State(state): State<GatewayState>,
+    client: Client,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<Value>,
+) -> Response {
+    match run(state, client, headers, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn run(
+    state: GatewayState,
+    client: Client,
+    headers: HeaderMap,
+    body: Value,
+) -> Result<Response, ApiError> {
+    let r: ResponsesRequest = from_value(body)?;
+    if r.store == Some(true) {
+        return Err(unsupported(
+            "store",
+            "Handover keeps no responses; send store: false (or omit it) and the whole input",
+        ));
+    }
+    if r.previous_response_id.is_some() {
+        return Err(unsupported(
+            "previous_response_id",
+            "Handover keeps no responses; send the whole input each turn",
+        ));
+    }
+    let stream = r.stream.unwrap_or(false);
+    let (model, mut request, echo) = translate(r)?;
+    let task = start(&state, &client, &headers, &model, &mut request).await?;
+    let id = format!("resp_{}", task.id().simple());
+    if stream {
+        let encoder = ResponsesEncoder::new(id, now_secs(), echo);
+        return Ok(super::stream::respond(state, task, request, encoder).await);
+    }
+    let router = state.router().clone();
+    let call_task = task.clone();
+    let call = tokio::spawn(async move { router.chat(&call_task, &request).await });
+    let result = call
+        .await
+        .map_err(|e| ApiError::internal(format!("the responses call task failed: {e}")))?;
+    match result {
+        Ok(c) => {
+            let body = response_object(&id, now_secs(), &echo, &c.model, Some(&c.response));
+            let mut resp = axum::Json(body).into_response();
+            let h = resp.headers_mut();
+            h.insert(
+                "x-handover-provider",
+                super::response::header_value(&c.provider),
+            );
+            h.insert(
+                "x-handover-attempts",
+                super::response::attempts_header(&c.attempts, &c.skipped),
+            );
+            crate::task::add_remaining(h, &task);
+            Ok(resp)
+        }
+        Err(e) => Err(router_error(&e).with_remaining(&task)),
+    }
+}
+
+/// The Responses request as the one chat request, plus what the answer echoes.
+fn translate(r: ResponsesRequest) -> Result<(String, ChatRequest, Echo), ApiError> {
+    let mut messages = Vec::new();
+    if let Some(i) = &r.instructions {
+        messages.push(Message::system(i.clone()));
+    }
+    match r.input {
+        Input::Text(t) => messages.push(Message::user(t)),
+        Input::Items(items) => {
+            for (i, item) in items.into_iter().enumerate() {
+                input_item(i, item, &mut messages)?;
+            }
+        }
+    }
+    let tools = r
+        .tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| tool(i, t))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut request = ChatRequest::new(messages).with_tools(tools);
+    request.tool_choice = r.tool_choice.as_ref().map(tool_choice).transpose()?;
+    request.temperature = r.temperature;
+    request.top_p = r.top_p;
+    request.max_completion_tokens = r.max_output_tokens;
+    request.user = r.user.clone();
+    let extra = &mut request.extra;
+    if let Some(p) = r.parallel_tool_calls {
+        extra.insert("parallel_tool_calls".into(), p.into());
+    }
+    if let Some(t) = &r.service_tier {
+        extra.insert("service_tier".into(), t.as_str().into());
+    }
+    if let Some(n) = r.top_logprobs {
+        extra.insert("logprobs".into(), true.into());
+        extra.insert("top_logprobs".into(), n.into());
+    }
+    if let Some(effort) = r.reasoning.as_ref().and_then(|v| v.get("effort"))
+        && !effort.is_null()
+    {
+        extra.insert("reasoning_effort".into(), effort.clone());
+    }
+    if let Some(text) = &r.text {
+        if let Some(v) = text.get("verbosity").filter(|v| !v.is_null()) {
+            extra.insert("verbosity".into(), v.clone());
+        }
+        if let Some(f) = text.get("format")
+            && let Some(rf) = response_format(f)?
+        {
+            extra.insert("response_format".into(), rf);
+        }
+    }
+    let echo = Echo {
+        instructions: r.instructions.map_or(Value::Null, Value::from),
+        tools: Value::Array(r.tools),
+        tool_choice: r.tool_choice.unwrap_or_else(|| "auto".into()),
+        text: r
+            .text
+            .map_or_else(|| json!({"format": {"type": "text"}}), Value::Object),
+        reasoning: r
+            .reasoning
+            .unwrap_or_else(|| json!({"effort": null, "summary": null})),
+        parallel_tool_calls: r.parallel_tool_calls.unwrap_or(true),
+        temperature: r.temperature,
+        top_p: r.top_p,
+        max_output_tokens: r.max_output_tokens,
+        metadata: r.metadata.unwrap_or_else(|| json!({})),
+        user: r.user,
+    };
+    Ok((r.model, request, echo))
+}
+
+/// One `input` item, appended as chat messages.
+fn input_item(i: usize, item: Value, messages: &mut Vec<Message>) -> Result<(), ApiError> {
+    let kind = item
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or(if item.get("role").is_some() {
+            "message"
+        } else {
+            ""
+        })
+        .to_owned();
+    let field = |name: &str| -> Result<String, ApiError> {
+        item.get(name)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "invalid_field",
+                    format!("input[{i}].{name}"),
+                    format!("input[{i}].{name}: a string is required"),
+                )
+            })
+    };
+    match kind.as_str() {
+        "message" => messages.push(input_message(i, &item)?),
+        "function_call" => {
+            let call = ToolCall {
+                id: field("call_id")?,
+                name: field("name")?,
+                arguments: field("arguments")?,
+            };
+            match messages.last_mut() {
+                Some(m) if m.role == Role::Assistant => m.tool_calls.push(call),
+                _ => messages.push(Message::assistant_tool_calls(None, vec![call])),
+            }
+        }
+        "function_call_output" => {
+            let output = match item.get("output") {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Array(parts)) => parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                    .collect(),
+                _ => field("output")?,
+            };
+            messages.push(Message::tool_result(field("call_id")?, output));
+        }
+        // Opaque state of the provider that produced it; another provider
+        // (a fallback) could not read it.
+        "reasoning" => {}
+        _ => {
+            return Err(unsupported(
+                &format!("input[{i}].type"),
+                "only message, function_call, function_call_output and reasoning items",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn input_message(i: usize, item: &Value) -> Result<Message, ApiError> {
+    let role: Role =
+        from_value(item.get("role").cloned().unwrap_or(Value::Null)).map_err(|_| {
+            ApiError::invalid(
+                "invalid_field",
+                format!("input[{i}].role"),
+                format!("input[{i}].role: expected user, system, developer or assistant"),
+            )
+        })?;
+    let content = match item.get("content") {
+        Some(Value::String(s)) => Content::Text(s.clone()),
+        Some(Value::Array(parts)) => {
+            let mut out = Vec::new();
+            for (j, p) in parts.iter().enumerate() {
+                out.push(content_part(i, j, p)?);
+            }
+            if role == Role::Assistant || out.iter().all(|p| p.kind == "text") {
+                Content::Text(out.iter().filter_map(|p| p.text.as_deref()).collect())
+            } else {
+                Content::Parts(out)
+            }
+        }
+        _ => {
+            return Err(ApiError::invalid(
+                "invalid_field",
+                format!("input[{i}].content"),
+                format!("input[{i}].content: a string or content parts are required"),
+            ));
+        }
+    };
+    let mut m = Message::user(String::new());
+    m.role = role;
+    m.content = Some(content);
+    Ok(m)
+}
+
+fn content_part(i: usize, j: usize, p: &Value) -> Result<ContentPart, ApiError> {
+    let kind = p.get("type").and_then(Value::as_str).unwrap_or_default();
+    let text = |t: Option<&Value>| t.and_then(Value::as_str).map(str::to_owned);
+    let mut extra = Map::new();
+    let kind = match kind {
+        "input_text" | "output_text" | "text" => {
+            return Ok(ContentPart {
+                kind: "text".into(),
+                text: text(p.get("text")),
+                extra,
+            });
+        }
+        "refusal" => {
+            return Ok(ContentPart {
+                kind: "text".into(),
+                text: text(p.get("refusal")),
+                extra,
+            });
+        }
+        "input_image" => {
+            let mut image = Map::new();
+            image.insert(
+                "url".into(),
+                p.get("image_url").cloned().unwrap_or(Value::Null),
+            );
+            if let Some(d) = p.get("detail") {
+                image.insert("detail".into(), d.clone());
+            }
+            extra.insert("image_url".into(), Value::Object(image));
+            "image_url"
+        }
+        "input_file" => {
+            let mut file = p.as_object().cloned().unwrap_or_default();
+            file.remove("type");
+            extra.insert("file".into(), Value::Object(file));
+            "file"
+        }
+        _ => {
+            return Err(unsupported(
+                &format!("input[{i}].content[{j}].type"),
+                "only input_text, output_text, refusal, input_image and input_file parts",
+            ));
+        }
+    };
+    Ok(ContentPart {
+        kind: kind.into(),
+        text: None,
+        extra,
+    })
+}
+
+fn tool(i: usize, t: &Value) -> Result<Tool, ApiError> {
+    if t.get("type").and_then(Value::as_str) != Some("function") {
+        return Err(unsupported(
+            &format!("tools[{i}].type"),
+            "only function tools",
+        ));
+    }
+    let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {
+        ApiError::invalid(
+            "invalid_field",
+            format!("tools[{i}].name"),
+            format!("tools[{i}].name: a string is required"),
+        )
+    })?;
+    let mut tool = Tool::function(
+        name,
+        t.get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        t.get("parameters")
+            .cloned()
+            .filter(|p| !p.is_null())
+            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+    );
+    tool.strict = t.get("strict").and_then(Value::as_bool);
+    Ok(tool)
+}
+
+fn tool_choice(v: &Value) -> Result<ToolChoice, ApiError> {
+    let bad = || {
+        unsupported(
+            "tool_choice",
+            "only auto, none, required or {\"type\": \"function\", \"name\": ...}",
+        )
+    };
+    match v {
+        Value::String(s) => match s.as_str() {
+            "auto" => Ok(ToolChoice::Auto),
+            "none" => Ok(ToolChoice::None),
+            "required" => Ok(ToolChoice::Required),
+            _ => Err(bad()),
+        },
+        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => o
+            .get("name")
+            .and_then(Value::as_str)
+            .map(|n| ToolChoice::Function(n.to_owned()))
+            .ok_or_else(bad),
+        _ => Err(bad()),
+    }
+}
+
+/// `text.format` as a chat `response_format` (`None` for plain text).
+fn response_format(f: &Value) -> Result<Option<Value>, ApiError> {
+    match f.get("type").and_then(Value::as_str) {
+        None | Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(json!({"type": "json_object"}))),
+        Some("json_schema") => {
+            let mut schema = f.as_object().cloned().unwrap_or_default();
+            schema.remove("type");
+            Ok(Some(json!({"type": "json_schema", "json_schema": schema})))
+        }
+        Some(_) => Err(unsupported(
+            "text.format.type",
+            "only text, json_object and json_schema",
+        )),
+    }
+}

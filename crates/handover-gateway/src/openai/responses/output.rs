@@ -1,0 +1,336 @@
+//! A chat answer as a Responses API `response` object, and the Responses
+//! streaming events (`response.created`, `response.output_text.delta`,
+//! `response.function_call_arguments.delta`, `response.completed`,
+//! `error`) built from the router's stream events.
+
+use axum::response::sse::Event;
+use handover_providers::{ChatResponse, FinishReason, StreamAssembler, StreamEvent, ToolCall};
+use handover_router::route::{Attempt, Skip};
+use serde_json::{Value, json};
+
+use super::super::response::attempts_header;
+use super::super::stream::Encoder;
+
+/// The request fields a `response` object repeats.
+#[derive(Debug, Clone)]
+pub(crate) struct Echo {
+    pub(crate) instructions: Value,
+    pub(crate) tools: Value,
+    pub(crate) tool_choice: Value,
+    pub(crate) text: Value,
+    pub(crate) reasoning: Value,
+    pub(crate) parallel_tool_calls: bool,
+    pub(crate) temperature: Option<f32>,
+    pub(crate) top_p: Option<f32>,
+    pub(crate) max_output_tokens: Option<u32>,
+    pub(crate) metadata: Value,
+    pub(crate) user: Option<String>,
+}
+
+fn message_id(id: &str) -> String {
+    format!("msg_{}", id.trim_start_matches("resp_"))
+}
+
+fn call_item_id(id: &str, n: usize) -> String {
+    format!("fc_{}_{n}", id.trim_start_matches("resp_"))
+}
+
+fn text_part(text: &str, annotations: Value) -> Value {
+    json!({"type": "output_text", "text": text, "annotations": annotations, "logprobs": []})
+}
+
+fn call_item(id: &str, n: usize, c: &ToolCall, status: &str) -> Value {
+    json!({"type": "function_call", "id": call_item_id(id, n), "call_id": c.id,
+        "name": c.name, "arguments": c.arguments, "status": status})
+}
+
+/// The output items of an answer: its message (text or refusal), then its
+/// function calls.
+fn output_items(id: &str, r: &ChatResponse) -> Vec<Value> {
+    let mut parts = Vec::new();
+    if let Some(t) = r.content.as_deref().filter(|t| !t.is_empty()) {
+        let annotations = r
+            .passthrough
+            .message
+            .get("annotations")
+            .filter(|a| a.is_array())
+            .cloned()
+            .unwrap_or_else(|| json!([]));
+        parts.push(text_part(t, annotations));
+    }
+    if let Some(refusal) = r.passthrough.message.get("refusal").and_then(Value::as_str) {
+        parts.push(json!({"type": "refusal", "refusal": refusal}));
+    }
+    let mut items = Vec::new();
+    if !parts.is_empty() {
+        items.push(
+            json!({"type": "message", "id": message_id(id), "status": "completed",
+            "role": "assistant", "content": parts}),
+        );
+    }
+    for (n, c) in r.tool_calls.iter().enumerate() {
+        items.push(call_item(id, n, c, "completed"));
+    }
+    items
+}
+
+/// A `response` object; `answer` is `None` while it is in progress.
+pub(crate) fn response_object(
+    id: &str,
+    created: u64,
+    echo: &Echo,
+    model: &str,
+    answer: Option<&ChatResponse>,
+) -> Value {
+    let (status, incomplete) = match answer.and_then(|a| a.finish_reason.as_ref()) {
+        None if answer.is_none() => ("in_progress", Value::Null),
+        Some(FinishReason::Length) => ("incomplete", json!({"reason": "max_output_tokens"})),
+        Some(FinishReason::ContentFilter) => ("incomplete", json!({"reason": "content_filter"})),
+        _ => ("completed", Value::Null),
+    };
+    let usage = answer
+        .and_then(|a| a.usage.as_ref())
+        .map_or(Value::Null, |u| {
+            json!({
+                "input_tokens": u.input_tokens,
+                "input_tokens_details": {"cached_tokens": u.cached_input_tokens.unwrap_or(0)},
+                "output_tokens": u.output_tokens,
+                "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens.unwrap_or(0)},
+                "total_tokens": u.input_tokens + u.output_tokens,
+            })
+        });
+    json!({
+        "id": id,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "error": null,
+        "incomplete_details": incomplete,
+        "instructions": echo.instructions,
+        "max_output_tokens": echo.max_output_tokens,
+        "model": model,
+        "output": answer.map_or_else(Vec::new, |a| output_items(id, a)),
+        "parallel_tool_calls": echo.parallel_tool_calls,
+        "previous_response_id": null,
+        "reasoning": echo.reasoning,
+        "store": false,
+        "temperature": echo.temperature,
+        "text": echo.text,
+        "tool_choice": echo.tool_choice,
+        "tools": echo.tools,
+        "top_p": echo.top_p,
+        "truncation": "disabled",
+        "usage": usage,
+        "user": echo.user,
+        "metadata": echo.metadata,
+    })
+}
+
+/// An output item being streamed.
+#[derive(Debug)]
+struct Open {
+    output_index: usize,
+    item_id: String,
+}
+
+/// Responses API events for one streamed answer.
+#[derive(Debug)]
+pub(crate) struct ResponsesEncoder {
+    id: String,
+    created: u64,
+    echo: Echo,
+    model: String,
+    seq: u64,
+    outputs: usize,
+    text: Option<Open>,
+    /// By the chat stream's tool call index.
+    calls: Vec<(u32, Open)>,
+    answer: StreamAssembler,
+}
+
+impl ResponsesEncoder {
+    pub(crate) fn new(id: String, created: u64, echo: Echo) -> Self {
+        Self {
+            id,
+            created,
+            echo,
+            model: String::new(),
+            seq: 0,
+            outputs: 0,
+            text: None,
+            calls: Vec::new(),
+            answer: StreamAssembler::default(),
+        }
+    }
+
+    fn ev(&mut self, kind: &str, mut v: Value) -> Event {
+        v["type"] = kind.into();
+        v["sequence_number"] = self.seq.into();
+        self.seq += 1;
+        Event::default().event(kind).data(v.to_string())
+    }
+
+    fn response(&self, answer: Option<&ChatResponse>) -> Value {
+        response_object(&self.id, self.created, &self.echo, &self.model, answer)
+    }
+
+    fn text_delta(&mut self, delta: String) -> Vec<Event> {
+        let mut out = Vec::new();
+        if self.text.is_none() {
+            let open = Open {
+                output_index: self.outputs,
+                item_id: message_id(&self.id),
+            };
+            self.outputs += 1;
+            let item = json!({"type": "message", "id": open.item_id, "status": "in_progress",
+                "role": "assistant", "content": []});
+            let (idx, item_id) = (open.output_index, open.item_id.clone());
+            self.text = Some(open);
+            out.push(self.ev(
+                "response.output_item.added",
+                json!({"output_index": idx, "item": item}),
+            ));
+            out.push(self.ev(
+                "response.content_part.added",
+                json!({"item_id": item_id, "output_index": idx, "content_index": 0,
+                    "part": text_part("", json!([]))}),
+            ));
+        }
+        let (idx, item_id) = self
+            .text
+            .as_ref()
+            .map(|o| (o.output_index, o.item_id.clone()))
+            .unwrap_or_default();
+        out.push(self.ev(
+            "response.output_text.delta",
+            json!({"item_id": item_id, "output_index": idx, "content_index": 0,
+                "delta": delta, "logprobs": []}),
+        ));
+        out
+    }
+
+    fn call_delta(
+        &mut self,
+        index: u32,
+        id: Option<String>,
+        name: Option<String>,
+        args: Option<String>,
+    ) -> Vec<Event> {
+        let mut out = Vec::new();
+        if !self.calls.iter().any(|(i, _)| *i == index) {
+            let open = Open {
+                output_index: self.outputs,
+                item_id: call_item_id(&self.id, self.calls.len()),
+            };
+            self.outputs += 1;
+            let item = json!({"type": "function_call", "id": open.item_id,
+                "call_id": id.unwrap_or_default(), "name": name.unwrap_or_default(),
+                "arguments": "", "status": "in_progress"});
+            let idx = open.output_index;
+            self.calls.push((index, open));
+            out.push(self.ev(
+                "response.output_item.added",
+                json!({"output_index": idx, "item": item}),
+            ));
+        }
+        if let Some(delta) = args.filter(|a| !a.is_empty())
+            && let Some((_, open)) = self.calls.iter().find(|(i, _)| *i == index)
+        {
+            let v =
+                json!({"item_id": open.item_id, "output_index": open.output_index, "delta": delta});
+            out.push(self.ev("response.function_call_arguments.delta", v));
+        }
+        out
+    }
+}
+
+impl Encoder for ResponsesEncoder {
+    fn heading(&mut self, ev: &StreamEvent) -> bool {
+        match ev {
+            StreamEvent::Model(m) => self.model.clone_from(m),
+            StreamEvent::Passthrough(p) if p.choice.is_empty() && p.message.is_empty() => {}
+            _ => return false,
+        }
+        true
+    }
+
+    fn opening(&mut self, provider: &str, attempts: &[Attempt], skipped: &[Skip]) -> Vec<Event> {
+        let attempts = attempts_header(attempts, skipped);
+        let handover = json!({"provider": provider, "attempts": attempts.to_str().unwrap_or("")});
+        let response = self.response(None);
+        vec![
+            self.ev(
+                "response.created",
+                json!({"response": response, "handover": handover}),
+            ),
+            self.ev(
+                "response.in_progress",
+                json!({"response": self.response(None)}),
+            ),
+        ]
+    }
+
+    fn event(&mut self, ev: StreamEvent) -> Vec<Event> {
+        self.answer.push(ev.clone());
+        match ev {
+            StreamEvent::Model(m) => {
+                self.model = m;
+                Vec::new()
+            }
+            StreamEvent::ContentDelta(t) => self.text_delta(t),
+            StreamEvent::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments,
+            } => self.call_delta(index, id, name, arguments),
+            _ => Vec::new(),
+        }
+    }
+
+    fn complete(&mut self) -> Vec<Event> {
+        let answer = std::mem::take(&mut self.answer).finish(&self.model, None);
+        let mut out = Vec::new();
+        if let Some(open) = self.text.take() {
+            let text = answer.content.clone().unwrap_or_default();
+            let part = text_part(&text, json!([]));
+            let base = json!({"item_id": open.item_id, "output_index": open.output_index, "content_index": 0});
+            let mut done = base.clone();
+            done["text"] = text.into();
+            done["logprobs"] = json!([]);
+            out.push(self.ev("response.output_text.done", done));
+            let mut pdone = base;
+            pdone["part"] = part.clone();
+            out.push(self.ev("response.content_part.done", pdone));
+            let item = json!({"type": "message", "id": open.item_id, "status": "completed",
+                "role": "assistant", "content": [part]});
+            out.push(self.ev(
+                "response.output_item.done",
+                json!({"output_index": open.output_index, "item": item}),
+            ));
+        }
+        for (n, (_, open)) in std::mem::take(&mut self.calls).into_iter().enumerate() {
+            let Some(call) = answer.tool_calls.get(n) else {
+                continue;
+            };
+            let v = json!({"item_id": open.item_id, "output_index": open.output_index,
+                "arguments": call.arguments, "name": call.name});
+            out.push(self.ev("response.function_call_arguments.done", v));
+            let item = call_item(&self.id, n, call, "completed");
+            out.push(self.ev(
+                "response.output_item.done",
+                json!({"output_index": open.output_index, "item": item}),
+            ));
+        }
+        let response = self.response(Some(&answer));
+        out.push(self.ev("response.completed", json!({"response": response})));
+        out
+    }
+
+    fn error(&mut self, message: String, code: &str) -> Event {
+        self.ev(
+            "error",
+            json!({"code": code, "message": message, "param": null}),
+        )
+    }
+}

@@ -1,0 +1,289 @@
+//! The gateway as a drop-in for the OpenAI API (issue 20): every request
+//! parameter reaches the provider as sent, the provider's answer and its
+//! stream chunks come back whole, and a request a provider cannot honour
+//! as sent skips that provider (or fails naming the parameter) instead of
+//! reaching it weakened. Effects are counted at the wiremock upstream.
+
+mod support;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::{CLIENT_A, Running};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+async fn upstream(body: ResponseTemplate) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(body)
+        .mount(&server)
+        .await;
+    server
+}
+
+fn provider(name: &str, kind: &str, server: &MockServer) -> String {
+    format!(
+        "\n[providers.{name}]\nkind = \"{kind}\"\nbase_url = \"{}/v1\"\nmodel = \"{name}-model\"\n",
+        server.uri()
+    )
+}
+
+async fn gateway(providers: &str, chain: &[&str]) -> Running {
+    let mut c = providers.to_owned();
+    c.push_str(&support::policy("default", chain, "first_token"));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    Running::start(&c).await
+}
+
+async fn post(gw: &Running, body: &Value) -> reqwest::Response {
+    gw.http
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(CLIENT_A)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn received(server: &MockServer) -> Vec<Value> {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
+}
+
+fn completion() -> Value {
+    json!({
+        "id": "chatcmpl-upstream-1",
+        "object": "chat.completion",
+        "created": 1_764_000_000,
+        "model": "p-model-2026-01-01",
+        "system_fingerprint": "fp_abc",
+        "service_tier": "default",
+        "x_vendor_top": {"kept": true},
+        "choices": [{
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": "{\"city\":\"Oslo\"}",
+                "refusal": null,
+                "annotations": [{"type": "url_citation", "url_citation": {"url": "https://example.invalid", "title": "t", "start_index": 0, "end_index": 3}}],
+            },
+            "logprobs": {"content": [{"token": "{", "logprob": -0.01, "bytes": [123], "top_logprobs": []}], "refusal": null},
+            "finish_reason": "stop",
+        }],
+        "usage": {
+            "prompt_tokens": 12,
+            "completion_tokens": 5,
+            "total_tokens": 17,
+            "prompt_tokens_details": {"cached_tokens": 4, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 1, "rejected_prediction_tokens": 0},
+        },
+    })
+}
+
+/// A request using every documented parameter (and vendor fields at every level).
+fn everything() -> Value {
+    json!({
+        "model": "default",
+        "messages": [
+            {"role": "system", "content": "Answer in JSON.", "name": "rules"},
+            {"role": "user", "content": [
+                {"type": "text", "text": "Where is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "low"}},
+            ], "x_vendor_message": 1},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "look", "arguments": "{}"}}], "refusal": null},
+            {"role": "tool", "tool_call_id": "call_1", "content": "a fjord"},
+        ],
+        "tools": [{"type": "function", "function": {
+            "name": "look", "description": "Look it up", "strict": true,
+            "parameters": {"type": "object", "properties": {}, "additionalProperties": false, "required": []},
+            "x_vendor_function": "kept",
+        }}],
+        "tool_choice": {"type": "function", "function": {"name": "look"}},
+        "parallel_tool_calls": false,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "place", "strict": true,
+            "schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}},
+        "reasoning_effort": "low",
+        "logprobs": true,
+        "top_logprobs": 2,
+        "frequency_penalty": 0.5,
+        "presence_penalty": -0.5,
+        "logit_bias": {"50256": -100},
+        "metadata": {"run": "r-1"},
+        "store": false,
+        "service_tier": "auto",
+        "prediction": {"type": "content", "content": "{\"city\""},
+        "modalities": ["text"],
+        "max_completion_tokens": 300,
+        "temperature": 0.5,
+        "top_p": 0.25,
+        "seed": 7,
+        "stop": ["\n\n"],
+        "user": "end-user-9",
+        "verbosity": "low",
+        "web_search_options": {},
+        "x_vendor_flag": {"nested": [1, 2.5, "three"]},
+    })
+}
+
+#[tokio::test]
+async fn every_parameter_reaches_the_provider_as_sent() {
+    let server = upstream(ResponseTemplate::new(200).set_body_json(completion())).await;
+    let gw = gateway(&provider("p", "openai", &server), &["p"]).await;
+    let sent = everything();
+    let resp = post(&gw, &sent).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+
+    let got = received(&server).await;
+    assert_eq!(got.len(), 1, "exactly one request upstream");
+    let mut want = sent.clone();
+    want["model"] = json!("p-model"); // the policy's provider model, not the alias
+    want["stream"] = json!(false);
+    assert_eq!(got[0], want, "the upstream body is the client's body");
+}
+
+#[tokio::test]
+async fn the_answer_passes_through_whole() {
+    let server = upstream(ResponseTemplate::new(200).set_body_json(completion())).await;
+    let gw = gateway(&provider("p", "openai_compatible", &server), &["p"]).await;
+    let resp = post(
+        &gw,
+        &json!({"model": "default", "messages": [{"role": "user", "content": "where?"}]}),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(
+        answer,
+        completion(),
+        "id, refusal, annotations, logprobs, usage details, vendor fields"
+    );
+}
+
+fn chunk(extra: Value) -> String {
+    let mut c = json!({
+        "id": "chatcmpl-upstream-2", "object": "chat.completion.chunk", "created": 1_764_000_001,
+        "model": "p-model-2026-01-01", "system_fingerprint": "fp_abc", "service_tier": "default",
+        "choices": [],
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        c[k] = v.clone();
+    }
+    format!("data: {c}\n\n")
+}
+
+#[tokio::test]
+async fn stream_chunks_pass_through_with_one_model_and_id() {
+    let lp = |t: &str| json!({"content": [{"token": t, "logprob": -0.5, "bytes": null, "top_logprobs": []}], "refusal": null});
+    let body = [
+        chunk(json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "", "refusal": null}, "logprobs": null, "finish_reason": null}]})),
+        chunk(json!({"choices": [{"index": 0, "delta": {"content": "Hel"}, "logprobs": lp("Hel"), "finish_reason": null}]})),
+        chunk(json!({"choices": [{"index": 0, "delta": {"content": "lo"}, "logprobs": lp("lo"), "finish_reason": null}]})),
+        chunk(json!({"choices": [{"index": 0, "delta": {}, "logprobs": null, "finish_reason": "stop"}]})),
+        chunk(json!({"usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5,
+            "completion_tokens_details": {"reasoning_tokens": 0, "accepted_prediction_tokens": 0}}})),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    let server =
+        upstream(ResponseTemplate::new(200).set_body_raw(body.into_bytes(), "text/event-stream"))
+            .await;
+    let gw = gateway(&provider("p", "openai", &server), &["p"]).await;
+    let resp = post(
+        &gw,
+        &json!({"model": "default", "stream": true, "stream_options": {"include_usage": true},
+            "logprobs": true, "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let text = resp.text().await.unwrap();
+    let chunks: Vec<Value> = text
+        .split("\n\n")
+        .filter_map(|ev| ev.lines().find_map(|l| l.strip_prefix("data: ")))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert!(text.contains("data: [DONE]"), "{text}");
+    for c in &chunks {
+        assert_eq!(
+            c["model"], "p-model-2026-01-01",
+            "every chunk, the first included: {c}"
+        );
+        assert_eq!(c["id"], "chatcmpl-upstream-2", "{c}");
+        assert_eq!(c["system_fingerprint"], "fp_abc", "{c}");
+        assert_eq!(c["service_tier"], "default", "{c}");
+    }
+    let tokens: Vec<&str> = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["logprobs"]["content"][0]["token"].as_str())
+        .collect();
+    assert_eq!(tokens, ["Hel", "lo"]);
+    let usage = chunks.iter().find_map(|c| c.get("usage")).unwrap();
+    assert_eq!(
+        usage["completion_tokens_details"]["accepted_prediction_tokens"], 0,
+        "{usage}"
+    );
+    assert_eq!(usage["total_tokens"], 5);
+}
+
+#[tokio::test]
+async fn a_provider_that_cannot_honour_the_request_is_skipped_not_weakened() {
+    let weak = upstream(ResponseTemplate::new(200).set_body_json(completion())).await;
+    let strong = upstream(ResponseTemplate::new(200).set_body_json(completion())).await;
+    let providers = provider("weak", "deepseek", &weak) + &provider("strong", "openai", &strong);
+    let gw = gateway(&providers, &["weak", "strong"]).await;
+    let schema =
+        json!({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}});
+    let resp = post(
+        &gw,
+        &json!({"model": "default", "response_format": schema,
+            "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let attempts = resp.headers()["x-handover-attempts"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(attempts.contains("weak=skipped_unsupported"), "{attempts}");
+    assert_eq!(
+        received(&weak).await.len(),
+        0,
+        "never given a weaker request"
+    );
+    assert_eq!(received(&strong).await[0]["response_format"], schema);
+
+    // JSON mode is something DeepSeek honours: it is tried first.
+    let resp = post(
+        &gw,
+        &json!({"model": "default", "response_format": {"type": "json_object"},
+            "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(received(&weak).await.len(), 1);
+}
+
+#[tokio::test]
+async fn no_provider_left_is_a_400_naming_the_parameter_and_the_providers() {
+    let weak = upstream(ResponseTemplate::new(200).set_body_json(completion())).await;
+    let gw = gateway(&provider("weak", "deepseek", &weak), &["weak"]).await;
+    let resp = post(
+        &gw,
+        &json!({"model": "default", "reasoning_effort": "high",
+            "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unsupported_parameter", "{body}");
+    assert_eq!(body["error"]["param"], "reasoning_effort", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("weak"), "{message}");
+    assert_eq!(received(&weak).await.len(), 0, "nothing was sent");
+}

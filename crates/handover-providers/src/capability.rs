@@ -1,0 +1,148 @@
+//! What a request needs from a provider beyond plain chat, and which
+//! provider kinds can give it. The router filters its chain with these
+//! (like data classes): a fallback never receives a request it would
+//! silently weaken — a schema it would not enforce, log probabilities it
+//! would not return — and if no provider is left the call fails naming
+//! the parameter.
+
+use serde_json::Value;
+
+use crate::{
+    request::{ChatRequest, Content},
+    settings::ProviderKind,
+};
+
+/// A request feature not every provider honours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Capability {
+    /// `response_format: json_schema`, `tools[].function.strict: true`.
+    StructuredOutputs,
+    /// `response_format: json_object`.
+    JsonMode,
+    /// `logprobs`, `top_logprobs`.
+    Logprobs,
+    /// `reasoning_effort`.
+    ReasoningEffort,
+    /// Image content parts.
+    Images,
+    /// Audio input parts, `audio` output, `modalities` with audio.
+    Audio,
+    /// File content parts.
+    Files,
+    /// `parallel_tool_calls`.
+    ParallelToolCalls,
+}
+
+impl Capability {
+    /// Stable name for errors, headers and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::StructuredOutputs => "structured_outputs",
+            Self::JsonMode => "json_mode",
+            Self::Logprobs => "logprobs",
+            Self::ReasoningEffort => "reasoning_effort",
+            Self::Images => "images",
+            Self::Audio => "audio",
+            Self::Files => "files",
+            Self::ParallelToolCalls => "parallel_tool_calls",
+        }
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One thing a request needs: the capability and the parameter (a JSON
+/// path) that asks for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Need {
+    /// What the provider must support.
+    pub capability: Capability,
+    /// The request parameter asking for it (`response_format`,
+    /// `messages[1].content[0]`, `tools[0].function.strict`).
+    pub parameter: String,
+}
+
+impl ProviderKind {
+    /// Whether providers of this kind honour `c`. OpenAI honours them all;
+    /// an OpenAI-compatible endpoint is taken to speak the whole API (it
+    /// receives the request as sent); DeepSeek documents JSON mode and log
+    /// probabilities only.
+    pub fn supports(self, c: Capability) -> bool {
+        match self {
+            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => true,
+            ProviderKind::DeepSeek => matches!(c, Capability::JsonMode | Capability::Logprobs),
+        }
+    }
+}
+
+impl ChatRequest {
+    /// What this request needs beyond plain chat, in parameter order (empty
+    /// for most requests).
+    pub fn needs(&self) -> Vec<Need> {
+        let mut out = Vec::new();
+        let mut need = |capability, parameter: String| {
+            if !out.iter().any(|n: &Need| n.capability == capability) {
+                out.push(Need {
+                    capability,
+                    parameter,
+                });
+            }
+        };
+        match self
+            .extra
+            .get("response_format")
+            .and_then(|f| f.get("type"))
+            .and_then(Value::as_str)
+        {
+            Some("json_schema") => need(Capability::StructuredOutputs, "response_format".into()),
+            Some("json_object") => need(Capability::JsonMode, "response_format".into()),
+            _ => {}
+        }
+        for (i, t) in self.tools.iter().enumerate() {
+            if t.strict == Some(true) {
+                need(
+                    Capability::StructuredOutputs,
+                    format!("tools[{i}].function.strict"),
+                );
+            }
+        }
+        let set = |k: &str| self.extra.get(k).is_some_and(|v| !v.is_null());
+        if self.extra.get("logprobs") == Some(&Value::Bool(true)) || set("top_logprobs") {
+            need(Capability::Logprobs, "logprobs".into());
+        }
+        if set("reasoning_effort") {
+            need(Capability::ReasoningEffort, "reasoning_effort".into());
+        }
+        if set("parallel_tool_calls") {
+            need(Capability::ParallelToolCalls, "parallel_tool_calls".into());
+        }
+        let audio_out = self
+            .extra
+            .get("modalities")
+            .and_then(Value::as_array)
+            .is_some_and(|m| m.iter().any(|x| x == "audio"));
+        if set("audio") || audio_out {
+            need(Capability::Audio, "modalities".into());
+        }
+        for (i, m) in self.messages.iter().enumerate() {
+            let Some(Content::Parts(parts)) = &m.content else {
+                continue;
+            };
+            for (j, p) in parts.iter().enumerate() {
+                let c = match p.kind.as_str() {
+                    "image_url" => Capability::Images,
+                    "input_audio" => Capability::Audio,
+                    "file" => Capability::Files,
+                    _ => continue,
+                };
+                need(c, format!("messages[{i}].content[{j}]"));
+            }
+        }
+        out
+    }
+}
