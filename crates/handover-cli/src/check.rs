@@ -11,8 +11,8 @@ use clap::Args;
 use handover::Config;
 use handover::router::RouterError;
 use handover::router::config::{
-    ActionContract, ErrorClass, GatewaySettings, LedgerBackend, LedgerSettings, PolicySettings,
-    ProviderConfig,
+    ActionContract, ErrorClass, GatewaySettings, Hop, LedgerBackend, LedgerSettings, ModelSet,
+    PolicySettings, ProviderConfig, Route, RouteVia,
 };
 
 use crate::term::Style;
@@ -23,6 +23,9 @@ pub(crate) struct CheckArgs {
     /// The configuration file to validate.
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
+    /// Also print what a request naming MODEL would run (repeatable).
+    #[arg(long = "model", value_name = "MODEL")]
+    models: Vec<String>,
 }
 
 pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
@@ -67,8 +70,25 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         }
     );
     render(&mut out, &config, &env, style);
+    let mut unresolved = false;
+    if !args.models.is_empty() {
+        let _ = writeln!(out, "\n{}", style.bold("requested models"));
+    }
+    for name in &args.models {
+        match config.route(name) {
+            Ok(r) => route(&mut out, &config, &r),
+            Err(e) => {
+                unresolved = true;
+                let _ = writeln!(out, "  {name:?}: {e}");
+            }
+        }
+    }
     print!("{out}");
-    Ok(ExitCode::SUCCESS)
+    Ok(if unresolved {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn d(d: Duration) -> String {
@@ -107,6 +127,89 @@ fn render(out: &mut String, config: &Config, env: &dyn Fn(&str) -> Option<String
     if let Some(g) = config.gateway() {
         gateway(out, g, s);
     }
+    names(out, config, s);
+}
+
+fn chain(hops: &[Hop]) -> String {
+    let hops: Vec<String> = hops.iter().map(Hop::to_string).collect();
+    hops.join(" -> ")
+}
+
+/// Every name a request's `model` may give, and what it runs.
+fn names(out: &mut String, config: &Config, s: Style) {
+    let _ = writeln!(
+        out,
+        "\n{}",
+        s.bold("model names (what a request's `model` runs)")
+    );
+    let exact = config
+        .policies()
+        .keys()
+        .chain(config.gateway().into_iter().flat_map(|g| g.models.keys()));
+    for name in exact {
+        if let Ok(r) = config.route(name) {
+            route(out, config, &r);
+        }
+    }
+    let direct = config.gateway().and_then(|g| g.direct_policy.as_deref());
+    let under = direct.map_or_else(
+        || "the built-in defaults".to_owned(),
+        |p| format!("policy {p}"),
+    );
+    for p in config.providers().values() {
+        match &p.models {
+            ModelSet::Any => {
+                let _ = writeln!(
+                    out,
+                    "  {}/*  (any model) -> that step alone, under {under}",
+                    p.name
+                );
+            }
+            ModelSet::Listed(models) => {
+                for m in models {
+                    let _ = writeln!(out, "  {}/{m}  -> that step alone, under {under}", p.name);
+                }
+            }
+        }
+    }
+    for r in config
+        .gateway()
+        .map(|g| g.routes.as_slice())
+        .unwrap_or_default()
+    {
+        let policy = r.policy.as_deref().map_or_else(
+            || "the built-in defaults".to_owned(),
+            |p| format!("policy {p}"),
+        );
+        let _ = writeln!(
+            out,
+            "  {:?}  (pattern; {{model}} = the requested name) -> chain {} under {policy}",
+            r.pattern,
+            r.chain.join(" -> ")
+        );
+    }
+}
+
+fn route(out: &mut String, config: &Config, r: &Route) {
+    let via = match &r.via {
+        RouteVia::Policy => "policy".to_owned(),
+        RouteVia::Alias => "alias".to_owned(),
+        RouteVia::Direct => "provider/model".to_owned(),
+        RouteVia::Pattern(p) => format!("route {p:?}"),
+    };
+    let policy = config.route_policy(r);
+    let under = r.policy.as_ref().map_or_else(
+        || "the built-in defaults".to_owned(),
+        |p| format!("policy {p}"),
+    );
+    let _ = writeln!(
+        out,
+        "  {}  ({via}) -> chain {} under {under} (deadline {}, max {} request(s))",
+        r.name,
+        chain(&r.chain),
+        d(policy.deadline),
+        policy.max_requests
+    );
 }
 
 fn gateway(out: &mut String, g: &GatewaySettings, s: Style) {
@@ -183,6 +286,11 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
         p.name, p.kind, p.model
     );
     let _ = writeln!(out, "      api key: {key}");
+    let models = match &p.models {
+        ModelSet::Any => "any (\"*\")".to_owned(),
+        ModelSet::Listed(m) => list(m),
+    };
+    let _ = writeln!(out, "      models: {models}");
     let _ = writeln!(out, "      data classes: {}", list(&p.data_classes));
     let prices = p.prices.map_or_else(
         || "no prices".to_owned(),
@@ -211,7 +319,7 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
     let b = &p.breaker;
     let _ = writeln!(
         out,
-        "      breaker: opens after {} failure(s) (429 and 503 included; at once on auth/billing/quota), open {}, {} half-open probe(s)",
+        "      breaker: per model, opens after {} failure(s) (429 and 503 included); for every model at once on auth/billing/quota, and after as many connect errors; open {}, {} half-open probe(s)",
         b.failure_threshold,
         d(b.open_for),
         b.half_open_probes
@@ -226,7 +334,7 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
 }
 
 fn policy(out: &mut String, p: &PolicySettings) {
-    let _ = writeln!(out, "  {}  chain {}", p.name, p.chain.join(" -> "));
+    let _ = writeln!(out, "  {}  chain {}", p.name, chain(&p.chain));
     let cost = p.max_cost.map_or_else(
         || "no cost ceiling".to_owned(),
         |c| format!("max cost ${c}"),

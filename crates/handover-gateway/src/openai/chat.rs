@@ -72,19 +72,11 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
             format!("{field}: {reason}"),
         ));
     }
-    let policy = state.policy_for(&parsed.model).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "invalid_request_error",
-            "model_not_found",
-            format!(
-                "the model {:?} is neither a policy nor an alias (GET /v1/models lists them)",
-                parsed.model
-            ),
-        )
-        .with_param("model")
-    })?;
-    let task = state.router().task(policy).map_err(|e| router_error(&e))?;
+    let task = state
+        .config()
+        .route(&parsed.model)
+        .and_then(|route| state.router().task_for(&route))
+        .map_err(|e| router_error(&e))?;
     let id = format!("chatcmpl-{}", task.id().simple());
     if parsed.stream {
         return Ok(super::stream::respond(state, task, parsed, id).await);
@@ -117,7 +109,7 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
 pub(crate) fn router_error(e: &RouterError) -> ApiError {
     let message = e.to_string();
     let err = match e {
-        RouterError::UnknownPolicy(_) => ApiError::new(
+        RouterError::UnknownPolicy(_) | RouterError::UnknownModel { .. } => ApiError::new(
             StatusCode::NOT_FOUND,
             "invalid_request_error",
             "model_not_found",

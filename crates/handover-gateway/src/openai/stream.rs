@@ -19,7 +19,6 @@ use axum::http::HeaderValue;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
-use handover_router::config::Config;
 use handover_router::route::{RoutedStream, Task};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -100,7 +99,7 @@ async fn produce(
         header_value(stream.provider()),
         attempts_header(stream.attempts(), stream.skipped()),
     )));
-    let chunker = with_model(state.config(), &stream, chunker);
+    let chunker = with_model(&stream, chunker);
     forward(stream, chunker, &mut out).await;
 }
 
@@ -144,11 +143,8 @@ async fn forward(mut stream: RoutedStream, mut chunker: Chunker, out: &mut Out) 
     }
 }
 
-fn with_model(config: &Config, stream: &RoutedStream, mut chunker: Chunker) -> Chunker {
-    chunker.model = config
-        .provider(stream.provider())
-        .map(|p| p.model.clone())
-        .unwrap_or_default();
+fn with_model(stream: &RoutedStream, mut chunker: Chunker) -> Chunker {
+    chunker.model = stream.model().to_owned();
     chunker
 }
 

@@ -9,11 +9,13 @@
 //! at startup ([`Config::parse`]) or a warning for `handover check`
 //! ([`Config::check`]).
 
+mod chain;
 pub mod defaults;
 mod duration;
 mod issues;
 mod model;
 mod raw;
+mod route;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -57,6 +59,8 @@ struct Inner {
     policies: BTreeMap<String, PolicySettings>,
     actions: BTreeMap<String, ActionContract>,
     gateway: Option<GatewaySettings>,
+    /// The policy of names that name none (see [`Config::route`]).
+    builtin: PolicySettings,
 }
 
 impl Config {
@@ -85,6 +89,7 @@ impl Config {
             policies: v.policies,
             actions: v.actions,
             gateway: v.gateway,
+            builtin: v.builtin,
         }));
         Ok((config, v.missing_keys))
     }

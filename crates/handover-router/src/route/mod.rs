@@ -31,7 +31,7 @@ pub use task::Task;
 
 use crate::breaker::BreakerState;
 use crate::budget::Budget;
-use crate::config::{Config, PolicySettings};
+use crate::config::{Config, PolicySettings, Route};
 use crate::error::RouterError;
 use upstream::Upstream;
 
@@ -42,6 +42,8 @@ pub struct Router {
     config: Config,
     upstreams: Arc<HashMap<String, Arc<Upstream>>>,
     policies: Arc<HashMap<String, Arc<PolicySettings>>>,
+    /// The policy of routes that name none.
+    builtin: Arc<PolicySettings>,
 }
 
 impl Router {
@@ -66,22 +68,54 @@ impl Router {
             .iter()
             .map(|(name, p)| (name.clone(), Arc::new(p.clone())))
             .collect();
+        let builtin = Arc::new(config.builtin_policy().clone());
         Ok(Self {
+            builtin,
             config: config.clone(),
             upstreams: Arc::new(upstreams),
             policies: Arc::new(policies),
         })
     }
 
-    /// Starts a user task under `policy`: its budget starts now.
+    /// Starts a user task under `policy` (its chain, its budget): the
+    /// budget starts now.
     pub fn task(&self, policy: &str) -> Result<Task, RouterError> {
         let policy = self
             .policies
             .get(policy)
             .ok_or_else(|| RouterError::UnknownPolicy(policy.to_owned()))?
             .clone();
+        let chain = policy.chain.as_slice().into();
+        Ok(self.start(policy, chain))
+    }
+
+    /// Starts a user task for a resolved model name (see
+    /// [`Config::route`]): the route's chain under its policy's budget.
+    pub fn task_for(&self, route: &Route) -> Result<Task, RouterError> {
+        let policy = match &route.policy {
+            None => self.builtin.clone(),
+            Some(p) => self
+                .policies
+                .get(p)
+                .ok_or_else(|| RouterError::UnknownPolicy(p.clone()))?
+                .clone(),
+        };
+        if let Some(h) = route
+            .chain
+            .iter()
+            .find(|h| !self.upstreams.contains_key(&h.provider))
+        {
+            return Err(RouterError::UnknownModel {
+                name: route.name.clone(),
+                reason: format!("unknown provider {:?}", h.provider),
+            });
+        }
+        Ok(self.start(policy, route.chain.as_slice().into()))
+    }
+
+    fn start(&self, policy: Arc<PolicySettings>, chain: Arc<[crate::config::Hop]>) -> Task {
         crate::metrics::task_started(&policy.name);
-        Ok(Task {
+        Task {
             id: uuid::Uuid::now_v7(),
             budget: Arc::new(Budget::new(
                 policy.deadline,
@@ -90,12 +124,21 @@ impl Router {
             )),
             late: Arc::default(),
             policy,
-        })
+            chain,
+        }
     }
 
-    /// The breaker state of a provider (for health endpoints and tests).
+    /// The breaker state of a provider's default model (for health
+    /// endpoints and tests): open if the provider's or the model's breaker is.
     pub fn breaker_state(&self, provider: &str) -> Option<BreakerState> {
-        self.upstreams.get(provider).map(|u| u.breaker.state())
+        let u = self.upstreams.get(provider)?;
+        Some(u.state(&u.config.model))
+    }
+
+    /// The breaker state of one model of a provider: open if the
+    /// provider's or the model's breaker is.
+    pub fn model_breaker_state(&self, provider: &str, model: &str) -> Option<BreakerState> {
+        Some(self.upstreams.get(provider)?.state(model))
     }
 
     /// The configuration this router was built from.

@@ -7,6 +7,7 @@ mod gateway;
 mod ledger;
 mod policy;
 mod provider;
+mod routes;
 
 use std::collections::BTreeMap;
 
@@ -26,6 +27,7 @@ pub(crate) struct Validated {
     pub(crate) policies: BTreeMap<String, PolicySettings>,
     pub(crate) actions: BTreeMap<String, ActionContract>,
     pub(crate) gateway: Option<GatewaySettings>,
+    pub(crate) builtin: PolicySettings,
     pub(crate) missing_keys: ConfigIssues,
 }
 
@@ -58,7 +60,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
         .collect();
     let gateway = raw
         .gateway
-        .map(|g| gateway::validate(&mut issues, &policies, g));
+        .map(|g| gateway::validate(&mut issues, &providers, &policies, g));
     if issues.is_empty() {
         Ok(Validated {
             ledger,
@@ -66,6 +68,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
             policies,
             actions,
             gateway,
+            builtin: policy::builtin(),
             missing_keys,
         })
     } else {
