@@ -11,11 +11,14 @@ use clap::Args;
 use handover::Config;
 use handover::router::RouterError;
 use handover::router::config::{
-    ActionContract, ErrorClass, GatewaySettings, Hop, LedgerBackend, LedgerSettings, ModelSet,
-    PolicySettings, ProviderConfig, Route, RouteVia,
+    ActionContract, ErrorClass, GatewaySettings, LedgerBackend, LedgerSettings, ModelSet,
+    PolicySettings, ProviderConfig,
 };
 
 use crate::term::Style;
+
+mod names;
+use names::{chain, names, route};
 
 /// Arguments of `handover check`.
 #[derive(Debug, Args)]
@@ -128,88 +131,6 @@ fn render(out: &mut String, config: &Config, env: &dyn Fn(&str) -> Option<String
         gateway(out, g, s);
     }
     names(out, config, s);
-}
-
-fn chain(hops: &[Hop]) -> String {
-    let hops: Vec<String> = hops.iter().map(Hop::to_string).collect();
-    hops.join(" -> ")
-}
-
-/// Every name a request's `model` may give, and what it runs.
-fn names(out: &mut String, config: &Config, s: Style) {
-    let _ = writeln!(
-        out,
-        "\n{}",
-        s.bold("model names (what a request's `model` runs)")
-    );
-    let exact = config
-        .policies()
-        .keys()
-        .chain(config.gateway().into_iter().flat_map(|g| g.models.keys()));
-    for name in exact {
-        if let Ok(r) = config.route(name) {
-            route(out, config, &r);
-        }
-    }
-    let direct = config.gateway().and_then(|g| g.direct_policy.as_deref());
-    let under = direct.map_or_else(
-        || "the built-in defaults".to_owned(),
-        |p| format!("policy {p}"),
-    );
-    for p in config.providers().values() {
-        match &p.models {
-            ModelSet::Any => {
-                let _ = writeln!(
-                    out,
-                    "  {}/*  (any model) -> that step alone, under {under}",
-                    p.name
-                );
-            }
-            ModelSet::Listed(models) => {
-                for m in models {
-                    let _ = writeln!(out, "  {}/{m}  -> that step alone, under {under}", p.name);
-                }
-            }
-        }
-    }
-    for r in config
-        .gateway()
-        .map(|g| g.routes.as_slice())
-        .unwrap_or_default()
-    {
-        let policy = r.policy.as_deref().map_or_else(
-            || "the built-in defaults".to_owned(),
-            |p| format!("policy {p}"),
-        );
-        let _ = writeln!(
-            out,
-            "  {:?}  (pattern; {{model}} = the requested name) -> chain {} under {policy}",
-            r.pattern,
-            r.chain.join(" -> ")
-        );
-    }
-}
-
-fn route(out: &mut String, config: &Config, r: &Route) {
-    let via = match &r.via {
-        RouteVia::Policy => "policy".to_owned(),
-        RouteVia::Alias => "alias".to_owned(),
-        RouteVia::Direct => "provider/model".to_owned(),
-        RouteVia::Pattern(p) => format!("route {p:?}"),
-    };
-    let policy = config.route_policy(r);
-    let under = r.policy.as_ref().map_or_else(
-        || "the built-in defaults".to_owned(),
-        |p| format!("policy {p}"),
-    );
-    let _ = writeln!(
-        out,
-        "  {}  ({via}) -> chain {} under {under} (deadline {}, max {} request(s))",
-        r.name,
-        chain(&r.chain),
-        d(policy.deadline),
-        policy.max_requests
-    );
 }
 
 fn gateway(out: &mut String, g: &GatewaySettings, s: Style) {
