@@ -22,6 +22,7 @@ mod walk;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use report::{
     Attempt, AttemptResult, Completion, FailureReason, Partial, Skip, SkipReason, TaskFailure,
@@ -29,11 +30,18 @@ pub use report::{
 pub use stream::{RoutedStream, StreamBroken};
 pub use task::Task;
 
+use handover_ledger::{TaskBudgets, TaskId, TaskLimits, TaskOpen};
+
 use crate::breaker::BreakerState;
 use crate::budget::Budget;
-use crate::config::{Config, PolicySettings, Route};
+use crate::config::{Config, Hop, PolicySettings, Route};
 use crate::error::RouterError;
 use upstream::Upstream;
+
+/// How long a shared task budget is kept after its deadline: a late call
+/// under the task id within it is refused as exhausted; after it the id
+/// opens a new task.
+pub const TASK_GRACE: Duration = Duration::from_secs(3600);
 
 /// Routes chat calls over configured providers. Cheap to clone; build once
 /// per process from a [`Config`].
@@ -80,18 +88,30 @@ impl Router {
     /// Starts a user task under `policy` (its chain, its budget): the
     /// budget starts now.
     pub fn task(&self, policy: &str) -> Result<Task, RouterError> {
-        let policy = self
-            .policies
-            .get(policy)
-            .ok_or_else(|| RouterError::UnknownPolicy(policy.to_owned()))?
-            .clone();
-        let chain = policy.chain.as_slice().into();
+        let (policy, chain) = self.by_policy(policy)?;
         Ok(self.start(policy, chain))
     }
 
     /// Starts a user task for a resolved model name (see
     /// [`Config::route`]): the route's chain under its policy's budget.
     pub fn task_for(&self, route: &Route) -> Result<Task, RouterError> {
+        let (policy, chain) = self.by_route(route)?;
+        Ok(self.start(policy, chain))
+    }
+
+    /// A policy with its own chain.
+    fn by_policy(&self, policy: &str) -> Result<(Arc<PolicySettings>, Arc<[Hop]>), RouterError> {
+        let policy = self
+            .policies
+            .get(policy)
+            .ok_or_else(|| RouterError::UnknownPolicy(policy.to_owned()))?
+            .clone();
+        let chain = policy.chain.as_slice().into();
+        Ok((policy, chain))
+    }
+
+    /// A route's policy (or the built-in defaults) with the route's chain.
+    fn by_route(&self, route: &Route) -> Result<(Arc<PolicySettings>, Arc<[Hop]>), RouterError> {
         let policy = match &route.policy {
             None => self.builtin.clone(),
             Some(p) => self
@@ -110,10 +130,10 @@ impl Router {
                 reason: format!("unknown provider {:?}", h.provider),
             });
         }
-        Ok(self.start(policy, route.chain.as_slice().into()))
+        Ok((policy, route.chain.as_slice().into()))
     }
 
-    fn start(&self, policy: Arc<PolicySettings>, chain: Arc<[crate::config::Hop]>) -> Task {
+    fn start(&self, policy: Arc<PolicySettings>, chain: Arc<[Hop]>) -> Task {
         crate::metrics::task_started(&policy.name);
         Task {
             id: uuid::Uuid::now_v7(),
@@ -126,6 +146,74 @@ impl Router {
             policy,
             chain,
         }
+    }
+
+    /// Joins the user task `id` whose budget lives in `store`, shared by
+    /// every call under that id in every process using the store: the
+    /// first call opens it under `policy` (its deadline, `max_requests` and
+    /// cost ceiling start then); later calls draw from what is left. A call
+    /// naming another policy than the first is refused
+    /// ([`RouterError::TaskPolicyMismatch`]); an unreachable store is
+    /// [`RouterError::Ledger`] (nothing sent). An exhausted task is joined:
+    /// its calls fail with the budget's reason without sending anything.
+    pub async fn join_task(
+        &self,
+        policy: &str,
+        store: Arc<dyn TaskBudgets>,
+        id: &TaskId,
+    ) -> Result<Task, RouterError> {
+        let (settings, chain) = self.by_policy(policy)?;
+        self.join(settings, chain, store, id).await
+    }
+
+    /// Like [`Router::join_task`] for a resolved model name (see
+    /// [`Config::route`]): the route's chain under its policy, whose name
+    /// the task keeps.
+    pub async fn join_task_for(
+        &self,
+        route: &Route,
+        store: Arc<dyn TaskBudgets>,
+        id: &TaskId,
+    ) -> Result<Task, RouterError> {
+        let (settings, chain) = self.by_route(route)?;
+        self.join(settings, chain, store, id).await
+    }
+
+    async fn join(
+        &self,
+        settings: Arc<PolicySettings>,
+        chain: Arc<[Hop]>,
+        store: Arc<dyn TaskBudgets>,
+        id: &TaskId,
+    ) -> Result<Task, RouterError> {
+        let limits = TaskLimits {
+            policy: settings.name.clone(),
+            deadline: settings.deadline,
+            max_requests: settings.max_requests,
+            max_cost: settings.max_cost,
+            grace: TASK_GRACE,
+        };
+        let view = match store.open_task(id, &limits).await? {
+            TaskOpen::Opened(view) => {
+                crate::metrics::task_started(&settings.name);
+                view
+            }
+            TaskOpen::Joined(view) => view,
+            TaskOpen::PolicyMismatch(view) => {
+                return Err(RouterError::TaskPolicyMismatch {
+                    task: id.task.to_string(),
+                    recorded: view.policy,
+                    requested: settings.name.clone(),
+                });
+            }
+        };
+        Ok(Task {
+            id: uuid::Uuid::now_v7(),
+            budget: Arc::new(Budget::shared(store, view)),
+            late: Arc::default(),
+            policy: settings,
+            chain,
+        })
     }
 
     /// The breaker state of a provider's default model (for health
