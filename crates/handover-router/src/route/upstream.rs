@@ -267,3 +267,46 @@ impl Drop for BreakerTicket {
         self.give_back();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::BreakerSettings;
+
+    fn breakers() -> ModelBreakers {
+        ModelBreakers::new(BreakerSettings {
+            failure_threshold: 2,
+            open_for: Duration::from_secs(10),
+            half_open_probes: 1,
+        })
+    }
+
+    #[test]
+    fn model_breakers_are_bounded_and_keep_what_they_learned() {
+        let b = breakers();
+        assert!(
+            Arc::ptr_eq(&b.get("a"), &b.get("a")),
+            "one breaker per model"
+        );
+        b.get("a").record_failure(Failure::Ordinary);
+        // Fill up with names that never failed: they are dropped to make room.
+        for i in 0..MAX_MODEL_BREAKERS {
+            b.get(&format!("m{i}"));
+        }
+        let fresh = b.get("fresh");
+        assert!(!Arc::ptr_eq(&fresh, &b.overflow));
+        assert!(
+            !b.get("a").is_pristine(),
+            "a breaker that learned something is kept"
+        );
+        // Every place taken by a breaker that learned something: new names
+        // share the overflow breaker.
+        for i in 0..MAX_MODEL_BREAKERS {
+            b.get(&format!("n{i}")).record_failure(Failure::Ordinary);
+        }
+        assert!(Arc::ptr_eq(&b.get("another"), &b.overflow));
+        assert!(b.map.lock().unwrap().len() <= MAX_MODEL_BREAKERS);
+    }
+}
