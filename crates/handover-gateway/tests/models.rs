@@ -183,3 +183,46 @@ async fn provider_slash_model_names_run_that_step_and_unknown_names_say_why() {
         .collect();
     assert_eq!(ids, ["default", "spare/fb-ok"]);
 }
+
+#[tokio::test]
+async fn a_routed_stream_names_the_model_of_the_step_that_answered() {
+    let wall = ModelsProvider::start(["fb-3"]).await;
+    let spare = ModelsProvider::start([]).await;
+    let routes = r#"
+[gateway.routes]
+"fb-*" = { chain = ["wall/{model}", "wall/fb-ok"], policy = "default" }
+"#;
+    let gw = Running::start(&config(&wall, &spare, 3, routes)).await;
+    for (name, answering) in [("fb-3", "fb-ok"), ("fb-4", "fb-4")] {
+        let resp = gw
+            .http
+            .post(gw.url("/v1/chat/completions"))
+            .bearer_auth(CLIENT_A)
+            .json(&json!({"model": name, "stream": true,
+                "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let text = resp.text().await.unwrap();
+        let chunks: Vec<Value> = text
+            .split("\n\n")
+            .filter_map(|ev| ev.lines().find_map(|l| l.strip_prefix("data: ")))
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect();
+        assert!(chunks.len() >= 2, "{text}");
+        for c in &chunks {
+            assert_eq!(
+                c["model"], answering,
+                "{name}: every chunk, the role chunk first"
+            );
+        }
+        let content: String = chunks
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+            .collect();
+        assert_eq!(content, format!("answered by {answering}"));
+        assert!(text.contains("data: [DONE]"));
+    }
+    assert_eq!(wall.models_asked().await, ["fb-3", "fb-ok", "fb-4"]);
+}

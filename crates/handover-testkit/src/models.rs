@@ -45,7 +45,8 @@ impl ModelsProvider {
         Mock::given(method("POST"))
             .and(path("/v1/chat/completions"))
             .respond_with(move |req: &Request| {
-                let model = asked(req).unwrap_or_default();
+                let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+                let model = body["model"].as_str().unwrap_or_default().to_owned();
                 if failing.contains(&model) {
                     return ResponseTemplate::new(503).set_body_json(bodies::error(
                         "The engine is currently overloaded, please try again later",
@@ -53,9 +54,17 @@ impl ModelsProvider {
                         None,
                     ));
                 }
-                let mut body = bodies::answer(Flavor::OpenAi, &format!("answered by {model}"));
-                body["model"] = Value::String(model);
-                ResponseTemplate::new(200).set_body_json(body)
+                let text = format!("answered by {model}");
+                if body["stream"] == true {
+                    let flavor = Flavor::OpenAi;
+                    let events = bodies::text_stream(flavor, &[&text], true, true).concat();
+                    // The chunks report the model asked for, as in answers.
+                    let events = events.replace(flavor.answering_model(), &model);
+                    return ResponseTemplate::new(200).set_body_raw(events, "text/event-stream");
+                }
+                let mut answer = bodies::answer(Flavor::OpenAi, &text);
+                answer["model"] = Value::String(model);
+                ResponseTemplate::new(200).set_body_json(answer)
             })
             .mount(&server)
             .await;
