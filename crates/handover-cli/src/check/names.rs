@@ -75,6 +75,7 @@ pub(super) fn route(out: &mut String, config: &Config, r: &Route) {
         RouteVia::Alias => "alias".to_owned(),
         RouteVia::Direct => "provider/model".to_owned(),
         RouteVia::Pattern(p) => format!("route {p:?}"),
+        _ => "resolved".to_owned(),
     };
     let policy = config.route_policy(r);
     let under = r.policy.as_ref().map_or_else(

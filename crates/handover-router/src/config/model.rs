@@ -327,6 +327,7 @@ pub struct Route {
 
 /// How a name resolved, in the order names are tried.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RouteVia {
     /// The name of a policy.
     Policy,
