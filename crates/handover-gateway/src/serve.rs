@@ -26,6 +26,7 @@ use crate::state::GatewayState;
 pub struct Gateway {
     listener: TcpListener,
     state: GatewayState,
+    passes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Gateway {
@@ -51,7 +52,17 @@ impl Gateway {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| GatewayError::Bind { addr, source })?;
-        Ok(Self { listener, state })
+        Ok(Self {
+            listener,
+            state,
+            passes: tokio::sync::watch::Sender::new(0),
+        })
+    }
+
+    /// Counts the reconciler's finished passes (see [`Gateway::run`]): a
+    /// caller can wait for the pass after a change instead of sleeping.
+    pub fn reconcile_passes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.passes.subscribe()
     }
 
     /// The bound address (useful with port 0).
@@ -61,40 +72,76 @@ impl Gateway {
 
     /// Serves until `shutdown` completes, then stops accepting and waits up
     /// to `gateway.shutdown_grace` for in-flight requests to finish.
+    ///
+    /// Meanwhile the reconciler runs a pass every `gateway.reconcile_every`
+    /// over the due unknown operations (with the configured HTTP lookups),
+    /// sharing the work with every other replica on the same ledger; it
+    /// stops when shutdown begins (a pass in progress finishes first, within
+    /// the grace period).
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), GatewayError> {
         let grace: Duration = self.state.settings().shutdown_grace;
-        let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
-        let app = crate::app(self.state);
-        tracing::info!(addr = ?self.listener.local_addr().ok(), "handover gateway listening");
-        // Small writes (SSE chunks, short answers) go out at once, not
-        // after a delayed ACK.
-        let listener = self.listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let Self {
+            listener,
+            state,
+            passes,
+        } = self;
+        let reconciler = state.reconciler().on_pass(move |_| {
+            passes.send_modify(|n| *n += 1);
         });
-        let server = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                let _ = fired_tx.send(());
-            })
-            .into_future();
-        let mut server = std::pin::pin!(server);
-        tokio::select! {
-            r = &mut server => return r.map_err(GatewayError::Serve),
-            Ok(()) = fired_rx => {}
+        let every = state.settings().reconcile_every;
+        let reconciling = tokio::spawn(reconciler.run(every, async move {
+            let _ = stop_rx.await;
+        }));
+        let served = serve_until(listener, state, grace, shutdown).await;
+        let _ = stop_tx.send(());
+        if tokio::time::timeout(grace, reconciling).await.is_err() {
+            tracing::warn!(
+                ?grace,
+                "the reconciliation pass did not finish within the grace period"
+            );
         }
-        tracing::info!(?grace, "shutting down: finishing in-flight requests");
-        match tokio::time::timeout(grace, server).await {
-            Ok(r) => r.map_err(GatewayError::Serve),
-            Err(_) => {
-                tracing::warn!(
-                    ?grace,
-                    "shutdown grace elapsed; dropping the remaining requests"
-                );
-                Ok(())
-            }
+        served
+    }
+}
+
+async fn serve_until(
+    listener: TcpListener,
+    state: GatewayState,
+    grace: Duration,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), GatewayError> {
+    let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
+    let app = crate::app(state);
+    tracing::info!(addr = ?listener.local_addr().ok(), "handover gateway listening");
+    // Small writes (SSE chunks, short answers) go out at once, not
+    // after a delayed ACK.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let server = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = fired_tx.send(());
+        })
+        .into_future();
+    let mut server = std::pin::pin!(server);
+    tokio::select! {
+        r = &mut server => return r.map_err(GatewayError::Serve),
+        Ok(()) = fired_rx => {}
+    }
+    tracing::info!(?grace, "shutting down: finishing in-flight requests");
+    match tokio::time::timeout(grace, server).await {
+        Ok(r) => r.map_err(GatewayError::Serve),
+        Err(_) => {
+            tracing::warn!(
+                ?grace,
+                "shutdown grace elapsed; dropping the remaining requests"
+            );
+            Ok(())
         }
     }
 }

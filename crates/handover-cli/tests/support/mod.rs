@@ -115,3 +115,38 @@ pub async fn prepare_ops(ledger: &dyn Ledger, scope: &str) {
         }
     }
 }
+
+/// Drops the test's schema when the test ends (even on failure).
+pub struct SchemaGuard {
+    pub url: String,
+    pub schema: String,
+}
+
+impl Drop for SchemaGuard {
+    fn drop(&mut self) {
+        let (url, schema) = (self.url.clone(), self.schema.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                if let Ok(mut c) = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await {
+                    let sql = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
+                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                        .execute(&mut c)
+                        .await;
+                    let _ = sqlx::Connection::close(c).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// The URL with the schema as the session's search path, as an operator
+/// would configure a ledger that lives in its own schema.
+pub fn with_search_path(url: &str, schema: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}options=-c%20search_path%3D{schema}")
+}

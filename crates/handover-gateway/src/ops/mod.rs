@@ -19,6 +19,7 @@
 //! (I-JSON): otherwise 400 naming its path, and nothing is written.
 
 pub(crate) mod admin;
+pub(crate) mod pull;
 mod wire;
 
 use axum::extract::rejection::{PathRejection, QueryRejection};

@@ -16,7 +16,7 @@ mod issues;
 mod model;
 mod raw;
 mod route;
-mod validate;
+pub(crate) mod validate;
 
 use std::collections::BTreeMap;
 use std::path::Path;

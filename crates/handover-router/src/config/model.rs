@@ -231,6 +231,45 @@ pub struct ActionContract {
     pub idempotency: Option<IdempotencyContract>,
     /// Authoritative lookup, if the application registers one.
     pub lookup: Option<LookupContract>,
+    /// The lookup as an HTTP request Handover makes itself, if declared
+    /// (`url` under `[actions.NAME.lookup]`).
+    pub http_lookup: Option<HttpLookupSpec>,
+}
+
+/// `[actions.NAME.lookup]` with a `url`: how to ask the destination for an
+/// operation's record over HTTP, and how to read the answer. Secrets are
+/// never here: headers name the environment variables they come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpLookupSpec {
+    /// `GET` (default), `POST` or `HEAD`.
+    pub method: String,
+    /// URL template; placeholders `{destination_key}`, `{scope}`, `{key}`,
+    /// `{params.NAME}` (a top-level approved parameter), each percent-encoded.
+    pub url: String,
+    /// Request headers, in name order.
+    pub headers: Vec<(String, LookupHeader)>,
+    /// Statuses that mean "no such record" (default `[404]`).
+    pub not_found_status: Vec<u16>,
+    /// JSON pointer to the list of records in a 2xx answer (`""` or unset:
+    /// the whole body is the one record).
+    pub records: Option<String>,
+    /// Approved parameter name → JSON pointer into a record: a record whose
+    /// fields differ from the approved values is a divergence.
+    pub match_fields: std::collections::BTreeMap<String, String>,
+}
+
+/// Where a lookup header's value comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookupHeader {
+    /// Written in the configuration (not a secret).
+    Literal(String),
+    /// A secret from the environment variable `var`, after `prefix`.
+    Env {
+        /// The variable's name.
+        var: String,
+        /// Written before the secret (e.g. `"Bearer "`).
+        prefix: String,
+    },
 }
 
 /// `[gateway]`: the OpenAI-compatible gateway and operations API
@@ -239,6 +278,8 @@ pub struct ActionContract {
 pub struct GatewaySettings {
     /// Address to listen on.
     pub listen: SocketAddr,
+    /// How often `serve`'s reconciler looks for due unknown operations.
+    pub reconcile_every: Duration,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
     /// Interval of SSE keep-alive comments while a stream has nothing to send

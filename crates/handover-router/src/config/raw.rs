@@ -181,6 +181,32 @@ pub(crate) struct RawLookup {
     pub(crate) visibility_lag: String,
     pub(crate) check_every: Option<String>,
     pub(crate) max_check_every: Option<String>,
+    /// The HTTP lookup Handover runs itself (all optional; `url` enables it).
+    pub(crate) method: Option<String>,
+    pub(crate) url: Option<String>,
+    #[serde(default)]
+    pub(crate) headers: BTreeMap<String, RawHeaderValue>,
+    pub(crate) not_found_status: Option<Vec<u16>>,
+    pub(crate) records: Option<String>,
+    #[serde(default, rename = "match")]
+    pub(crate) match_fields: BTreeMap<String, String>,
+}
+
+/// A lookup header: a literal value, or a secret from an environment
+/// variable (with an optional prefix such as `"Bearer "`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawHeaderValue {
+    Literal(String),
+    Env(RawEnvHeader),
+}
+
+/// `{ env = "VAR", prefix = "Bearer " }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEnvHeader {
+    pub(crate) env: String,
+    pub(crate) prefix: Option<String>,
 }
 
 /// `[gateway]` (the OpenAI-compatible gateway and operations API).
@@ -188,6 +214,7 @@ pub(crate) struct RawLookup {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawGateway {
     pub(crate) listen: Option<String>,
+    pub(crate) reconcile_every: Option<String>,
     pub(crate) max_body_bytes: Option<u64>,
     pub(crate) keepalive: Option<String>,
     pub(crate) shutdown_grace: Option<String>,

@@ -33,6 +33,12 @@ pub(super) fn validate(
         raw.max_body_bytes,
         d::GATEWAY_MAX_BODY_BYTES as u64,
     ) as usize;
+    let reconcile_every = parse_or(
+        issues,
+        "gateway.reconcile_every",
+        raw.reconcile_every.as_deref(),
+        d::GATEWAY_RECONCILE_EVERY,
+    );
     let keepalive = parse_or(
         issues,
         "gateway.keepalive",
@@ -57,6 +63,7 @@ pub(super) fn validate(
     let routes = routes::validate(issues, providers, policies, &raw.models, raw.routes);
     GatewaySettings {
         listen,
+        reconcile_every,
         max_body_bytes,
         keepalive,
         shutdown_grace,

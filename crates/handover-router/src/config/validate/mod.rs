@@ -5,6 +5,7 @@
 mod action;
 mod gateway;
 mod ledger;
+pub(crate) mod lookup;
 mod policy;
 mod provider;
 mod routes;
@@ -54,7 +55,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
         .actions
         .into_iter()
         .map(|(name, a)| {
-            let a = action::validate(&mut issues, &ledger, &name, a);
+            let a = action::validate(&mut issues, &mut missing_keys, env, &ledger, &name, a);
             (name, a)
         })
         .collect();
