@@ -17,11 +17,7 @@ async fn ops_list_show_and_resolve_on_a_postgres_ledger() {
         println!("skipped: {URL_VAR} not set");
         return;
     };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let schema = format!("cli_{}_{nanos}", std::process::id());
+    let schema = fresh_schema("cli");
     let _guard = SchemaGuard {
         url: url.clone(),
         schema: schema.clone(),

@@ -1,5 +1,5 @@
 //! Configuration (DESIGN §8): one TOML file with `[ledger]`,
-//! `[providers.NAME]`, `[policies.NAME]`, `[actions.NAME]` and `[gateway]`.
+//! `[providers.NAME]`, `[policies.NAME]`, `[actions.NAME]`, `[gateway]` and `[mcp]`.
 //!
 //! Two phases, as in the house style: raw serde structs that reject unknown
 //! fields, then validation into runtime types. Every problem names its path
@@ -61,6 +61,7 @@ struct Inner {
     gateway: Option<GatewaySettings>,
     /// The policy of names that name none (see [`Config::route`]).
     builtin: PolicySettings,
+    mcp: Option<McpSettings>,
 }
 
 impl Config {
@@ -90,6 +91,7 @@ impl Config {
             actions: v.actions,
             gateway: v.gateway,
             builtin: v.builtin,
+            mcp: v.mcp,
         }));
         Ok((config, v.missing_keys))
     }
@@ -127,6 +129,12 @@ impl Config {
     /// `[gateway]` settings, if the file has that section.
     pub fn gateway(&self) -> Option<&GatewaySettings> {
         self.0.gateway.as_ref()
+    }
+
+    /// `[mcp]` settings (upstream servers and guarded tools), if the file
+    /// declares MCP servers or MCP actions.
+    pub fn mcp(&self) -> Option<&McpSettings> {
+        self.0.mcp.as_ref()
     }
 
     /// One policy.

@@ -18,6 +18,7 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub(crate) actions: BTreeMap<String, RawAction>,
     pub(crate) gateway: Option<RawGateway>,
+    pub(crate) mcp: Option<RawMcp>,
 }
 
 /// `[ledger]`.
@@ -164,6 +165,19 @@ pub(crate) struct RawAction {
     pub(crate) timeout: Option<String>,
     pub(crate) idempotency: Option<RawIdempotency>,
     pub(crate) lookup: Option<RawLookup>,
+    pub(crate) mcp: Option<RawActionMcp>,
+}
+
+/// `[actions.NAME] mcp = { server, tool, key_from, key_argument }`: the MCP
+/// tool this action is (`handover mcp` guards its `tools/call`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawActionMcp {
+    pub(crate) server: String,
+    pub(crate) tool: String,
+    #[serde(default)]
+    pub(crate) key_from: Vec<String>,
+    pub(crate) key_argument: Option<String>,
 }
 
 /// `[actions.NAME.idempotency]`.
@@ -190,6 +204,8 @@ pub(crate) struct RawLookup {
     pub(crate) records: Option<String>,
     #[serde(default, rename = "match")]
     pub(crate) match_fields: BTreeMap<String, String>,
+    pub(crate) mcp_tool: Option<String>,
+    pub(crate) arguments: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// A lookup header: a literal value, or a secret from an environment
@@ -251,4 +267,23 @@ pub(crate) struct RawGatewayClient {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawGatewayOperator {
     pub(crate) token_sha256: String,
+}
+
+/// `[mcp]` (the MCP proxy, `handover mcp`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcp {
+    pub(crate) scope: Option<String>,
+    #[serde(default)]
+    pub(crate) servers: BTreeMap<String, RawMcpServer>,
+}
+
+/// `[mcp.servers.NAME]`: one upstream MCP server.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcpServer {
+    pub(crate) command: Option<String>,
+    #[serde(default)]
+    pub(crate) args: Vec<String>,
+    pub(crate) url: Option<String>,
 }

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use handover_ledger::{
-    Clock, DueFilter, OperationRecord, Owner, Resolution, ResolvedAs, State, StateKind, Timestamp,
-    UnknownInfo, UnknownUpdate,
+    ActionName, Clock, DueFilter, OperationRecord, Owner, Resolution, ResolvedAs, State, StateKind,
+    Timestamp, UnknownInfo, UnknownUpdate,
 };
 
 pub use http::HttpLookup;
@@ -74,6 +74,7 @@ pub struct Reconciler {
     lookups: HashMap<String, Arc<dyn Lookup>>,
     resenders: HashMap<String, Arc<dyn Executor>>,
     on_pass: Option<PassHook>,
+    registered_only: bool,
 }
 
 type PassHook = Box<dyn Fn(&Result<ReconcileReport, RouterError>) + Send + Sync>;
@@ -101,6 +102,7 @@ impl Reconciler {
             lookups: HashMap::new(),
             resenders: HashMap::new(),
             on_pass: None,
+            registered_only: false,
         }
     }
 
@@ -189,6 +191,17 @@ impl Reconciler {
         self
     }
 
+    /// Looks only at operations of actions with a registered lookup or
+    /// re-sender, leaving every other unknown operation to the reconciler
+    /// that serves it (e.g. one door of several sharing a ledger: the MCP
+    /// proxy reconciles its MCP actions only). Without this, an action with
+    /// nothing registered is handed to the review queue.
+    #[must_use]
+    pub fn registered_actions_only(mut self) -> Self {
+        self.registered_only = true;
+        self
+    }
+
     /// Runs passes every `every` until `shutdown` resolves. Errors of one
     /// pass are logged and the next pass runs on schedule.
     pub async fn run(self, every: Duration, shutdown: impl Future<Output = ()>) {
@@ -265,11 +278,12 @@ impl Reconciler {
     /// the pass goes on. `Err` only when the ledger cannot hand out work.
     pub async fn run_once(&self) -> Result<ReconcileReport, RouterError> {
         let mut report = ReconcileReport::default();
+        let due = self.due_filter();
         loop {
             let taken = self
                 .gate
                 .ledger()
-                .take_due_unknown(&self.due, self.batch, self.hold)
+                .take_due_unknown(&due, self.batch, self.hold)
                 .await?;
             let more = taken.len() >= self.batch;
             for rec in &taken {
@@ -281,6 +295,27 @@ impl Reconciler {
         }
         crate::metrics::reconcile(&report);
         Ok(report)
+    }
+
+    /// The filter a pass leases with: with [`Reconciler::registered_actions_only`],
+    /// narrowed to the actions that have a lookup or a re-sender.
+    fn due_filter(&self) -> DueFilter {
+        let mut due = self.due.clone();
+        if self.registered_only {
+            let mut actions: Vec<ActionName> = Vec::new();
+            for name in self.lookups.keys().chain(self.resenders.keys()) {
+                if let Ok(a) = ActionName::new(name.as_str())
+                    && !actions.contains(&a)
+                {
+                    actions.push(a);
+                }
+            }
+            due.actions = Some(match due.actions.take() {
+                Some(only) => actions.into_iter().filter(|a| only.contains(a)).collect(),
+                None => actions,
+            });
+        }
+        due
     }
 
     async fn reconcile_one(&self, rec: &OperationRecord, report: &mut ReconcileReport) {

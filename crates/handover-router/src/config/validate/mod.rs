@@ -6,6 +6,7 @@ mod action;
 mod gateway;
 mod ledger;
 pub(crate) mod lookup;
+mod mcp;
 mod policy;
 mod provider;
 mod routes;
@@ -29,6 +30,7 @@ pub(crate) struct Validated {
     pub(crate) actions: BTreeMap<String, ActionContract>,
     pub(crate) gateway: Option<GatewaySettings>,
     pub(crate) builtin: PolicySettings,
+    pub(crate) mcp: Option<McpSettings>,
     pub(crate) missing_keys: ConfigIssues,
 }
 
@@ -51,14 +53,27 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
             (name, p)
         })
         .collect();
+    let mut action_mcp = BTreeMap::new();
     let actions = raw
         .actions
         .into_iter()
-        .map(|(name, a)| {
+        .map(|(name, mut a)| {
+            let (lookup_tool, lookup_arguments) = a
+                .lookup
+                .as_mut()
+                .map(|l| (l.mcp_tool.take(), l.arguments.take()))
+                .unwrap_or_default();
+            let m = mcp::ActionMcp {
+                binding: a.mcp.take(),
+                lookup_tool,
+                lookup_arguments,
+            };
+            action_mcp.insert(name.clone(), m);
             let a = action::validate(&mut issues, &mut missing_keys, env, &ledger, &name, a);
             (name, a)
         })
         .collect();
+    let mcp = mcp::validate(&mut issues, raw.mcp, action_mcp);
     let gateway = raw
         .gateway
         .map(|g| gateway::validate(&mut issues, &providers, &policies, g));
@@ -70,6 +85,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
             actions,
             gateway,
             builtin: policy::builtin(),
+            mcp,
             missing_keys,
         })
     } else {
