@@ -5,7 +5,10 @@
 //! gateway (bearer token, policy lookup, router task with its budget, OpenAI
 //! JSON both ways), non-streaming and streaming; then the same back to back
 //! on one connection (closed loop), which shows the gateway's own processing
-//! without the thread wake-ups an idle-between-requests load pays. Each
+//! without the thread wake-ups an idle-between-requests load pays; and, on
+//! that closed loop, a model name resolved through a `[gateway.routes]`
+//! pattern (`bench-7` → `mock/bench-7`, per-model breaker) against the
+//! policy's own name (`default`) as the baseline. Each
 //! series reports p50/p99 latency, the overhead over the baseline, errors,
 //! and the process RSS. Direct and gateway halves alternate.
 //!
@@ -40,12 +43,15 @@ backend = "memory"
 kind = "openai_compatible"
 base_url = "{mock}/v1"
 model = "gpt-4o-mini"
+models = "*"
 max_concurrency = 4096
 max_queue = 4096
 [policies.default]
 chain = ["mock"]
 [gateway]
 listen = "127.0.0.1:0"
+[gateway.routes]
+"bench-*" = {{ chain = ["mock/{{model}}"], policy = "default" }}
 [gateway.clients.bench]
 token_sha256 = "{hash}"
 scope = "bench"
@@ -253,6 +259,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     let direct_url = format!("{mock}/v1/chat/completions");
     let gateway_url = format!("{gateway}/v1/chat/completions");
     const PLAIN: &str = r#"{"model":"default","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Hello!"}]}"#;
+    const ROUTED: &str = r#"{"model":"bench-7","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Hello!"}]}"#;
     const STREAM: &str = r#"{"model":"default","stream":true,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Hello!"}]}"#;
     let (rss_before, _) = rss_kib();
     emit(serde_json::json!({"bench": "gateway", "rss_before_kib": rss_before}));
@@ -277,5 +284,12 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         let g = g.merge(sequential(&client, g_url, Some(TOKEN), body, half).await);
         report(mode, "closed-loop", None, d, g);
     }
+    // A routed name against the policy's own name, both through the gateway.
+    let half = closed_ops / 2;
+    let p = sequential(&client, g_url, Some(TOKEN), PLAIN, half).await;
+    let r = sequential(&client, g_url, Some(TOKEN), ROUTED, half).await;
+    let p = p.merge(sequential(&client, g_url, Some(TOKEN), PLAIN, half).await);
+    let r = r.merge(sequential(&client, g_url, Some(TOKEN), ROUTED, half).await);
+    report("chat_routed_vs_policy", "closed-loop", None, p, r);
     Ok(())
 }

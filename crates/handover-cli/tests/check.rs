@@ -42,7 +42,12 @@ fn the_example_prints_resolved_chains_budgets_error_tables_and_contracts() {
         .unwrap();
     let text = ok(&out);
     for needle in [
-        "chain openai -> deepseek -> local",
+        "chain openai/gpt-4o-mini -> deepseek/deepseek-chat -> local/llama-3.1-8b-instruct",
+        "models: gpt-4.1, gpt-4.1-mini, gpt-4o-mini",
+        "gpt-4o-mini  (alias) -> chain openai/gpt-4o-mini -> ",
+        "openai/gpt-4.1  -> that step alone, under policy default",
+        "local/*  (any model)",
+        r#""gpt-4.1*"  (pattern; {model} = the requested name) -> chain openai/{model} -> deepseek under policy default"#,
         "deadline 1m, max 6 request(s) sent",
         "overloaded=next",
         "invalid_request=fail",
@@ -113,4 +118,35 @@ fn broken_configs_fail_naming_the_path_of_every_problem() {
     let missing = dir.path().join("nope.toml");
     let err = failed(&run(&["check", "--config", missing.to_str().unwrap()]));
     assert!(err.contains("nope.toml"), "{err}");
+}
+
+#[test]
+fn model_flag_prints_what_a_name_runs_and_fails_on_names_that_resolve_to_nothing() {
+    let path = config_dir().join("handover.example.toml");
+    let path = path.to_str().unwrap();
+    let out = ok(&run(&[
+        "check",
+        "--config",
+        path,
+        "--model",
+        "gpt-4.1-mini",
+        "--model",
+        "llama-3.2",
+    ]));
+    for needle in [
+        r#"gpt-4.1-mini  (route "gpt-4.1*") -> chain openai/gpt-4.1-mini -> deepseek/deepseek-chat under policy default"#,
+        r#"llama-3.2  (route "llama-*") -> chain local/llama-3.2 -> local/llama-3.1-8b-instruct under the built-in defaults"#,
+    ] {
+        assert!(out.contains(needle), "missing {needle:?} in:\n{out}");
+    }
+    let out = run(&["check", "--config", path, "--model", "gpt-4.1-nano"]);
+    assert!(
+        !out.status.success(),
+        "a name that resolves to nothing fails"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(r#"provider "openai" does not serve model "gpt-4.1-nano""#),
+        "{text}"
+    );
 }

@@ -95,18 +95,6 @@ impl GatewayState {
     pub(crate) fn metrics(&self) -> Option<&PrometheusHandle> {
         self.0.metrics.as_ref()
     }
-
-    /// The policy a chat request's `model` names: an alias from
-    /// `[gateway.models]`, or a policy's own name.
-    pub fn policy_for(&self, model: &str) -> Option<&str> {
-        if let Some(p) = self.0.settings.models.get(model) {
-            return Some(p);
-        }
-        self.config()
-            .policies()
-            .get_key_value(model)
-            .map(|(k, _)| k.as_str())
-    }
 }
 
 /// The `[gateway]` section, refused when missing or without clients (checked

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use handover_ledger::{TaskBudget, TaskBudgets, TaskId};
 use handover_router::RouterError;
+use handover_router::config::Route;
 use handover_router::route::Task;
 
 use crate::api_error::ApiError;
@@ -47,20 +48,20 @@ fn task_id(headers: &HeaderMap, client: &Client) -> Result<Option<TaskId>, ApiEr
 }
 
 /// The task a call runs under: the one its `x-handover-task` names (joined
-/// in the ledger's store), or a fresh one of `policy`.
+/// in the ledger's store), or a fresh one of `route`.
 pub(crate) async fn open(
     state: &GatewayState,
-    policy: &str,
+    route: &Route,
     client: &Client,
     headers: &HeaderMap,
 ) -> Result<Task, ApiError> {
     let Some(id) = task_id(headers, client)? else {
-        return state.router().task(policy).map_err(|e| refused(&e));
+        return state.router().task_for(route).map_err(|e| refused(&e));
     };
     let store: Arc<dyn TaskBudgets> = state.ledger().clone();
     state
         .router()
-        .join_task(policy, store, &id)
+        .join_task_for(route, store, &id)
         .await
         .map_err(|e| refused(&e))
 }

@@ -139,6 +139,11 @@ impl Breaker {
         }
     }
 
+    /// Closed with no failure counted: the same as a new breaker.
+    pub(crate) fn is_pristine(&self) -> bool {
+        matches!(*self.lock(), Inner::Closed { failures: 0 })
+    }
+
     /// Reports a successful attempt: closes the breaker.
     pub fn record_success(&self) {
         *self.lock() = Inner::Closed { failures: 0 };

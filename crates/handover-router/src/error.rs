@@ -49,6 +49,15 @@ pub enum RouterError {
     /// The task produced no answer; the failure lists every attempt.
     #[error("{0}")]
     Task(Box<crate::route::TaskFailure>),
+    /// A request's model names no policy, alias, `provider/model` or route
+    /// (see [`crate::config::Config::route`]).
+    #[error("unknown model {name:?}: {reason}")]
+    UnknownModel {
+        /// The name as requested.
+        name: String,
+        /// Why it did not resolve.
+        reason: String,
+    },
     /// A call named a task that was opened under another policy; nothing
     /// was sent. One task keeps the policy (and so the budget) of its
     /// first call.

@@ -218,3 +218,54 @@ async fn under_load_a_few_overloads_fail_about_as_many_calls_not_everyones() {
         injected_rate * 100.0
     );
 }
+
+/// One provider entry serving two models: failures of one model open that
+/// model's breaker only; an account failure opens the provider for all.
+#[tokio::test(start_paused = true)]
+async fn breakers_are_per_model_except_for_account_failures() {
+    let (primary, fallback) = pair().await;
+    let r = support::chain::router(&format!(
+        "[ledger]\nbackend = \"memory\"\n\
+         [providers.primary]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"gpt-4o-mini\"\nmodels = [\"gpt-4.1\"]\n\
+         [providers.primary.breaker]\nfailure_threshold = 2\n\
+         [providers.fallback]\nkind = \"deepseek\"\nbase_url = \"{}\"\nmodel = \"deepseek-chat\"\n\
+         [policies.big]\nchain = [\"primary/gpt-4.1\", \"fallback\"]\n\
+         [policies.mini]\nchain = [\"primary\", \"fallback\"]\n",
+        primary.base_url(),
+        fallback.base_url()
+    ));
+    let state = |model| r.model_breaker_state("primary", model).unwrap().as_str();
+
+    primary.set_default(overloaded());
+    for _ in 0..2 {
+        let done = r.chat(&r.task("big").unwrap(), &hello()).await.unwrap();
+        assert_eq!(done.provider, "fallback");
+        assert_eq!(done.attempts[0].model, "gpt-4.1");
+    }
+    assert_eq!(state("gpt-4.1"), "open");
+    assert_eq!(state("gpt-4o-mini"), "closed", "another model's overloads");
+    assert_eq!(r.breaker_state("primary").unwrap().as_str(), "closed");
+    let done = r.chat(&r.task("big").unwrap(), &hello()).await.unwrap();
+    assert_eq!(done.skipped[0].reason, SkipReason::BreakerOpen);
+    assert_eq!(primary.requests(), 2, "the open model is not asked");
+
+    // The default model still reaches the provider; an auth failure there
+    // opens the provider for every model.
+    primary.set_default(status(
+        401,
+        "Incorrect API key provided",
+        Some("invalid_api_key"),
+    ));
+    let done = r.chat(&r.task("mini").unwrap(), &hello()).await.unwrap();
+    assert_eq!(done.attempts[0].model, "gpt-4o-mini");
+    assert_eq!(
+        done.attempts[0].result,
+        AttemptResult::Failed(ErrorClass::Auth)
+    );
+    assert_eq!(primary.requests(), 3);
+    for model in ["gpt-4o-mini", "gpt-4.1", "never-asked"] {
+        assert_eq!(state(model), "open", "{model}");
+    }
+    r.chat(&r.task("mini").unwrap(), &hello()).await.unwrap();
+    assert_eq!(primary.requests(), 3, "no model of the provider is asked");
+}

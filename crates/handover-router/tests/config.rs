@@ -74,7 +74,8 @@ fn example_resolves_every_section() {
         Duration::from_secs(72 * 3600)
     );
     let policy = config.policy("default").unwrap();
-    assert_eq!(policy.chain, ["openai", "deepseek", "local"]);
+    let chain: Vec<String> = policy.chain.iter().map(|h| h.provider.clone()).collect();
+    assert_eq!(chain, ["openai", "deepseek", "local"]);
     assert_eq!(policy.max_requests, 6);
     assert_eq!(policy.commit_point, CommitPoint::FirstToken);
     assert_eq!(
@@ -113,7 +114,10 @@ fn unknown_provider_in_chain_names_index_and_value() {
 #[test]
 fn duplicate_and_empty_chains_are_errors() {
     let dup = BASE.replace(r#"chain = ["a", "b"]"#, r#"chain = ["a", "b", "a"]"#);
-    assert!(errors(&dup).contains(r#"policies.default.chain[2]: duplicate provider "a" in chain"#));
+    assert!(errors(&dup).contains(r#"policies.default.chain[2]: duplicate step "a/m" in chain"#));
+    // The default model named explicitly is the same step.
+    let dup = BASE.replace(r#"chain = ["a", "b"]"#, r#"chain = ["a", "b", "a/m"]"#);
+    assert!(errors(&dup).contains(r#"policies.default.chain[2]: duplicate step "a/m" in chain"#));
     let empty = BASE.replace(r#"chain = ["a", "b"]"#, "chain = []");
     assert!(errors(&empty).contains("policies.default.chain: must name at least one provider"));
 }

@@ -20,6 +20,8 @@
 //!   operation ([`MockDestination::effects_for`]). It reads a
 //!   [`Clock`](handover_ledger::Clock): share the ledger's `ManualClock` to
 //!   move retention windows and lags without sleeping.
+//! * [`ModelsProvider`] — an upstream serving any model by name: answers
+//!   with the model asked for, fails the models it is told to fail.
 //! * [`bodies`] — realistic provider wire bodies.
 //!
 //! # Testing your own tool
@@ -66,6 +68,7 @@
 
 pub mod bodies;
 mod destination;
+mod models;
 mod provider;
 mod tcp_provider;
 
@@ -73,5 +76,6 @@ pub use bodies::Flavor;
 pub use destination::{
     Behaviour, DestinationBuilder, LookedUp, MockDestination, Record, lookup_records,
 };
+pub use models::ModelsProvider;
 pub use provider::{MockProvider, Reply};
 pub use tcp_provider::{After, Plan, TcpProvider};

@@ -132,25 +132,15 @@ pub(crate) async fn start(
             format!("{field}: {reason}"),
         ));
     }
-    let policy = state.policy_for(model).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "invalid_request_error",
-            "model_not_found",
-            format!(
-                "the model {model:?} is neither a policy nor an alias (GET /v1/models lists them)"
-            ),
-        )
-        .with_param("model")
-    })?;
-    crate::task::open(state, policy, client, headers).await
+    let route = state.config().route(model).map_err(|e| router_error(&e))?;
+    crate::task::open(state, &route, client, headers).await
 }
 
 /// A failed call as an HTTP error (see `docs/gateway.md` for the table).
 pub(crate) fn router_error(e: &RouterError) -> ApiError {
     let message = e.to_string();
     let err = match e {
-        RouterError::UnknownPolicy(_) => ApiError::new(
+        RouterError::UnknownPolicy(_) | RouterError::UnknownModel { .. } => ApiError::new(
             StatusCode::NOT_FOUND,
             "invalid_request_error",
             "model_not_found",

@@ -115,10 +115,8 @@ async fn produce<E: Encoder>(
         attempts_header(stream.attempts(), stream.skipped()),
         crate::task::remaining(&task),
     )));
-    // The configured model until the provider names its own.
-    if let Some(p) = state.config().provider(stream.provider()) {
-        encoder.heading(&StreamEvent::Model(p.model.clone()));
-    }
+    // The model the route asked for until the provider names its own.
+    encoder.heading(&StreamEvent::Model(stream.model().to_owned()));
     forward(stream, encoder, &mut out).await;
 }
 

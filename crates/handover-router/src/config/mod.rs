@@ -9,11 +9,13 @@
 //! at startup ([`Config::parse`]) or a warning for `handover check`
 //! ([`Config::check`]).
 
+mod chain;
 pub mod defaults;
 mod duration;
 mod issues;
 mod model;
 mod raw;
+mod route;
 pub(crate) mod validate;
 
 use std::collections::BTreeMap;
@@ -57,6 +59,8 @@ struct Inner {
     policies: BTreeMap<String, PolicySettings>,
     actions: BTreeMap<String, ActionContract>,
     gateway: Option<GatewaySettings>,
+    /// The policy of names that name none (see [`Config::route`]).
+    builtin: PolicySettings,
     mcp: Option<McpSettings>,
 }
 
@@ -86,6 +90,7 @@ impl Config {
             policies: v.policies,
             actions: v.actions,
             gateway: v.gateway,
+            builtin: v.builtin,
             mcp: v.mcp,
         }));
         Ok((config, v.missing_keys))

@@ -75,8 +75,10 @@ pub struct ProviderConfig {
     pub kind: ProviderKind,
     /// Base URL (defaults per kind; required for `openai_compatible`).
     pub base_url: Option<String>,
-    /// Model requested by default.
+    /// Model requested by default (a chain entry naming only the provider).
     pub model: String,
+    /// Every model this provider may serve (the default one included).
+    pub models: ModelSet,
     /// Environment variable holding the API key (never the key itself).
     pub api_key_env: Option<String>,
     /// Data classes this provider may receive. A request without a class may
@@ -156,8 +158,8 @@ pub struct BackoffSettings {
 pub struct PolicySettings {
     /// The policy's name.
     pub name: String,
-    /// Providers in fallback order.
-    pub chain: Vec<String>,
+    /// Provider and model of each step, in fallback order.
+    pub chain: Vec<Hop>,
     /// Absolute time budget of one user task.
     pub deadline: Duration,
     /// HTTP requests actually sent, across every provider and retry.
@@ -292,6 +294,90 @@ pub struct GatewaySettings {
     /// Model aliases a client may name in `model`: alias → policy.
     /// Every policy is also reachable by its own name.
     pub models: BTreeMap<String, String>,
+    /// The policy whose budget and error table serve `provider/model`
+    /// names; `None`: the built-in policy defaults.
+    pub direct_policy: Option<String>,
+    /// `[gateway.routes]`, most specific first (see [`super::Config::route`]).
+    pub routes: Vec<PatternRoute>,
+}
+
+/// The models a provider entry may serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSet {
+    /// `models = "*"`: any model name the upstream accepts.
+    Any,
+    /// These names (the default `model` always among them).
+    Listed(BTreeSet<String>),
+}
+
+impl ModelSet {
+    /// Whether a request may name `model` on this provider.
+    pub fn serves(&self, model: &str) -> bool {
+        match self {
+            Self::Any => model_name_ok(model),
+            Self::Listed(names) => names.contains(model),
+        }
+    }
+}
+
+/// Whether `name` may be a model name: 1-255 visible ASCII characters.
+pub(crate) fn model_name_ok(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 255 && name.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// One step of a chain: a provider entry and the model asked of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Hop {
+    /// The `[providers.NAME]` entry.
+    pub provider: String,
+    /// The model requested from it.
+    pub model: String,
+}
+
+impl std::fmt::Display for Hop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.provider, self.model)
+    }
+}
+
+/// `[gateway.routes]`: a request `model` pattern with its own chain, run
+/// under a policy's budget, error table and data classes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatternRoute {
+    /// The pattern; `*` matches any run of characters (none included).
+    pub pattern: String,
+    /// Chain entries as written; `{model}` stands for the requested name.
+    pub chain: Vec<String>,
+    /// The policy it runs under; `None`: the built-in policy defaults.
+    pub policy: Option<String>,
+}
+
+/// What a request's `model` name resolved to ([`super::Config::route`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The name as requested.
+    pub name: String,
+    /// How it resolved.
+    pub via: RouteVia,
+    /// The policy whose budget, retries and data classes apply; `None`:
+    /// the built-in policy defaults.
+    pub policy: Option<String>,
+    /// The steps, in fallback order.
+    pub chain: Vec<Hop>,
+}
+
+/// How a name resolved, in the order names are tried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RouteVia {
+    /// The name of a policy.
+    Policy,
+    /// A `[gateway.models]` alias.
+    Alias,
+    /// `provider/model`: one step, no fallback.
+    Direct,
+    /// A `[gateway.routes]` entry (its pattern).
+    Pattern(String),
 }
 
 /// `[gateway.clients.NAME]`: an agent backend calling the gateway.

@@ -54,8 +54,50 @@ pub(crate) struct RawProvider {
     pub(crate) price_output_per_mtok: Option<f64>,
     pub(crate) timeouts: Option<RawTimeouts>,
     pub(crate) breaker: Option<RawBreaker>,
-    #[serde(default)]
-    pub(crate) models: BTreeMap<String, RawModel>,
+    pub(crate) models: Option<RawModels>,
+}
+
+/// `[providers.NAME].models`: what the provider may serve besides its
+/// default `model`. Three spellings of one idea: `"*"` (any model), a list
+/// of names, or a table of names with per-model settings.
+#[derive(Debug)]
+pub(crate) enum RawModels {
+    /// A string; only `"*"` is valid (checked in validation, with the path).
+    Any(String),
+    /// `models = ["a", "b"]`.
+    List(Vec<String>),
+    /// `[providers.NAME.models.MODEL]` tables.
+    Table(BTreeMap<String, RawModel>),
+}
+
+impl<'de> Deserialize<'de> for RawModels {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = RawModels;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("\"*\", a list of model names, or a table of per-model settings")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawModels, E> {
+                Ok(RawModels::Any(v.to_owned()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> Result<RawModels, A::Error> {
+                Deserialize::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+                    .map(RawModels::List)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RawModels, A::Error> {
+                Deserialize::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawModels::Table)
+            }
+        }
+        de.deserialize_any(Visitor)
+    }
 }
 
 /// `[providers.NAME.timeouts]`.
@@ -198,6 +240,18 @@ pub(crate) struct RawGateway {
     pub(crate) operators: BTreeMap<String, RawGatewayOperator>,
     #[serde(default)]
     pub(crate) models: BTreeMap<String, String>,
+    /// The policy whose budget and error table serve `provider/model` names.
+    pub(crate) direct_policy: Option<String>,
+    #[serde(default)]
+    pub(crate) routes: BTreeMap<String, RawRoute>,
+}
+
+/// `[gateway.routes] "PATTERN" = { chain = [...], policy = "NAME" }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRoute {
+    pub(crate) chain: Vec<String>,
+    pub(crate) policy: Option<String>,
 }
 
 /// `[gateway.clients.NAME]`.

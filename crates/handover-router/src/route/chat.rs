@@ -4,7 +4,7 @@ use handover_providers::{ChatRequest, ChatResponse, Provider, ProviderError};
 
 use super::report::Completion;
 use super::task::Task;
-use super::upstream::Upstream;
+use super::upstream::Target;
 use super::walk::{Answer, Call, Needs, Tried, Try};
 use super::{Router, late};
 use crate::error::RouterError;
@@ -20,7 +20,7 @@ impl Router {
         let walked = self.walk(task, needs, &Whole(req)).await?;
         let (response, run) = (walked.answered.value, walked.run);
         Ok(Completion {
-            provider: walked.upstream.config.name.clone(),
+            provider: walked.target.provider().to_owned(),
             model: response.model.clone(),
             usage: response.usage.clone(),
             cost: walked.answered.cost,
@@ -43,32 +43,36 @@ impl Call for Whole<'_> {
 
     async fn call(&self, at: Try<'_>) -> Tried<ChatResponse> {
         let Some(after) = at.task.policy.abandon_after else {
-            let result = at.upstream.provider.chat(self.0, &at.options).await;
+            let result = at.target.upstream.provider.chat(self.0, &at.options).await;
             drop(at.permit);
-            return answer(at.upstream, result);
+            return answer(at.target, result);
         };
-        let (up, req, options, permit) =
-            (at.upstream.clone(), self.0.clone(), at.options, at.permit);
+        let (up, req, options, permit) = (
+            at.target.upstream.clone(),
+            self.0.clone(),
+            at.options,
+            at.permit,
+        );
         let mut call = tokio::spawn(async move {
             let result = up.provider.chat(&req, &options).await;
             (result, permit)
         });
         match tokio::time::timeout(after, &mut call).await {
-            Ok(Ok((result, _permit))) => answer(at.upstream, result),
+            Ok(Ok((result, _permit))) => answer(at.target, result),
             Ok(Err(join)) => std::panic::resume_unwind(join.into_panic()),
             Err(_waited) => {
-                late::watch(at.task, at.upstream, at.started, call);
+                late::watch(at.task, at.target, at.started, call);
                 Tried::Abandoned
             }
         }
     }
 }
 
-fn answer(upstream: &Upstream, result: Result<ChatResponse, ProviderError>) -> Tried<ChatResponse> {
+fn answer(target: &Target, result: Result<ChatResponse, ProviderError>) -> Tried<ChatResponse> {
     match result {
         Ok(response) => Tried::Answered(Answer {
             request_id: response.request_id.clone(),
-            cost: upstream.cost(response.usage.as_ref()),
+            cost: target.upstream.cost(response.usage.as_ref()),
             complete: true,
             value: response,
         }),

@@ -3,7 +3,6 @@
 //! record and the metrics — and triggers nothing: no answer is replaced, no
 //! tool call is executed, no breaker is moved.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use handover_providers::{ChatResponse, ProviderError};
@@ -11,18 +10,18 @@ use tokio::task::JoinHandle;
 
 use super::report::{Attempt, AttemptResult};
 use super::task::Task;
-use super::upstream::Upstream;
+use super::upstream::Target;
 use crate::admission::Permit;
 
 /// Waits for an abandoned call in the background and records how it ended.
 pub(crate) fn watch(
     task: &Task,
-    upstream: &Arc<Upstream>,
+    target: &Target,
     started: Duration,
     call: JoinHandle<(Result<ChatResponse, ProviderError>, Permit)>,
 ) {
     let (late, budget) = (task.late.clone(), task.budget.clone());
-    let (provider, model) = (upstream.config.name.clone(), upstream.config.model.clone());
+    let (provider, model) = (target.provider().to_owned(), target.model.clone());
     tokio::spawn(async move {
         let Ok((result, _permit)) = call.await else {
             return;

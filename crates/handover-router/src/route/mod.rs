@@ -34,7 +34,7 @@ use handover_ledger::{TaskBudgets, TaskId, TaskLimits, TaskOpen};
 
 use crate::breaker::BreakerState;
 use crate::budget::Budget;
-use crate::config::{Config, PolicySettings};
+use crate::config::{Config, Hop, PolicySettings, Route};
 use crate::error::RouterError;
 use upstream::Upstream;
 
@@ -50,6 +50,8 @@ pub struct Router {
     config: Config,
     upstreams: Arc<HashMap<String, Arc<Upstream>>>,
     policies: Arc<HashMap<String, Arc<PolicySettings>>>,
+    /// The policy of routes that name none.
+    builtin: Arc<PolicySettings>,
 }
 
 impl Router {
@@ -74,22 +76,66 @@ impl Router {
             .iter()
             .map(|(name, p)| (name.clone(), Arc::new(p.clone())))
             .collect();
+        let builtin = Arc::new(config.builtin_policy().clone());
         Ok(Self {
+            builtin,
             config: config.clone(),
             upstreams: Arc::new(upstreams),
             policies: Arc::new(policies),
         })
     }
 
-    /// Starts a user task under `policy`: its budget starts now.
+    /// Starts a user task under `policy` (its chain, its budget): the
+    /// budget starts now.
     pub fn task(&self, policy: &str) -> Result<Task, RouterError> {
+        let (policy, chain) = self.by_policy(policy)?;
+        Ok(self.start(policy, chain))
+    }
+
+    /// Starts a user task for a resolved model name (see
+    /// [`Config::route`]): the route's chain under its policy's budget.
+    pub fn task_for(&self, route: &Route) -> Result<Task, RouterError> {
+        let (policy, chain) = self.by_route(route)?;
+        Ok(self.start(policy, chain))
+    }
+
+    /// A policy with its own chain.
+    fn by_policy(&self, policy: &str) -> Result<(Arc<PolicySettings>, Arc<[Hop]>), RouterError> {
         let policy = self
             .policies
             .get(policy)
             .ok_or_else(|| RouterError::UnknownPolicy(policy.to_owned()))?
             .clone();
+        let chain = policy.chain.as_slice().into();
+        Ok((policy, chain))
+    }
+
+    /// A route's policy (or the built-in defaults) with the route's chain.
+    fn by_route(&self, route: &Route) -> Result<(Arc<PolicySettings>, Arc<[Hop]>), RouterError> {
+        let policy = match &route.policy {
+            None => self.builtin.clone(),
+            Some(p) => self
+                .policies
+                .get(p)
+                .ok_or_else(|| RouterError::UnknownPolicy(p.clone()))?
+                .clone(),
+        };
+        if let Some(h) = route
+            .chain
+            .iter()
+            .find(|h| !self.upstreams.contains_key(&h.provider))
+        {
+            return Err(RouterError::UnknownModel {
+                name: route.name.clone(),
+                reason: format!("unknown provider {:?}", h.provider),
+            });
+        }
+        Ok((policy, route.chain.as_slice().into()))
+    }
+
+    fn start(&self, policy: Arc<PolicySettings>, chain: Arc<[Hop]>) -> Task {
         crate::metrics::task_started(&policy.name);
-        Ok(Task {
+        Task {
             id: uuid::Uuid::now_v7(),
             budget: Arc::new(Budget::new(
                 policy.deadline,
@@ -98,7 +144,8 @@ impl Router {
             )),
             late: Arc::default(),
             policy,
-        })
+            chain,
+        }
     }
 
     /// Joins the user task `id` whose budget lives in `store`, shared by
@@ -115,11 +162,30 @@ impl Router {
         store: Arc<dyn TaskBudgets>,
         id: &TaskId,
     ) -> Result<Task, RouterError> {
-        let settings = self
-            .policies
-            .get(policy)
-            .ok_or_else(|| RouterError::UnknownPolicy(policy.to_owned()))?
-            .clone();
+        let (settings, chain) = self.by_policy(policy)?;
+        self.join(settings, chain, store, id).await
+    }
+
+    /// Like [`Router::join_task`] for a resolved model name (see
+    /// [`Config::route`]): the route's chain under its policy, whose name
+    /// the task keeps.
+    pub async fn join_task_for(
+        &self,
+        route: &Route,
+        store: Arc<dyn TaskBudgets>,
+        id: &TaskId,
+    ) -> Result<Task, RouterError> {
+        let (settings, chain) = self.by_route(route)?;
+        self.join(settings, chain, store, id).await
+    }
+
+    async fn join(
+        &self,
+        settings: Arc<PolicySettings>,
+        chain: Arc<[Hop]>,
+        store: Arc<dyn TaskBudgets>,
+        id: &TaskId,
+    ) -> Result<Task, RouterError> {
         let limits = TaskLimits {
             policy: settings.name.clone(),
             deadline: settings.deadline,
@@ -146,12 +212,21 @@ impl Router {
             budget: Arc::new(Budget::shared(store, view)),
             late: Arc::default(),
             policy: settings,
+            chain,
         })
     }
 
-    /// The breaker state of a provider (for health endpoints and tests).
+    /// The breaker state of a provider's default model (for health
+    /// endpoints and tests): open if the provider's or the model's breaker is.
     pub fn breaker_state(&self, provider: &str) -> Option<BreakerState> {
-        self.upstreams.get(provider).map(|u| u.breaker.state())
+        let u = self.upstreams.get(provider)?;
+        Some(u.state(&u.config.model))
+    }
+
+    /// The breaker state of one model of a provider: open if the
+    /// provider's or the model's breaker is.
+    pub fn model_breaker_state(&self, provider: &str, model: &str) -> Option<BreakerState> {
+        Some(self.upstreams.get(provider)?.state(model))
     }
 
     /// The configuration this router was built from.

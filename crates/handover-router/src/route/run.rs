@@ -11,7 +11,7 @@ use super::report::{
     Attempt, AttemptResult, FailureReason, Partial, Skip, SkipReason, TaskFailure,
 };
 use super::task::{RequestCounter, Task};
-use super::upstream::{BreakerTicket, Upstream};
+use super::upstream::{BreakerTicket, Target};
 use super::walk::{Answer, Answered, Leave};
 use crate::admission::{Permit, Refused};
 use crate::backoff::Backoff;
@@ -47,11 +47,11 @@ impl<'t> Run<'t> {
             .any(|a| matches!(a.result, AttemptResult::Failed(_)))
     }
 
-    pub(crate) fn skip(&mut self, upstream: &Upstream, reason: SkipReason) {
-        crate::metrics::skipped(&upstream.config.name, reason);
+    pub(crate) fn skip(&mut self, target: &Target, reason: SkipReason) {
+        crate::metrics::skipped(target.provider(), reason);
         self.skipped.push(Skip {
-            provider: upstream.config.name.clone(),
-            model: upstream.config.model.clone(),
+            provider: target.provider().to_owned(),
+            model: target.model.clone(),
             at: self.now(),
             reason,
         });
@@ -59,16 +59,16 @@ impl<'t> Run<'t> {
 
     pub(crate) fn record(
         &mut self,
-        upstream: &Upstream,
+        target: &Target,
         started: Duration,
         result: AttemptResult,
         sent: bool,
         request_id: Option<String>,
     ) {
-        crate::metrics::attempt(&upstream.config.name, &result);
+        crate::metrics::attempt(target.provider(), &result);
         self.attempts.push(Attempt {
-            provider: upstream.config.name.clone(),
-            model: upstream.config.model.clone(),
+            provider: target.provider().to_owned(),
+            model: target.model.clone(),
             started,
             ended: self.now(),
             result,
@@ -90,15 +90,12 @@ impl<'t> Run<'t> {
     }
 
     /// Waits for a concurrency slot of `upstream` within the budget.
-    pub(crate) async fn admit(
-        &mut self,
-        upstream: &Upstream,
-        failover: bool,
-    ) -> Result<Permit, Leave> {
+    pub(crate) async fn admit(&mut self, target: &Target, failover: bool) -> Result<Permit, Leave> {
         if let Err(e) = self.task.budget.check() {
             return Err(Leave::Stop(FailureReason::Budget(e)));
         }
-        match upstream
+        match target
+            .upstream
             .admission
             .acquire(failover, &self.task.budget)
             .await
@@ -110,7 +107,7 @@ impl<'t> Run<'t> {
                 Err(e) => Err(Leave::Stop(FailureReason::Budget(e))),
             },
             Err(Refused::QueueFull) => {
-                self.skip(upstream, SkipReason::QueueFull);
+                self.skip(target, SkipReason::QueueFull);
                 Err(Leave::Next)
             }
             Err(Refused::Budget(e)) => Err(Leave::Stop(FailureReason::Budget(e))),
@@ -121,7 +118,7 @@ impl<'t> Run<'t> {
     /// when the answer is complete — the breaker's success.
     pub(crate) fn answered<T>(
         &mut self,
-        upstream: &Upstream,
+        target: &Target,
         mut ticket: BreakerTicket,
         started: Duration,
         answer: Answer<T>,
@@ -130,11 +127,11 @@ impl<'t> Run<'t> {
             ticket.succeeded();
         }
         let result = AttemptResult::Answered;
-        self.record(upstream, started, result, true, answer.request_id);
+        self.record(target, started, result, true, answer.request_id);
         if let Some(c) = answer.cost {
             self.task.budget.charge(c);
         }
-        let (policy, provider) = (&self.task.policy.name, &upstream.config.name);
+        let (policy, provider) = (&self.task.policy.name, target.provider());
         crate::metrics::answered(policy, provider, self.now(), answer.cost);
         Answered {
             value: answer.value,
@@ -145,10 +142,13 @@ impl<'t> Run<'t> {
 
     /// Per-call options: the provider's timeouts cut to what remains, and
     /// the budget counting requests at the transport.
-    pub(crate) fn call_options(&self, upstream: &Upstream) -> CallOptions {
+    /// The model asked for is the target's.
+    pub(crate) fn call_options(&self, target: &Target) -> CallOptions {
         CallOptions::default()
+            .with_model(target.model.as_str())
             .with_timeouts(
-                upstream
+                target
+                    .upstream
                     .config
                     .timeouts
                     .capped(self.task.budget.remaining()),

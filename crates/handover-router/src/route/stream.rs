@@ -13,7 +13,6 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::{Stream, StreamExt};
@@ -24,7 +23,7 @@ use handover_providers::{
 use super::Router;
 use super::report::{Attempt, Partial, Skip};
 use super::task::Task;
-use super::upstream::{BreakerTicket, Upstream};
+use super::upstream::{BreakerTicket, Target};
 use super::walk::{Answer, Call, Needs, Tried, Try};
 use crate::config::CommitPoint;
 use crate::error::RouterError;
@@ -56,7 +55,7 @@ fn is_data(ev: &StreamEvent) -> bool {
 pub struct RoutedStream {
     buffered: VecDeque<StreamEvent>,
     inner: Option<ChatStream>,
-    upstream: Arc<Upstream>,
+    target: Target,
     events: usize,
     complete: bool,
     broken: Option<StreamBroken>,
@@ -71,7 +70,8 @@ pub struct RoutedStream {
 impl std::fmt::Debug for RoutedStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RoutedStream")
-            .field("provider", &self.upstream.config.name)
+            .field("provider", &self.target.provider())
+            .field("model", &self.target.model)
             .field("events", &self.events)
             .field("complete", &self.complete)
             .finish_non_exhaustive()
@@ -81,7 +81,13 @@ impl std::fmt::Debug for RoutedStream {
 impl RoutedStream {
     /// The provider answering.
     pub fn provider(&self) -> &str {
-        &self.upstream.config.name
+        self.target.provider()
+    }
+
+    /// The model asked of the provider answering (the stream's own events
+    /// may name the model that served it more precisely).
+    pub fn model(&self) -> &str {
+        &self.target.model
     }
 
     /// Attempts made before this stream was committed (the last one is the
@@ -108,7 +114,7 @@ impl RoutedStream {
     fn broke(&mut self, err: &ProviderError) -> StreamBroken {
         self.ticket.failed(err.class());
         let b = StreamBroken {
-            provider: self.upstream.config.name.clone(),
+            provider: self.target.provider().to_owned(),
             class: err.class(),
             events: self.events,
         };
@@ -174,7 +180,7 @@ impl Router {
             complete: rest.is_none(),
             buffered,
             inner: rest,
-            upstream: walked.upstream,
+            target: walked.target,
             events,
             broken: None,
             ticket: walked.answered.ticket,
@@ -193,9 +199,14 @@ impl Call for UntilCommit<'_> {
     type Output = Committed;
 
     async fn call(&self, at: Try<'_>) -> Tried<Committed> {
-        let (upstream, commit) = (at.upstream, at.task.policy.commit_point);
-        let tried = match upstream.provider.chat_stream(self.0, &at.options).await {
-            Ok(stream) => open_until_commit(upstream, stream, commit).await,
+        let (target, commit) = (at.target, at.task.policy.commit_point);
+        let tried = match target
+            .upstream
+            .provider
+            .chat_stream(self.0, &at.options)
+            .await
+        {
+            Ok(stream) => open_until_commit(target, stream, commit).await,
             Err(error) => Tried::Failed {
                 request_id: error.request_id().map(str::to_owned),
                 error,
@@ -208,7 +219,7 @@ impl Call for UntilCommit<'_> {
 }
 
 async fn open_until_commit(
-    upstream: &Upstream,
+    target: &Target,
     mut stream: ChatStream,
     commit: CommitPoint,
 ) -> Tried<Committed> {
@@ -220,7 +231,7 @@ async fn open_until_commit(
         let ev = match stream.next().await {
             Some(Ok(ev)) => ev,
             Some(Err(error)) => {
-                let provider = upstream.config.name.clone();
+                let provider = target.provider().to_owned();
                 let partial = (events > 0).then_some(Partial {
                     provider,
                     text,

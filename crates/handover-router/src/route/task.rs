@@ -7,7 +7,7 @@ use handover_providers::{SendCounter, SendInfo, SendRefused};
 
 use super::report::Attempt;
 use crate::budget::Budget;
-use crate::config::PolicySettings;
+use crate::config::{Hop, PolicySettings};
 
 /// A user task: the unit that is completed or not (the denominator of the
 /// completion rate), with its one budget.
@@ -15,6 +15,9 @@ use crate::config::PolicySettings;
 pub struct Task {
     pub(crate) id: uuid::Uuid,
     pub(crate) policy: Arc<PolicySettings>,
+    /// The steps it walks: its policy's chain, or the chain of the route
+    /// the request's name resolved to.
+    pub(crate) chain: Arc<[Hop]>,
     pub(crate) budget: Arc<Budget>,
     pub(crate) late: Arc<Mutex<Vec<Attempt>>>,
 }
@@ -34,6 +37,11 @@ impl Task {
     /// for them. Recorded for the record only: nothing is done with them.
     pub fn late_attempts(&self) -> Vec<Attempt> {
         self.late.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The provider/model steps each call walks, in fallback order.
+    pub fn chain(&self) -> &[Hop] {
+        &self.chain
     }
 
     /// Its budget (shared by every call, retry, sleep and switch).

@@ -14,7 +14,6 @@
 //! for a slot, backoff sleeps, cost — is drawn from the task's one budget
 //! (`Task::budget`), so the walk does not care where that budget lives.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use handover_providers::{CallOptions, Capability, ChatRequest, Need, ProviderError};
@@ -23,7 +22,7 @@ use super::Router;
 use super::report::{AttemptResult, FailureReason, Partial, Skip, SkipReason};
 use super::run::Run;
 use super::task::Task;
-use super::upstream::{BreakerTicket, Upstream};
+use super::upstream::{BreakerTicket, Target};
 use crate::admission::Permit;
 use crate::backoff::Backoff;
 use crate::error::RouterError;
@@ -48,12 +47,12 @@ impl<'r> Needs<'r> {
         }
     }
 
-    /// Why `upstream` may not serve this request, if it may not.
-    fn refusal(&self, upstream: &Upstream) -> Option<SkipReason> {
-        if !upstream.accepts(self.data_class) {
+    /// Why `target` may not serve this request, if it may not.
+    fn refusal(&self, target: &Target) -> Option<SkipReason> {
+        if !target.upstream.accepts(self.data_class) {
             return Some(SkipReason::DataClass);
         }
-        let kind = upstream.config.kind;
+        let kind = target.upstream.config.kind;
         self.features
             .iter()
             .find(|n| !kind.supports(n.capability))
@@ -122,7 +121,7 @@ pub(crate) trait Call {
 /// One try of one provider, as the walk hands it to the [`Call`].
 pub(crate) struct Try<'a> {
     pub(crate) task: &'a Task,
-    pub(crate) upstream: &'a Arc<Upstream>,
+    pub(crate) target: &'a Target,
     /// Timeouts cut to the budget, and the budget's request counter.
     pub(crate) options: CallOptions,
     /// The provider's concurrency slot: hold it as long as the provider
@@ -151,19 +150,8 @@ pub(crate) struct Answered<T> {
 /// The end of a walk that produced an answer.
 pub(crate) struct Walked<'t, T> {
     pub(crate) answered: Answered<T>,
-    pub(crate) upstream: Arc<Upstream>,
+    pub(crate) target: Target,
     pub(crate) run: Run<'t>,
-}
-
-impl<'t, T> Walked<'t, T> {
-    fn new(answered: Answered<T>, upstream: &Arc<Upstream>, run: Run<'t>) -> Self {
-        let upstream = upstream.clone();
-        Self {
-            answered,
-            upstream,
-            run,
-        }
-    }
 }
 
 impl Router {
@@ -187,28 +175,33 @@ impl Router {
         call: &C,
     ) -> Result<Walked<'t, C::Output>, RouterError> {
         let mut run = Run::new(task);
-        let chain = || {
-            task.policy
-                .chain
-                .iter()
-                .filter_map(|name| self.upstreams.get(name))
-        };
-        if chain().all(|u| needs.refusal(u).is_some()) {
-            for u in chain() {
-                if let Some(why) = needs.refusal(u) {
-                    run.skip(u, why);
+        let chain: Vec<Target> = task
+            .chain
+            .iter()
+            .filter_map(|hop| Some(self.upstreams.get(&hop.provider)?.target(&hop.model)))
+            .collect();
+        if chain.iter().all(|t| needs.refusal(t).is_some()) {
+            for t in &chain {
+                if let Some(why) = needs.refusal(t) {
+                    run.skip(t, why);
                 }
             }
             let reason = needs.nobody_allowed(&run.skipped);
             return Err(stopped(run, reason));
         }
-        for upstream in chain() {
-            if let Some(why) = needs.refusal(upstream) {
-                run.skip(upstream, why);
+        for target in chain {
+            if let Some(why) = needs.refusal(&target) {
+                run.skip(&target, why);
                 continue;
             }
-            match try_provider(&mut run, upstream, call).await {
-                Ok(answered) => return Ok(Walked::new(answered, upstream, run)),
+            match try_provider(&mut run, &target, call).await {
+                Ok(answered) => {
+                    return Ok(Walked {
+                        answered,
+                        target,
+                        run,
+                    });
+                }
                 Err(Leave::Next) => {}
                 Err(Leave::Stop(reason)) => return Err(stopped(run, reason)),
             }
@@ -225,10 +218,10 @@ fn stopped(run: Run<'_>, reason: FailureReason) -> RouterError {
     RouterError::Task(Box::new(run.fail(reason)))
 }
 
-/// Tries one provider as often as the policy allows.
+/// Tries one provider (for one model) as often as the policy allows.
 async fn try_provider<C: Call>(
     run: &mut Run<'_>,
-    upstream: &Arc<Upstream>,
+    target: &Target,
     call: &C,
 ) -> Result<Answered<C::Output>, Leave> {
     let failover = run.failed_any();
@@ -237,26 +230,26 @@ async fn try_provider<C: Call>(
     loop {
         // Asked before every try, retries included: a breaker opened
         // meanwhile (by this call's failures or another task's) is obeyed.
-        let Some(mut ticket) = BreakerTicket::admit(upstream) else {
-            run.skip(upstream, SkipReason::BreakerOpen);
+        let Some(mut ticket) = BreakerTicket::admit(target) else {
+            run.skip(target, SkipReason::BreakerOpen);
             return Err(Leave::Next);
         };
-        let permit = run.admit(upstream, failover).await?;
+        let permit = run.admit(target, failover).await?;
         let started = run.now();
         let tried = call
             .call(Try {
                 task: run.task,
-                upstream,
-                options: run.call_options(upstream),
+                target,
+                options: run.call_options(target),
                 permit,
                 started,
             })
             .await;
         tries += 1;
         let (error, request_id, partial) = match tried {
-            Tried::Answered(answer) => return Ok(run.answered(upstream, ticket, started, answer)),
+            Tried::Answered(answer) => return Ok(run.answered(target, ticket, started, answer)),
             Tried::Abandoned => {
-                run.record(upstream, started, AttemptResult::Abandoned, true, None);
+                run.record(target, started, AttemptResult::Abandoned, true, None);
                 return Err(Leave::Next);
             }
             Tried::Failed {
@@ -266,7 +259,7 @@ async fn try_provider<C: Call>(
             } => (error, request_id, partial),
         };
         let result = AttemptResult::Failed(error.class());
-        run.record(upstream, started, result, error.was_sent(), request_id);
+        run.record(target, started, result, error.was_sent(), request_id);
         run.partials.extend(partial);
         run.after_failure(&mut ticket, &error, tries, &mut backoff)
             .await?;

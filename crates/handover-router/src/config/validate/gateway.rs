@@ -7,12 +7,15 @@ use std::net::SocketAddr;
 use super::super::defaults as d;
 use super::super::duration::parse_or;
 use super::super::issues::ConfigIssues;
-use super::super::model::{GatewayClient, GatewayOperator, GatewaySettings, PolicySettings};
+use super::super::model::{
+    GatewayClient, GatewayOperator, GatewaySettings, PolicySettings, ProviderConfig,
+};
 use super::super::raw::{RawGateway, RawGatewayClient, RawGatewayOperator};
-use super::{name_ok, positive};
+use super::{name_ok, positive, routes};
 
 pub(super) fn validate(
     issues: &mut ConfigIssues,
+    providers: &BTreeMap<String, ProviderConfig>,
     policies: &BTreeMap<String, PolicySettings>,
     raw: RawGateway,
 ) -> GatewaySettings {
@@ -52,6 +55,12 @@ pub(super) fn validate(
     let clients = clients(issues, &mut tokens, raw.clients);
     let operators = operators(issues, &mut tokens, raw.operators);
     aliases(issues, policies, &raw.models);
+    if let Some(p) = &raw.direct_policy
+        && !policies.contains_key(p)
+    {
+        issues.push("gateway.direct_policy", format!("unknown policy {p:?}"));
+    }
+    let routes = routes::validate(issues, providers, policies, &raw.models, raw.routes);
     GatewaySettings {
         listen,
         reconcile_every,
@@ -61,6 +70,8 @@ pub(super) fn validate(
         clients,
         operators,
         models: raw.models,
+        direct_policy: raw.direct_policy,
+        routes,
     }
 }
 

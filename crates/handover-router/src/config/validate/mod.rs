@@ -9,6 +9,7 @@ pub(crate) mod lookup;
 mod mcp;
 mod policy;
 mod provider;
+mod routes;
 
 use std::collections::BTreeMap;
 
@@ -28,6 +29,7 @@ pub(crate) struct Validated {
     pub(crate) policies: BTreeMap<String, PolicySettings>,
     pub(crate) actions: BTreeMap<String, ActionContract>,
     pub(crate) gateway: Option<GatewaySettings>,
+    pub(crate) builtin: PolicySettings,
     pub(crate) mcp: Option<McpSettings>,
     pub(crate) missing_keys: ConfigIssues,
 }
@@ -74,7 +76,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
     let mcp = mcp::validate(&mut issues, raw.mcp, action_mcp);
     let gateway = raw
         .gateway
-        .map(|g| gateway::validate(&mut issues, &policies, g));
+        .map(|g| gateway::validate(&mut issues, &providers, &policies, g));
     if issues.is_empty() {
         Ok(Validated {
             ledger,
@@ -82,6 +84,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
             policies,
             actions,
             gateway,
+            builtin: policy::builtin(),
             mcp,
             missing_keys,
         })

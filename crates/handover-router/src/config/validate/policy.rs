@@ -3,9 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use super::super::chain::{MODEL_PLACEHOLDER, hop};
 use super::super::defaults as d;
 use super::super::duration::{parse, parse_or};
 use super::super::issues::ConfigIssues;
+use super::super::model::Hop;
 use super::super::model::{
     BackoffSettings, ClassAction, CommitPoint, ErrorClass, PolicySettings, ProviderConfig,
 };
@@ -20,7 +22,7 @@ pub(super) fn validate(
 ) -> PolicySettings {
     let path = format!("policies.{name}");
     name_ok(issues, &path, name);
-    chain(issues, &path, providers, &raw.chain);
+    let chain = chain(issues, &format!("{path}.chain"), providers, &raw.chain);
     let data_classes = data_classes(issues, &path, providers, &raw);
     let max_requests = positive_u32(
         issues,
@@ -60,7 +62,7 @@ pub(super) fn validate(
             raw.deadline.as_deref(),
             d::DEADLINE,
         ),
-        chain: raw.chain,
+        chain,
         max_requests,
         max_cost,
         max_attempts_per_provider,
@@ -72,31 +74,59 @@ pub(super) fn validate(
     }
 }
 
-/// At least one provider, each configured and named once.
-fn chain(
+/// The policy of names that name none (`provider/model` without
+/// `gateway.direct_policy`, routes without `policy`): every setting at its
+/// default. Its name, `(defaults)`, can be no policy's name.
+pub(super) fn builtin() -> PolicySettings {
+    let mut issues = ConfigIssues::default();
+    PolicySettings {
+        name: BUILTIN_POLICY.to_owned(),
+        chain: Vec::new(),
+        deadline: d::DEADLINE,
+        max_requests: d::MAX_REQUESTS,
+        max_cost: None,
+        max_attempts_per_provider: d::MAX_ATTEMPTS_PER_PROVIDER,
+        commit_point: CommitPoint::FirstToken,
+        abandon_after: None,
+        data_classes: BTreeSet::new(),
+        backoff: backoff(&mut issues, "", RawBackoff::default()),
+        on: class_actions(&mut issues, "", &BTreeMap::new()),
+    }
+}
+
+/// The name of [`builtin`].
+const BUILTIN_POLICY: &str = "(defaults)";
+
+/// At least one entry, each a configured provider (and a model it serves),
+/// none twice. `path` is the chain's own path (`policies.NAME.chain`).
+pub(super) fn chain(
     issues: &mut ConfigIssues,
     path: &str,
     providers: &BTreeMap<String, ProviderConfig>,
-    chain: &[String],
-) {
-    if chain.is_empty() {
-        issues.push(format!("{path}.chain"), "must name at least one provider");
+    entries: &[String],
+) -> Vec<Hop> {
+    if entries.is_empty() {
+        issues.push(path, "must name at least one provider");
     }
-    let mut seen = BTreeSet::new();
-    for (i, p) in chain.iter().enumerate() {
-        if !providers.contains_key(p) {
+    let mut hops: Vec<Hop> = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        if entry.contains(MODEL_PLACEHOLDER) {
             issues.push(
-                format!("{path}.chain[{i}]"),
-                format!("unknown provider {p:?}"),
+                at,
+                format!("{MODEL_PLACEHOLDER} is only known in [gateway.routes]"),
             );
+            continue;
         }
-        if !seen.insert(p) {
-            issues.push(
-                format!("{path}.chain[{i}]"),
-                format!("duplicate provider {p:?} in chain"),
-            );
+        match hop(providers, entry) {
+            Err(e) => issues.push(at, e),
+            Ok(h) if hops.contains(&h) => {
+                issues.push(at, format!("duplicate step {:?} in chain", h.to_string()));
+            }
+            Ok(h) => hops.push(h),
         }
     }
+    hops
 }
 
 /// Each data class the policy serves must be accepted by a provider of its chain.
@@ -111,7 +141,7 @@ fn data_classes(
         let accepted = raw
             .chain
             .iter()
-            .filter_map(|p| providers.get(p))
+            .filter_map(|entry| providers.get(provider_of(entry)))
             .any(|p| p.data_classes.contains(class));
         if !accepted {
             issues.push(
@@ -191,4 +221,9 @@ fn class_actions(
         }
     }
     on
+}
+
+/// The provider part of a chain entry.
+pub(super) fn provider_of(entry: &str) -> &str {
+    entry.split_once('/').map_or(entry, |(p, _)| p)
 }

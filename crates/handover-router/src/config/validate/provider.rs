@@ -6,8 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::super::defaults as d;
 use super::super::duration::parse_or;
 use super::super::issues::ConfigIssues;
-use super::super::model::{BreakerSettings, Prices, ProviderConfig, ProviderKind, Timeouts};
-use super::super::raw::{RawBreaker, RawModel, RawProvider, RawTimeouts};
+use super::super::model::{
+    BreakerSettings, ModelSet, Prices, ProviderConfig, ProviderKind, Timeouts, model_name_ok,
+};
+use super::super::raw::{RawBreaker, RawModel, RawModels, RawProvider, RawTimeouts};
 use super::{EnvLookup, choice, name_ok, name_set, positive, positive_u32};
 
 pub(super) fn validate(
@@ -39,12 +41,14 @@ pub(super) fn validate(
     let fallback_share = fallback_share(issues, &path, raw.fallback_share);
     let timeouts = timeouts(issues, &path, raw.timeouts.unwrap_or_default());
     let breaker = breaker(issues, &path, raw.breaker.unwrap_or_default());
-    let no_reasoning_passback = no_reasoning_passback(issues, &path, &raw.models);
+    let (models, settings) = models(issues, &path, &raw.model, raw.models);
+    let no_reasoning_passback = no_reasoning_passback(issues, &path, &settings);
     Some(ProviderConfig {
         name: name.to_owned(),
         kind,
         base_url: raw.base_url,
         model: raw.model,
+        models,
         api_key_env: raw.api_key_env,
         data_classes,
         max_concurrency: positive(
@@ -187,6 +191,50 @@ fn breaker(issues: &mut ConfigIssues, path: &str, b: RawBreaker) -> BreakerSetti
         ),
         half_open_probes,
     }
+}
+
+/// `models`: `"*"`, a list, or a table of per-model settings (returned
+/// apart). The default `model` is always served.
+fn models(
+    issues: &mut ConfigIssues,
+    path: &str,
+    default: &str,
+    raw: Option<RawModels>,
+) -> (ModelSet, BTreeMap<String, RawModel>) {
+    let mpath = format!("{path}.models");
+    let (names, settings) = match raw {
+        None => (Vec::new(), BTreeMap::new()),
+        Some(RawModels::Any(s)) if s == "*" => return (ModelSet::Any, BTreeMap::new()),
+        Some(RawModels::Any(s)) => {
+            issues.push(
+                mpath,
+                format!("{s:?} is not \"*\" (any model), a list of model names or a table"),
+            );
+            (Vec::new(), BTreeMap::new())
+        }
+        Some(RawModels::List(names)) => {
+            let names = names.into_iter().enumerate();
+            let named = names.map(|(i, n)| (format!("{mpath}[{i}]"), n)).collect();
+            (named, BTreeMap::new())
+        }
+        Some(RawModels::Table(table)) => {
+            let named = table.keys().map(|n| (format!("{mpath}.{n}"), n.clone()));
+            (named.collect(), table)
+        }
+    };
+    let mut set = BTreeSet::from([default.to_owned()]);
+    for (at, name) in names {
+        if name == "*" {
+            issues.push(at, "\"*\" stands alone: write models = \"*\"");
+        } else if !model_name_ok(&name) {
+            issues.push(
+                at,
+                format!("invalid model name {name:?} (use 1-255 visible ASCII characters)"),
+            );
+        }
+        set.insert(name);
+    }
+    (ModelSet::Listed(set), settings)
 }
 
 /// Models whose reasoning content must never be passed back.

@@ -12,10 +12,13 @@ use handover::Config;
 use handover::router::RouterError;
 use handover::router::config::{
     ActionContract, ErrorClass, GatewaySettings, LedgerBackend, LedgerSettings, LookupHeader,
-    PolicySettings, ProviderConfig,
+    ModelSet, PolicySettings, ProviderConfig,
 };
 
 use crate::term::Style;
+
+mod names;
+use names::{chain, names, route};
 
 /// Arguments of `handover check`.
 #[derive(Debug, Args)]
@@ -23,6 +26,9 @@ pub(crate) struct CheckArgs {
     /// The configuration file to validate.
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
+    /// Also print what a request naming MODEL would run (repeatable).
+    #[arg(long = "model", value_name = "MODEL")]
+    models: Vec<String>,
 }
 
 pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
@@ -67,8 +73,25 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         }
     );
     render(&mut out, &config, &env, style);
+    let mut unresolved = false;
+    if !args.models.is_empty() {
+        let _ = writeln!(out, "\n{}", style.bold("requested models"));
+    }
+    for name in &args.models {
+        match config.route(name) {
+            Ok(r) => route(&mut out, &config, &r),
+            Err(e) => {
+                unresolved = true;
+                let _ = writeln!(out, "  {name:?}: {e}");
+            }
+        }
+    }
     print!("{out}");
-    Ok(ExitCode::SUCCESS)
+    Ok(if unresolved {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn d(d: Duration) -> String {
@@ -107,6 +130,7 @@ fn render(out: &mut String, config: &Config, env: &dyn Fn(&str) -> Option<String
     if let Some(g) = config.gateway() {
         gateway(out, g, s);
     }
+    names(out, config, s);
 }
 
 fn gateway(out: &mut String, g: &GatewaySettings, s: Style) {
@@ -184,6 +208,11 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
         p.name, p.kind, p.model
     );
     let _ = writeln!(out, "      api key: {key}");
+    let models = match &p.models {
+        ModelSet::Any => "any (\"*\")".to_owned(),
+        ModelSet::Listed(m) => list(m),
+    };
+    let _ = writeln!(out, "      models: {models}");
     let _ = writeln!(out, "      data classes: {}", list(&p.data_classes));
     let prices = p.prices.map_or_else(
         || "no prices".to_owned(),
@@ -212,7 +241,7 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
     let b = &p.breaker;
     let _ = writeln!(
         out,
-        "      breaker: opens after {} failure(s) (429 and 503 included; at once on auth/billing/quota), open {}, {} half-open probe(s)",
+        "      breaker: per model, opens after {} failure(s) (429 and 503 included); for every model at once on auth/billing/quota, and after as many connect errors; open {}, {} half-open probe(s)",
         b.failure_threshold,
         d(b.open_for),
         b.half_open_probes
@@ -227,7 +256,7 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
 }
 
 fn policy(out: &mut String, p: &PolicySettings) {
-    let _ = writeln!(out, "  {}  chain {}", p.name, p.chain.join(" -> "));
+    let _ = writeln!(out, "  {}  chain {}", p.name, chain(&p.chain));
     let cost = p.max_cost.map_or_else(
         || "no cost ceiling".to_owned(),
         |c| format!("max cost ${c}"),
