@@ -119,6 +119,15 @@ fn gateway(out: &mut String, g: &GatewaySettings, s: Style) {
         d(g.keepalive),
         d(g.shutdown_grace)
     );
+    let _ = writeln!(
+        out,
+        "  connections at most {}, header within {}, body within {}, idle at most {}, {} request(s) in flight per client",
+        g.max_connections,
+        d(g.header_read_timeout),
+        d(g.body_read_timeout),
+        d(g.idle_timeout),
+        g.max_in_flight_per_client
+    );
     // Token hashes are never printed, only who may call and in which scope.
     for c in g.clients.values() {
         let _ = writeln!(out, "  client {} -> scope {}", c.name, c.scope);

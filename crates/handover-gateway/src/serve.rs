@@ -9,11 +9,9 @@
 //! sent) returns to `planned` when its lease passes, and a `dispatched` one
 //! becomes `unknown`, never `planned`.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use handover::HandoverOptions;
 use handover_router::config::Config;
 use tokio::net::TcpListener;
@@ -60,42 +58,15 @@ impl Gateway {
     }
 
     /// Serves until `shutdown` completes, then stops accepting and waits up
-    /// to `gateway.shutdown_grace` for in-flight requests to finish.
+    /// to `gateway.shutdown_grace` for in-flight requests (streams
+    /// included) to finish. Connection limits and deadlines: see
+    /// `docs/gateway.md`, "Operating it".
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), GatewayError> {
-        let grace: Duration = self.state.settings().shutdown_grace;
-        let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
-        let app = crate::app(self.state);
         tracing::info!(addr = ?self.listener.local_addr().ok(), "handover gateway listening");
-        // Small writes (SSE chunks, short answers) go out at once, not
-        // after a delayed ACK.
-        let listener = self.listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let server = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                let _ = fired_tx.send(());
-            })
-            .into_future();
-        let mut server = std::pin::pin!(server);
-        tokio::select! {
-            r = &mut server => return r.map_err(GatewayError::Serve),
-            Ok(()) = fired_rx => {}
-        }
-        tracing::info!(?grace, "shutting down: finishing in-flight requests");
-        match tokio::time::timeout(grace, server).await {
-            Ok(r) => r.map_err(GatewayError::Serve),
-            Err(_) => {
-                tracing::warn!(
-                    ?grace,
-                    "shutdown grace elapsed; dropping the remaining requests"
-                );
-                Ok(())
-            }
-        }
+        crate::conn::run(self.listener, self.state, shutdown).await
     }
 }
 

@@ -149,6 +149,11 @@ pub(crate) struct RawGateway {
     pub(crate) max_body_bytes: Option<u64>,
     pub(crate) keepalive: Option<String>,
     pub(crate) shutdown_grace: Option<String>,
+    pub(crate) header_read_timeout: Option<String>,
+    pub(crate) body_read_timeout: Option<String>,
+    pub(crate) idle_timeout: Option<String>,
+    pub(crate) max_connections: Option<u64>,
+    pub(crate) max_in_flight_per_client: Option<u64>,
     #[serde(default)]
     pub(crate) clients: BTreeMap<String, RawGatewayClient>,
     #[serde(default)]

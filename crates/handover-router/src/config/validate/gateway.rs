@@ -9,7 +9,7 @@ use super::super::duration::parse_or;
 use super::super::issues::ConfigIssues;
 use super::super::model::{GatewayClient, GatewayOperator, GatewaySettings, PolicySettings};
 use super::super::raw::{RawGateway, RawGatewayClient, RawGatewayOperator};
-use super::{name_ok, positive};
+use super::{name_ok, positive, positive_u32};
 
 pub(super) fn validate(
     issues: &mut ConfigIssues,
@@ -42,6 +42,39 @@ pub(super) fn validate(
         raw.shutdown_grace.as_deref(),
         d::GATEWAY_SHUTDOWN_GRACE,
     );
+    let timeout = |issues: &mut ConfigIssues, name: &str, raw: Option<&str>, default| {
+        parse_or(issues, &format!("gateway.{name}"), raw, default)
+    };
+    let header_read_timeout = timeout(
+        issues,
+        "header_read_timeout",
+        raw.header_read_timeout.as_deref(),
+        d::GATEWAY_HEADER_READ_TIMEOUT,
+    );
+    let body_read_timeout = timeout(
+        issues,
+        "body_read_timeout",
+        raw.body_read_timeout.as_deref(),
+        d::GATEWAY_BODY_READ_TIMEOUT,
+    );
+    let idle_timeout = timeout(
+        issues,
+        "idle_timeout",
+        raw.idle_timeout.as_deref(),
+        d::GATEWAY_IDLE_TIMEOUT,
+    );
+    let max_connections = positive_u32(
+        issues,
+        "gateway.max_connections",
+        raw.max_connections,
+        d::GATEWAY_MAX_CONNECTIONS,
+    );
+    let max_in_flight_per_client = positive_u32(
+        issues,
+        "gateway.max_in_flight_per_client",
+        raw.max_in_flight_per_client,
+        d::GATEWAY_MAX_IN_FLIGHT_PER_CLIENT,
+    );
     let mut tokens = Tokens::default();
     let clients = clients(issues, &mut tokens, raw.clients);
     let operators = operators(issues, &mut tokens, raw.operators);
@@ -51,6 +84,11 @@ pub(super) fn validate(
         max_body_bytes,
         keepalive,
         shutdown_grace,
+        header_read_timeout,
+        body_read_timeout,
+        idle_timeout,
+        max_connections,
+        max_in_flight_per_client,
         clients,
         operators,
         models: raw.models,
