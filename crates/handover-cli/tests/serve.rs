@@ -16,6 +16,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 const TOKEN: &str = "example-client-token";
+/// A prompt that must never reach the log.
+const PROMPT: &str = "ship order 4411 to the secret address";
 const TOKEN_SHA256: &str = "50f88aa457efc9d22985f9f0efd335f30b8fd187a999b69a70f11e6a8be39f4f";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -34,9 +36,10 @@ async fn serve_answers_an_openai_request_and_stops_gracefully() {
     )
     .unwrap();
 
-    let (mut child, addr, _lines) = tokio::task::spawn_blocking(move || start(&config))
-        .await
-        .unwrap();
+    let (mut child, addr, mut lines) =
+        tokio::task::spawn_blocking(move || start_with(&config, &["--log-format", "json"], None))
+            .await
+            .unwrap();
 
     let client = reqwest::Client::new();
     let health = client.get(format!("{addr}/healthz")).send().await.unwrap();
@@ -44,7 +47,7 @@ async fn serve_answers_an_openai_request_and_stops_gracefully() {
     let resp = client
         .post(format!("{addr}/v1/chat/completions"))
         .bearer_auth(TOKEN)
-        .json(&json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}))
+        .json(&json!({"model": "default", "messages": [{"role": "user", "content": PROMPT}]}))
         .send()
         .await
         .unwrap();
@@ -63,13 +66,108 @@ async fn serve_answers_an_openai_request_and_stops_gracefully() {
         .await
         .unwrap();
     assert!(exit.success(), "serve exited with {exit:?}");
+
+    // One JSON line per request at info: method, route, status, latency,
+    // policy, provider, attempts; never the token or the prompt.
+    let mut logged = Vec::new();
+    while let Some(line) = lines.recv().await {
+        logged.push(line);
+    }
+    let requests: Vec<Value> = logged
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["target"] == "handover::request")
+        .collect();
+    assert_eq!(requests.len(), 2, "{logged:#?}");
+    let chat = &requests[1];
+    assert_eq!(chat["level"], "INFO");
+    assert_eq!(chat["span"]["method"], "POST");
+    assert_eq!(chat["span"]["route"], "/v1/chat/completions");
+    assert_eq!(chat["span"]["policy"], "default");
+    assert_eq!(chat["fields"]["status"], 200);
+    assert_eq!(chat["fields"]["provider"], "primary");
+    assert_eq!(chat["fields"]["attempts"], "primary=answered");
+    assert!(chat["fields"]["latency_ms"].as_f64().unwrap() >= 0.0);
+    for line in &logged {
+        assert!(!line.contains(TOKEN) && !line.contains(PROMPT), "{line}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_log_filters_the_request_lines_and_a_startup_error_is_said_once() {
+    let provider = MockProvider::start(Flavor::OpenAi).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("handover.toml");
+    let write = |ledger: &Path| {
+        std::fs::write(
+            &config,
+            format!(
+                "[ledger]\nbackend = \"sqlite\"\npath = \"{}\"\n\n[providers.primary]\nkind = \"openai_compatible\"\nbase_url = \"{}\"\nmodel = \"m\"\n\n[policies.default]\nchain = [\"primary\"]\n\n[gateway]\nlisten = \"127.0.0.1:0\"\n\n[gateway.clients.app]\ntoken_sha256 = \"{TOKEN_SHA256}\"\nscope = \"tenant-1\"\n",
+                ledger.display(),
+                provider.base_url()
+            ),
+        )
+        .unwrap();
+    };
+
+    write(&dir.path().join("ledger.db"));
+    let cfg = config.clone();
+    let (child, addr, mut lines) =
+        tokio::task::spawn_blocking(move || start_with(&cfg, &[], Some("warn")))
+            .await
+            .unwrap();
+    let health = reqwest::get(format!("{addr}/healthz")).await.unwrap();
+    assert!(health.status().is_success());
+    signal(&child, "TERM");
+    let mut logged = Vec::new();
+    while let Some(line) = lines.recv().await {
+        logged.push(line);
+    }
+    assert!(
+        logged.iter().all(|l| !l.contains("route=")),
+        "RUST_LOG=warn still printed request lines: {logged:#?}"
+    );
+    let mut child = child;
+    assert!(child.wait().unwrap().success());
+
+    // A ledger that cannot be opened: one line, named for the ledger, with
+    // the driver's cause once.
+    write(&dir.path().join("no-such-dir").join("ledger.db"));
+    let out = support::handover()
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches("unable to open database file").count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("while opening the ledger"), "{err}");
+    assert!(!err.contains("router"), "{err}");
 }
 
 /// Starts `handover serve --config CONFIG`; the child, its address
 /// (`http://IP:PORT`, from its readiness line) and its further stderr lines.
 fn start(config: &Path) -> (Child, String, mpsc::UnboundedReceiver<String>) {
-    let mut child = support::handover()
+    start_with(config, &[], None)
+}
+
+/// [`start`] with more arguments and, if given, `RUST_LOG`.
+fn start_with(
+    config: &Path,
+    args: &[&str],
+    rust_log: Option<&str>,
+) -> (Child, String, mpsc::UnboundedReceiver<String>) {
+    let mut cmd = support::handover();
+    cmd.env_remove("RUST_LOG");
+    if let Some(filter) = rust_log {
+        cmd.env("RUST_LOG", filter);
+    }
+    let mut child = cmd
         .args(["serve", "--config", config.to_str().unwrap()])
+        .args(args)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();

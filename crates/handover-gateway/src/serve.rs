@@ -36,7 +36,11 @@ impl Gateway {
             .holder(format!("gateway-{}", uuid::Uuid::now_v7()))
             .open(&config)
             .await
-            .map_err(GatewayError::Router)?;
+            .map_err(|e| match e {
+                // Named for what failed: the ledger, not "the router".
+                handover_router::RouterError::Ledger(l) => GatewayError::Ledger(l),
+                e => GatewayError::Router(e),
+            })?;
         Self::with_state(GatewayState::new(handover)?, listen).await
     }
 
@@ -65,7 +69,9 @@ impl Gateway {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), GatewayError> {
-        tracing::info!(addr = ?self.listener.local_addr().ok(), "handover gateway listening");
+        if let Ok(addr) = self.listener.local_addr() {
+            tracing::info!(%addr, "handover gateway listening");
+        }
         crate::conn::run(self.listener, self.state, shutdown).await
     }
 }

@@ -66,6 +66,10 @@ pub(crate) async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), GatewayError> {
     let settings = state.settings().clone();
+    let upkeep = state
+        .metrics()
+        .cloned()
+        .map(|h| tokio::spawn(crate::metrics::upkeep(h)));
     let app = crate::app(state);
     let slots = Arc::new(Semaphore::new(settings.max_connections as usize));
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -120,6 +124,9 @@ pub(crate) async fn run(
             "shutdown grace elapsed; dropping the remaining connections"
         );
         conns.shutdown().await;
+    }
+    if let Some(upkeep) = upkeep {
+        upkeep.abort();
     }
     Ok(())
 }

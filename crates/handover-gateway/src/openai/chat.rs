@@ -84,6 +84,7 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
         )
         .with_param("model")
     })?;
+    crate::metrics::record_policy(policy);
     let task = state.router().task(policy).map_err(|e| router_error(&e))?;
     let id = format!("chatcmpl-{}", task.id().simple());
     if parsed.stream {
