@@ -221,6 +221,7 @@ impl HandoverOptions {
                 url_env,
                 pool_size,
                 statement_timeout,
+                call_timeout,
             } => {
                 let url = (self.env)(url_env)
                     .filter(|u| !u.trim().is_empty())
@@ -233,6 +234,7 @@ impl HandoverOptions {
                     limits,
                     max_connections: *pool_size,
                     statement_timeout: *statement_timeout,
+                    call_timeout: *call_timeout,
                     ..Default::default()
                 };
                 Arc::new(handover_ledger::PostgresLedger::connect(&url, opts).await?)

@@ -150,14 +150,16 @@ fn ledger(out: &mut String, l: &LedgerSettings, s: Style) {
             url_env,
             pool_size,
             statement_timeout,
+            call_timeout,
         } => format!(
-            "postgres (URL from ${url_env}, {}), pool {pool_size}, statement timeout {}",
+            "postgres (URL from ${url_env}, {}), pool {pool_size}, statement timeout {}, call deadline {}",
             if std::env::var_os(url_env).is_some() {
                 "set"
             } else {
                 "not set"
             },
-            d(*statement_timeout)
+            d(*statement_timeout),
+            d(*call_timeout)
         ),
     };
     let _ = writeln!(out, "  backend    {backend}");

@@ -85,13 +85,20 @@ impl Running {
 
     /// Opens `[ledger]` + `config_text` the way `handover serve` does.
     async fn start_on(ledger: &str, config_text: &str, dir: tempfile::TempDir) -> Self {
+        Self::start_with_env(ledger, config_text, dir, |_| None).await
+    }
+
+    /// [`Running::start_on`] with environment variables from `env` (e.g. a
+    /// PostgreSQL ledger's `url_env`).
+    pub(crate) async fn start_with_env(
+        ledger: &str,
+        config_text: &str,
+        dir: tempfile::TempDir,
+        env: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
         let config =
             Config::parse(&format!("{ledger}{config_text}"), &|_| None).expect("test config");
-        let handover = HandoverOptions::new()
-            .env(|_| None)
-            .open(&config)
-            .await
-            .unwrap();
+        let handover = HandoverOptions::new().env(env).open(&config).await.unwrap();
         let ledger = handover.ledger().clone();
         let state = GatewayState::new(handover).unwrap();
         let gw = Gateway::with_state(state, None).await.unwrap();

@@ -18,6 +18,8 @@ pub const MAX_PARAMS_DEPTH: usize = 32;
 pub const PG_POOL_SIZE: u32 = 8;
 /// Default PostgreSQL statement timeout.
 pub const PG_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default client-side deadline of one PostgreSQL ledger call.
+pub const PG_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Default connect timeout.
 pub const CONNECT: Duration = Duration::from_secs(5);

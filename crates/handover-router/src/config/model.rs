@@ -23,8 +23,11 @@ pub enum LedgerBackend {
         url_env: String,
         /// Maximum pool connections.
         pool_size: u32,
-        /// Per-statement timeout.
+        /// Per-statement timeout (server side).
         statement_timeout: Duration,
+        /// Client-side deadline of one ledger call, however the network
+        /// behaves (a partition answers `Unavailable` within it).
+        call_timeout: Duration,
     },
 }
 

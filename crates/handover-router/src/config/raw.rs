@@ -29,6 +29,7 @@ pub(crate) struct RawLedger {
     pub(crate) url_env: Option<String>,
     pub(crate) pool_size: Option<u32>,
     pub(crate) statement_timeout: Option<String>,
+    pub(crate) call_timeout: Option<String>,
     pub(crate) lease: Option<String>,
     pub(crate) replay_window: Option<String>,
     pub(crate) tombstone_horizon: Option<String>,
