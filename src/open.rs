@@ -126,6 +126,7 @@ pub struct HandoverOptions {
     clock: Arc<dyn Clock>,
     env: Env,
     holder: Option<String>,
+    read_only: bool,
 }
 
 impl fmt::Debug for HandoverOptions {
@@ -150,6 +151,7 @@ impl HandoverOptions {
             clock: Arc::new(SystemClock),
             env: Arc::new(|var| std::env::var(var).ok()),
             holder: None,
+            read_only: false,
         }
     }
 
@@ -164,6 +166,14 @@ impl HandoverOptions {
     /// process environment).
     pub fn env(mut self, env: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
         self.env = Arc::new(env);
+        self
+    }
+
+    /// For [`HandoverOptions::open_ledger`] on SQLite: open an existing
+    /// ledger for reading only (nothing created, migrated or written; a
+    /// file that is not a Handover ledger refused). For inspection tools.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
         self
     }
 
@@ -212,6 +222,7 @@ impl HandoverOptions {
                     clock,
                     retention,
                     limits,
+                    read_only: self.read_only,
                     ..Default::default()
                 };
                 Arc::new(handover_ledger::SqliteLedger::open(path, opts).await?)

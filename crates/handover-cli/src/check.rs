@@ -51,6 +51,15 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
+    // What `serve` and the library build next from a valid file: the
+    // providers. Unset key variables were reported above; stand-ins let
+    // the build go on so every other refusal is found now.
+    let with_stand_ins = |var: &str| env(var).or_else(|| Some("unset".to_owned()));
+    if let Err(e) = handover::router::route::Router::with_env(&config, &with_stand_ins) {
+        eprintln!("{path}: 1 problem(s):");
+        eprintln!("  {path}: {e}");
+        return Ok(ExitCode::FAILURE);
+    }
     for issue in missing.iter() {
         eprintln!("warning: {path}: {issue} (the router will refuse to start without it)");
     }
@@ -104,8 +113,15 @@ fn render(out: &mut String, config: &Config, env: &dyn Fn(&str) -> Option<String
     for a in config.actions().values() {
         action(out, a);
     }
-    if let Some(g) = config.gateway() {
-        gateway(out, g, s);
+    match config.gateway() {
+        Some(g) => gateway(out, g, s),
+        None => {
+            let _ = writeln!(
+                out,
+                "\n{}\n  (none: `handover serve` needs a [gateway] section)",
+                s.bold("gateway")
+            );
+        }
     }
 }
 

@@ -76,6 +76,12 @@ pub(super) fn validate(
         d::GATEWAY_MAX_IN_FLIGHT_PER_CLIENT,
     );
     let mut tokens = Tokens::default();
+    if raw.clients.is_empty() {
+        issues.push(
+            "gateway.clients",
+            "the gateway needs at least one client ([gateway.clients.NAME] with token_sha256 and scope)",
+        );
+    }
     let clients = clients(issues, &mut tokens, raw.clients);
     let operators = operators(issues, &mut tokens, raw.operators);
     aliases(issues, policies, &raw.models);
