@@ -12,6 +12,7 @@
 mod adapter;
 mod args;
 mod gateway;
+mod gateway_soak;
 mod ledger;
 mod ledger_pg;
 mod mock_http;
@@ -36,10 +37,11 @@ fn main() -> BenchResult {
         "perform" => runtime.block_on(perform::run(rest)),
         "router" => runtime.block_on(router::run(rest)),
         "gateway" => runtime.block_on(gateway::run(rest)),
+        "gateway-soak" => runtime.block_on(gateway_soak::run(rest)),
         other => Err(format!("unknown benchmark {other:?}\n{}", usage()).into()),
     }
 }
 
 fn usage() -> String {
-    "usage: handover-bench <ledger|adapter|router|perform|gateway> [--backend B] [--concurrency N] [--ops N]".to_owned()
+    "usage: handover-bench <ledger|adapter|router|perform|gateway|gateway-soak> [--backend B] [--concurrency N] [--ops N]".to_owned()
 }
