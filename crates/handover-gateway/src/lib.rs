@@ -14,6 +14,10 @@
 //! liveness. The full HTTP contract is `docs/openapi.yaml`; the reasoning is
 //! in `docs/gateway.md`.
 //!
+//! A call naming its user task (`x-handover-task`) draws from that task's
+//! one budget in the ledger's store, shared by every call of the task on
+//! every replica.
+//!
 //! Build an [`axum::Router`] with [`app`] from a [`GatewayState`] over an
 //! opened [`handover::Handover`], or let [`serve`] / [`Gateway::bind`] open
 //! what the configuration names and serve with graceful shutdown.
@@ -43,6 +47,7 @@ mod openai;
 mod ops;
 mod serve;
 mod state;
+mod task;
 
 pub use api_error::ApiError;
 pub use auth::hash_token;

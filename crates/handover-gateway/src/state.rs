@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use handover::Handover;
-use handover_ledger::{Clock, Ledger};
+use handover_ledger::Ledger;
 use handover_router::config::{Config, GatewaySettings};
 use handover_router::gate::WriteGate;
+use handover_router::protocol::Protocol;
 use handover_router::route::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 
@@ -62,13 +63,14 @@ impl GatewayState {
         self.0.handover.gate()
     }
 
+    /// The write protocol the operations API is a door onto.
+    pub fn protocol(&self) -> &Protocol {
+        self.0.handover.gate().protocol()
+    }
+
     /// The ledger.
     pub fn ledger(&self) -> &Arc<dyn Ledger> {
         self.0.handover.ledger()
-    }
-
-    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
-        self.0.handover.clock()
     }
 
     pub(crate) fn tokens(&self) -> &Tokens {

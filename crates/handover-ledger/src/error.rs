@@ -6,6 +6,7 @@ use std::borrow::Cow;
 
 use crate::identity::{Fingerprint, OperationId};
 use crate::model::{Epoch, StateKind};
+use crate::task::TaskId;
 
 /// Bad input: names the field and says precisely what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -49,6 +50,12 @@ pub enum LedgerError {
     NotFound {
         /// The identity asked for.
         id: OperationId,
+    },
+    /// No live task budget of that identity (never opened, or expired).
+    #[error("task {id} has no budget (never opened, or expired)")]
+    TaskNotFound {
+        /// The task asked for.
+        id: TaskId,
     },
     /// The claim's parameters differ from the approved ones.
     #[error(

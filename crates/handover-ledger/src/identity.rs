@@ -83,6 +83,12 @@ ident!(
     "key"
 );
 ident!(
+    /// A client's name for one user task: every model call under it draws
+    /// from one budget (see [`crate::TaskBudgets`]).
+    TaskName,
+    "task"
+);
+ident!(
     /// The name of a business action (e.g. `create_shipment`).
     ActionName,
     "action"

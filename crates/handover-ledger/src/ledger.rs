@@ -275,7 +275,7 @@ impl ListFilter {
 /// * If the store cannot be reached the call fails with
 ///   [`LedgerError::Unavailable`]: no claim, no send.
 #[async_trait]
-pub trait Ledger: Send + Sync + std::fmt::Debug {
+pub trait Ledger: crate::TaskBudgets + Send + Sync + std::fmt::Debug {
     /// Records what the user approved, durably, as `planned` — before any
     /// model proposes anything. From then on every `begin` under this
     /// identity must carry exactly these parameters (else `Conflict`),

@@ -21,6 +21,9 @@
 //!   same machine and the same `conformance` suite (cargo feature
 //!   `conformance`).
 //!
+//! The same store keeps **task budgets** ([`TaskBudgets`], a supertrait of
+//! [`Ledger`]): one budget per user task that every replica draws from.
+//!
 //! See `docs/ledger.md` for states, guarantees and what is not guaranteed.
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -41,6 +44,9 @@ mod retention;
 mod row;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod task;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod task_row;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -49,7 +55,7 @@ pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{LedgerError, ValidationError};
 pub use identity::{
     ActionName, Fingerprint, Key, Limits, MAX_IDENT_BYTES, OperationId, OperationRequest, Scope,
-    destination_key,
+    TaskName, destination_key,
 };
 pub use ijson::{MAX_EXACT_INTEGER, validate_json_text};
 pub use ledger::{
@@ -67,3 +73,4 @@ pub use postgres::{PostgresLedger, PostgresOptions};
 pub use retention::{PurgeReport, Retention};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteLedger, SqliteOptions};
+pub use task::{Reservation, TaskBudget, TaskBudgets, TaskExhausted, TaskId, TaskLimits, TaskOpen};

@@ -17,11 +17,13 @@ use crate::ledger::ListFilter;
 use crate::machine::{self, AttemptFinish, Retire};
 use crate::model::{AttemptKind, AttemptOutcome, AttemptRecord, OperationRecord, State};
 use crate::retention::{PurgeReport, Retention};
+use crate::task::{TaskBudget, TaskId};
 
 #[derive(Debug, Default)]
 struct Inner {
     ops: HashMap<OperationId, OperationRecord>,
     attempts: HashMap<OperationId, Vec<AttemptRecord>>,
+    tasks: HashMap<TaskId, TaskBudget>,
 }
 
 /// A ledger held in process memory. **Not durable**: everything is lost
@@ -169,12 +171,25 @@ impl Store for Inner {
         Ok(())
     }
 
+    async fn load_task(&mut self, id: &TaskId) -> Result<Option<TaskBudget>, LedgerError> {
+        Ok(self.tasks.get(id).cloned())
+    }
+
+    async fn save_task(&mut self, budget: &TaskBudget) -> Result<(), LedgerError> {
+        self.tasks.insert(budget.id.clone(), budget.clone());
+        Ok(())
+    }
+
     async fn retire(&mut self, retire: Retire) -> Result<PurgeReport, LedgerError> {
         let Retire {
             tombstone_cutoff,
             delete_cutoff,
+            tasks_expired,
         } = retire;
         let mut report = PurgeReport::default();
+        let before = self.tasks.len();
+        self.tasks.retain(|_, t| t.expires_at > tasks_expired);
+        report.tasks_expired = (before - self.tasks.len()) as u64;
         let mut doomed = Vec::new();
         for rec in self.ops.values_mut() {
             let Some(at) = rec.state.decided_at() else {

@@ -54,4 +54,6 @@ pub struct PurgeReport {
     pub tombstoned: u64,
     /// Records deleted (past the tombstone horizon).
     pub deleted: u64,
+    /// Task budgets deleted (past their deadline plus grace).
+    pub tasks_expired: u64,
 }

@@ -49,6 +49,20 @@ pub enum RouterError {
     /// The task produced no answer; the failure lists every attempt.
     #[error("{0}")]
     Task(Box<crate::route::TaskFailure>),
+    /// A call named a task that was opened under another policy; nothing
+    /// was sent. One task keeps the policy (and so the budget) of its
+    /// first call.
+    #[error(
+        "task {task:?} runs under policy {recorded:?} (that of its first call); this call asked for {requested:?}: use the task's policy or another task id"
+    )]
+    TaskPolicyMismatch {
+        /// The task's name.
+        task: String,
+        /// The policy of its first call.
+        recorded: String,
+        /// The policy this call asked for.
+        requested: String,
+    },
     /// No policy of that name.
     #[error("unknown policy {0:?}")]
     UnknownPolicy(String),
@@ -92,6 +106,16 @@ impl RouterError {
     pub fn task_failure(&self) -> Option<&crate::route::TaskFailure> {
         match self {
             Self::Task(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The ledger's own error, when the ledger refused or could not be
+    /// reached (including a destination answer it could not record): a
+    /// door maps it to its own terms (e.g. an HTTP status).
+    pub fn ledger_error(&self) -> Option<&LedgerError> {
+        match self {
+            Self::Ledger(e) | Self::OutcomeNotRecorded { source: e, .. } => Some(e),
             _ => None,
         }
     }

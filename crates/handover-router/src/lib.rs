@@ -4,8 +4,10 @@
 //!
 //! How it fits: [`config::Config`] is parsed once from TOML and builds the
 //! runtime parts. Content generation goes through `handover-providers`
-//! adapters; business actions go through the [`gate::WriteGate`], which
-//! drives a `handover-ledger` [`Ledger`](handover_ledger::Ledger).
+//! adapters; business actions go through the [`gate::WriteGate`], the Rust door onto
+//! the one write [`protocol`] that every door (the gateway's operations API,
+//! the MCP guard) shares, which drives a `handover-ledger`
+//! [`Ledger`](handover_ledger::Ledger).
 
 #![forbid(unsafe_code)]
 
@@ -18,6 +20,7 @@ mod error;
 pub mod gate;
 mod metrics;
 pub mod operator;
+pub mod protocol;
 pub mod reconcile;
 pub mod route;
 

@@ -33,7 +33,7 @@ impl WriteGate {
             diverged: diverged_only.then_some(true),
             ..ListFilter::default()
         };
-        let now = self.now_plus(Duration::ZERO);
+        let now = self.protocol().now_plus(Duration::ZERO);
         let mut items = Vec::new();
         for record in self.ledger().list(&filter).await? {
             let since = match &record.state {

@@ -39,17 +39,22 @@ pub(crate) fn now_secs() -> u64 {
 
 pub(crate) async fn completions(
     State(state): State<GatewayState>,
-    _client: Client,
+    client: Client,
     headers: HeaderMap,
     JsonBody(body): JsonBody<Value>,
 ) -> Response {
-    match run(state, headers, body).await {
+    match run(state, client, headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Response, ApiError> {
+async fn run(
+    state: GatewayState,
+    client: Client,
+    headers: HeaderMap,
+    body: Value,
+) -> Result<Response, ApiError> {
     let mut parsed = request::parse(body)?;
     if let Some(class) = headers.get(DATA_CLASS_HEADER) {
         let class = class
@@ -85,7 +90,7 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
         .with_param("model")
     })?;
     crate::metrics::record_policy(policy);
-    let task = state.router().task(policy).map_err(|e| router_error(&e))?;
+    let task = crate::task::open(&state, policy, &client, &headers).await?;
     let id = format!("chatcmpl-{}", task.id().simple());
     if parsed.stream {
         return Ok(super::stream::respond(state, task, parsed, id).await);
@@ -94,7 +99,8 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
     // away (see `stream.rs`: the router's breakers must hear how a probe ended).
     let router = state.router().clone();
     let request = parsed.request;
-    let call = tokio::spawn(async move { router.chat(&task, &request).await });
+    let call_task = task.clone();
+    let call = tokio::spawn(async move { router.chat(&call_task, &request).await });
     let result = call
         .await
         .map_err(|e| ApiError::internal(format!("the chat call task failed: {e}")))?;
@@ -108,9 +114,10 @@ async fn run(state: GatewayState, headers: HeaderMap, body: Value) -> Result<Res
                 "x-handover-attempts",
                 attempts_header(&c.attempts, &c.skipped),
             );
+            crate::task::add_remaining(h, &task);
             Ok(resp)
         }
-        Err(e) => Err(router_error(&e)),
+        Err(e) => Err(router_error(&e).with_remaining(&task)),
     }
 }
 
@@ -131,6 +138,11 @@ pub(crate) fn router_error(e: &RouterError) -> ApiError {
                     StatusCode::GATEWAY_TIMEOUT,
                     "server_error",
                     "budget_exhausted",
+                ),
+                FailureReason::Budget(Exhausted::StoreUnavailable) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_error",
+                    "ledger_unavailable",
                 ),
                 FailureReason::Budget(_) => {
                     (StatusCode::BAD_GATEWAY, "server_error", "budget_exhausted")

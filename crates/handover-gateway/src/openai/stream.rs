@@ -30,8 +30,9 @@ use super::response::{Chunker, attempts_header, header_value};
 use crate::api_error::ApiError;
 use crate::state::GatewayState;
 
-/// How the opening went: the response headers, or the error.
-type Opened = Result<(HeaderValue, HeaderValue), ApiError>;
+/// How the opening went: the response headers (provider, attempts, and
+/// what is left of a named task's budget), or the error.
+type Opened = Result<(HeaderValue, HeaderValue, Option<HeaderValue>), ApiError>;
 
 pub(crate) async fn respond(
     state: GatewayState,
@@ -60,11 +61,14 @@ pub(crate) async fn respond(
         rx.recv().await.map(|ev| (Ok::<_, Infallible>(ev), rx))
     });
     match tokio::time::timeout(keepalive, opened_rx).await {
-        Ok(Ok(Ok((provider, attempts)))) => {
+        Ok(Ok(Ok((provider, attempts, remaining)))) => {
             let mut resp = sse(events, keepalive);
             let h = resp.headers_mut();
             h.insert("x-handover-provider", provider);
             h.insert("x-handover-attempts", attempts);
+            if let Some(v) = remaining {
+                h.insert(crate::task::REMAINING_HEADER, v);
+            }
             resp
         }
         Ok(Ok(Err(e))) => e.into_response(),
@@ -89,7 +93,7 @@ async fn produce(
     let stream = match state.router().chat_stream(&task, &parsed.request).await {
         Ok(s) => s,
         Err(e) => {
-            let err = router_error(&e);
+            let err = router_error(&e).with_remaining(&task);
             let code = err.code;
             let _ = opened.send(Err(err));
             out.send(error_event(e.to_string(), code)).await;
@@ -99,6 +103,7 @@ async fn produce(
     let _ = opened.send(Ok((
         header_value(stream.provider()),
         attempts_header(stream.attempts(), stream.skipped()),
+        crate::task::remaining(&task),
     )));
     let chunker = with_model(state.config(), &stream, chunker);
     forward(stream, chunker, &mut out).await;

@@ -25,12 +25,9 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use handover_ledger::{
-    BeginOptions, BeginOutcome, BlockWidth, Claim, Dispatch, Epoch, ListFilter, OperationId,
-    OperationRecord, Owner, ReleaseReason, Timestamp, UnknownReport,
-};
+use handover_ledger::{Claim, Dispatch, ListFilter, OperationId, OperationRecord};
 use handover_router::RouterError;
-use handover_router::config::{ActionContract, BlockSetting};
+use handover_router::protocol::{Begun, NotStarted, Report};
 use serde_json::{Value, json};
 
 use crate::api_error::ApiError;
@@ -43,15 +40,18 @@ use wire::{ApproveBody, BeginBody, DispatchBody, ListQuery, OutcomeBody, Outcome
 pub(crate) const KEY_HEADER: &str = "idempotency-key";
 
 pub(crate) fn from_router(e: RouterError) -> ApiError {
-    match e {
-        RouterError::Ledger(l) => {
-            let mut err = ApiError::ledger(&l);
-            if err.param.as_deref() == Some("key") {
-                err.param = Some("Idempotency-Key".to_owned());
-            }
-            err
-        }
-        other => ApiError::internal(other.to_string()),
+    let mut err = ledger_error(e);
+    if err.param.as_deref() == Some("key") {
+        err.param = Some("Idempotency-Key".to_owned());
+    }
+    err
+}
+
+/// A protocol error in the ledger's HTTP terms (the key named as `key`).
+fn ledger_error(e: RouterError) -> ApiError {
+    match e.ledger_error() {
+        Some(l) => ApiError::ledger(l),
+        None => ApiError::internal(e.to_string()),
     }
 }
 
@@ -76,18 +76,6 @@ fn json_status(status: u16, body: Value) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-fn begin_options(holder: String, c: &ActionContract) -> BeginOptions {
-    BeginOptions {
-        holder,
-        lease: c.lease,
-        block: match c.block {
-            BlockSetting::Operation => BlockWidth::Operation,
-            BlockSetting::Scope => BlockWidth::Scope,
-            BlockSetting::Action => BlockWidth::Action,
-        },
-    }
-}
-
 /// Records the user's approval of `action` with exactly `params` under `key`.
 pub(crate) async fn approve(
     State(state): State<GatewayState>,
@@ -97,15 +85,11 @@ pub(crate) async fn approve(
 ) -> Result<Response, ApiError> {
     let Path(key) = key.map_err(path_error)?;
     // The key is in the path here, not in the Idempotency-Key header.
-    let error = |e: RouterError| match e {
-        RouterError::Ledger(l) => ApiError::ledger(&l),
-        other => from_router(other),
-    };
-    let gate = state.gate();
-    let req = gate
+    let protocol = state.protocol();
+    let req = protocol
         .request(client.scope.as_str(), &key, &body.action, &body.params)
-        .map_err(error)?;
-    let outcome = gate.approve(&req).await.map_err(error)?;
+        .map_err(ledger_error)?;
+    let outcome = protocol.approve(&req).await.map_err(ledger_error)?;
     let replayed = matches!(outcome, handover_ledger::ApproveOutcome::Replayed(_));
     let (status, body) = wire::approved(outcome, &req, &client.scope);
     let mut resp = json_status(status, body);
@@ -139,98 +123,52 @@ pub(crate) async fn begin(
                 "Idempotency-Key must be visible ASCII",
             )
         })?;
-    let req = state
-        .gate()
+    let protocol = state.protocol();
+    let req = protocol
         .request(client.scope.as_str(), key, &body.action, &body.params)
         .map_err(from_router)?;
-    let contract = state.gate().contract(&body.action);
-    let opts = begin_options(format!("client:{}", client.name), &contract);
-    let ledger = state.ledger();
-    let outcome = ledger
-        .begin(&req, &opts)
+    match protocol
+        .begin(&req, &holder(&client))
         .await
-        .map_err(|e| ApiError::ledger(&e))?;
-    let (claim, resend) = match outcome {
-        BeginOutcome::Started(claim) => (claim, false),
-        // Within the destination's idempotency window a re-send with the
-        // same destination key is safe: hand out a claim for exactly that.
-        BeginOutcome::Unresolved(info) => {
-            let Some(window) = contract.idempotency.as_ref().map(|i| i.retention) else {
-                return Ok(answer(
-                    BeginOutcome::Unresolved(info),
-                    &req,
-                    &contract,
-                    &client,
-                ));
-            };
-            let resend = ledger
-                .claim_for_resend(req.id(), &opts, window)
-                .await
-                .map_err(|e| ApiError::ledger(&e))?;
-            match resend {
-                Some(c) => (c, true),
-                None => {
-                    return Ok(answer(
-                        BeginOutcome::Unresolved(info),
-                        &req,
-                        &contract,
-                        &client,
-                    ));
-                }
+        .map_err(from_router)?
+    {
+        Begun::Started(started) => Ok(json_status(201, wire::started(&req, &started))),
+        Begun::NotStarted(answer) => {
+            let replayed = matches!(answer, NotStarted::Replayed(_));
+            let (status, body) = wire::not_started(answer, &client.scope);
+            let mut resp = json_status(status, body);
+            if replayed {
+                resp.headers_mut()
+                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
             }
+            Ok(resp)
         }
-        other => return Ok(answer(other, &req, &contract, &client)),
-    };
-    Ok(json_status(
-        201,
-        wire::started(&req, &claim, &contract, resend),
-    ))
+    }
 }
 
-fn answer(
-    outcome: BeginOutcome,
-    req: &handover_ledger::OperationRequest,
-    contract: &ActionContract,
-    client: &Client,
-) -> Response {
-    if let BeginOutcome::Started(claim) = &outcome {
-        return json_status(201, wire::started(req, claim, contract, false));
-    }
-    let replayed = matches!(outcome, BeginOutcome::Replayed(_));
-    let (status, body) = wire::other(outcome, &client.scope);
-    let mut resp = json_status(status, body);
-    if replayed {
-        resp.headers_mut()
-            .insert("idempotent-replayed", HeaderValue::from_static("true"));
-    }
-    resp
+/// The holder name a client's claims carry.
+fn holder(client: &Client) -> String {
+    format!("client:{}", client.name)
 }
 
-/// Rebuilds the caller's claim from the record and the epoch it presents;
-/// the ledger's fencing decides whether it still holds.
+/// The caller's claim, rebuilt from the epoch it presents (the protocol's
+/// fencing decides whether it still holds).
 async fn claim_for(
     state: &GatewayState,
     client: &Client,
     key: &str,
     epoch: u64,
-) -> Result<Claim, ApiError> {
+) -> Result<(Claim, OperationRecord), ApiError> {
     let id = OperationId::new(client.scope.as_str(), key)
         .map_err(|e| from_router(RouterError::Ledger(e.into())))?;
-    let rec = state
-        .ledger()
-        .get(&id)
+    state
+        .protocol()
+        .presented_claim(&id, epoch, &holder(client))
         .await
-        .map_err(|e| ApiError::ledger(&e))?
-        .ok_or_else(|| not_found(&id))?;
-    Ok(Claim {
-        fingerprint: rec.fingerprint,
-        epoch: Epoch(epoch),
-        holder: format!("client:{}", client.name),
-        lease_until: Timestamp(0),
-        destination_key: rec.destination_key.clone(),
-        attempt_number: rec.dispatch_count + 1,
-        id,
-    })
+        .map_err(|e| match e.ledger_error() {
+            Some(handover_ledger::LedgerError::NotFound { .. }) => not_found(&id),
+            _ => from_router(e),
+        })
 }
 
 pub(crate) fn not_found(id: &OperationId) -> ApiError {
@@ -253,18 +191,16 @@ pub(crate) async fn dispatch(
     LedgerBody(body): LedgerBody<DispatchBody>,
 ) -> Result<Response, ApiError> {
     let Path(key) = key.map_err(path_error)?;
-    let claim = claim_for(&state, &client, &key, body.epoch).await?;
+    let (claim, _) = claim_for(&state, &client, &key, body.epoch).await?;
     let dispatch = Dispatch {
-        executor: body
-            .executor
-            .unwrap_or_else(|| format!("client:{}", client.name)),
+        executor: body.executor.unwrap_or_else(|| holder(&client)),
         metadata: body.metadata,
     };
     let attempt = state
-        .ledger()
+        .protocol()
         .mark_dispatched(&claim, dispatch)
         .await
-        .map_err(|e| ApiError::ledger(&e))?;
+        .map_err(from_router)?;
     Ok(json_status(
         200,
         json!({"status": "dispatched", "attempt_id": attempt,
@@ -289,49 +225,30 @@ pub(crate) async fn outcome(
     LedgerBody(body): LedgerBody<OutcomeBody>,
 ) -> Result<Response, ApiError> {
     let Path(key) = key.map_err(path_error)?;
-    let claim = claim_for(&state, &client, &key, body.epoch).await?;
-    let ledger = state.ledger();
-    let rec = match body.outcome {
-        OutcomeKind::Confirmed => {
-            let result = body.result.unwrap_or(Value::Null);
-            ledger.confirm(&claim, result, body.evidence).await
-        }
-        OutcomeKind::Rejected => {
-            let reason = required(body.reason, "reason", "rejected")?;
-            ledger.reject(&claim, reason, body.evidence).await
-        }
-        OutcomeKind::Unknown => {
-            let reason = required(body.reason, "reason", "unknown")?;
-            let rec = ledger
-                .get(&claim.id)
-                .await
-                .map_err(|e| ApiError::ledger(&e))?
-                .ok_or_else(|| not_found(&claim.id))?;
-            let contract = state.gate().contract(rec.action.as_str());
-            let (owner, next_check_at) = match contract.lookup {
-                Some(l) => (
-                    Owner::Reconciler,
-                    Some(state.clock().now().plus(l.check_every)),
-                ),
-                None => (Owner::Review, None),
-            };
-            let report = UnknownReport {
-                reason,
-                evidence: body.evidence,
-                owner,
-                next_check_at,
-            };
-            ledger.mark_unknown(&claim, report).await
-        }
-        OutcomeKind::NotSent => {
-            let evidence = required(body.evidence, "evidence", "not_sent")?;
-            ledger
-                .release(&claim, ReleaseReason::NotSent { evidence })
-                .await
-        }
-        OutcomeKind::Abandoned => ledger.release(&claim, ReleaseReason::Abandoned).await,
-    }
-    .map_err(|e| ApiError::ledger(&e))?;
+    let (claim, rec) = claim_for(&state, &client, &key, body.epoch).await?;
+    let report = match body.outcome {
+        OutcomeKind::Confirmed => Report::Confirmed {
+            result: body.result.unwrap_or(Value::Null),
+            evidence: body.evidence,
+        },
+        OutcomeKind::Rejected => Report::Rejected {
+            reason: required(body.reason, "reason", "rejected")?,
+            evidence: body.evidence,
+        },
+        OutcomeKind::Unknown => Report::Unknown {
+            reason: required(body.reason, "reason", "unknown")?,
+            evidence: body.evidence,
+        },
+        OutcomeKind::NotSent => Report::NotSent {
+            evidence: required(body.evidence, "evidence", "not_sent")?,
+        },
+        OutcomeKind::Abandoned => Report::Abandoned,
+    };
+    let rec = state
+        .protocol()
+        .record(&claim, &rec.action, report)
+        .await
+        .map_err(from_router)?;
     Ok(record_answer(&rec))
 }
 

@@ -1,8 +1,8 @@
 //! Request bodies and answer shapes of the operations API.
 
 use axum::extract::{FromRequest, Request};
-use handover_ledger::{ApproveOutcome, BeginOutcome, Claim, OperationRequest, StateKind};
-use handover_router::config::ActionContract;
+use handover_ledger::{ApproveOutcome, OperationRequest, StateKind};
+use handover_router::protocol::{NotStarted, Started};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -102,12 +102,12 @@ pub(crate) struct ListQuery {
 }
 
 /// The `started` answer: the claim the caller now holds.
-pub(crate) fn started(
-    req: &OperationRequest,
-    claim: &Claim,
-    c: &ActionContract,
-    resend: bool,
-) -> Value {
+pub(crate) fn started(req: &OperationRequest, started: &Started) -> Value {
+    let Started {
+        claim,
+        resend,
+        contract: c,
+    } = started;
     json!({
         "status": "started",
         "resend": resend,
@@ -160,14 +160,14 @@ pub(crate) fn approved(
         ApproveOutcome::Conflict {
             recorded,
             requested,
-        } => BeginOutcome::Conflict {
+        } => NotStarted::Conflict {
             recorded,
             requested,
         },
-        ApproveOutcome::Replayed(t) => BeginOutcome::Replayed(t),
-        ApproveOutcome::Cancelled { reason } => BeginOutcome::Cancelled { reason },
+        ApproveOutcome::Replayed(t) => NotStarted::Replayed(t),
+        ApproveOutcome::Cancelled { reason } => NotStarted::Cancelled { reason },
     };
-    other(as_begin, own_scope)
+    not_started(as_begin, own_scope)
 }
 
 fn error(code: &str, message: &str) -> Value {
@@ -175,13 +175,10 @@ fn error(code: &str, message: &str) -> Value {
 }
 
 /// Every answer but `started`: `(HTTP status, body)`.
-pub(crate) fn other(outcome: BeginOutcome, own_scope: &handover_ledger::Scope) -> (u16, Value) {
+pub(crate) fn not_started(outcome: NotStarted, own_scope: &handover_ledger::Scope) -> (u16, Value) {
     match outcome {
-        BeginOutcome::Started(_) => (500, json!({"status": "started"})),
-        BeginOutcome::Replayed(terminal) => {
-            (200, json!({"status": "replayed", "outcome": terminal}))
-        }
-        BeginOutcome::InProgress {
+        NotStarted::Replayed(terminal) => (200, json!({"status": "replayed", "outcome": terminal})),
+        NotStarted::InProgress {
             holder,
             state,
             lease_until,
@@ -191,7 +188,7 @@ pub(crate) fn other(outcome: BeginOutcome, own_scope: &handover_ledger::Scope) -
                 "lease_until": lease_until,
                 "error": error("in_progress", "another request holds this operation; retry after lease_until")}),
         ),
-        BeginOutcome::Conflict {
+        NotStarted::Conflict {
             recorded,
             requested,
         } => (
@@ -200,13 +197,13 @@ pub(crate) fn other(outcome: BeginOutcome, own_scope: &handover_ledger::Scope) -
                 "error": error("params_mismatch",
                     "this Idempotency-Key was approved with other parameters; nothing was executed")}),
         ),
-        BeginOutcome::Unresolved(info) => (
+        NotStarted::Unresolved(info) => (
             423,
             json!({"status": "unresolved", "unknown": info,
                 "error": error("unresolved",
                     "the outcome of this operation is unknown; writes are blocked until it is resolved")}),
         ),
-        BeginOutcome::Suspended { blocked_by, info } => {
+        NotStarted::Suspended { blocked_by, info } => {
             // Never reveal another scope's key (an `action`-wide block).
             let by = if blocked_by.scope == *own_scope {
                 json!({"scope": blocked_by.scope, "key": blocked_by.key})
@@ -220,7 +217,7 @@ pub(crate) fn other(outcome: BeginOutcome, own_scope: &handover_ledger::Scope) -
                         "another operation of this action has an unknown outcome; writes are blocked")}),
             )
         }
-        BeginOutcome::Cancelled { reason } => (
+        NotStarted::Cancelled { reason } => (
             410,
             json!({"status": "cancelled", "reason": reason,
                 "error": error("cancelled", "approval of this operation was withdrawn")}),

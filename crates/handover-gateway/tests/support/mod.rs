@@ -83,9 +83,21 @@ impl Running {
         Self::start_on(ledger, config_text, tempfile::tempdir().unwrap()).await
     }
 
+    /// Starts a gateway on an in-memory ledger on `clock` (a test's
+    /// manual clock), with `config_text` after the `[ledger]` section.
+    pub(crate) async fn start_on_clock(
+        config_text: &str,
+        clock: Arc<dyn handover_ledger::Clock>,
+    ) -> Self {
+        let ledger = "[ledger]\nbackend = \"memory\"\n";
+        let opts = HandoverOptions::new().env(|_| None).clock(clock);
+        Self::start_with(ledger, config_text, tempfile::tempdir().unwrap(), opts).await
+    }
+
     /// Opens `[ledger]` + `config_text` the way `handover serve` does.
     async fn start_on(ledger: &str, config_text: &str, dir: tempfile::TempDir) -> Self {
-        Self::start_with_env(ledger, config_text, dir, |_| None).await
+        let opts = HandoverOptions::new().env(|_| None);
+        Self::start_with(ledger, config_text, dir, opts).await
     }
 
     /// [`Running::start_on`] with environment variables from `env` (e.g. a
@@ -96,9 +108,18 @@ impl Running {
         dir: tempfile::TempDir,
         env: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
+        Self::start_with(ledger, config_text, dir, HandoverOptions::new().env(env)).await
+    }
+
+    async fn start_with(
+        ledger: &str,
+        config_text: &str,
+        dir: tempfile::TempDir,
+        opts: HandoverOptions,
+    ) -> Self {
         let config =
             Config::parse(&format!("{ledger}{config_text}"), &|_| None).expect("test config");
-        let handover = HandoverOptions::new().env(env).open(&config).await.unwrap();
+        let handover = opts.open(&config).await.unwrap();
         let ledger = handover.ledger().clone();
         let state = GatewayState::new(handover).unwrap();
         let gw = Gateway::with_state(state, None).await.unwrap();

@@ -20,6 +20,7 @@ mod approval;
 mod errors;
 mod lifecycle;
 mod resolution;
+mod tasks;
 mod time;
 mod unknown;
 mod validation;
@@ -43,6 +44,10 @@ pub use lifecycle::{
 };
 pub use resolution::{
     cancel_before_dispatch_only, claim_for_resend_window, resolve_needs_actor_and_evidence,
+};
+pub use tasks::{
+    task_budget_concurrent_reservations_never_exceed, task_budget_cost_deadline_expiry_and_purge,
+    task_budget_open_join_and_policy_mismatch,
 };
 pub use time::{
     lease_expiry_after_dispatch, lease_expiry_before_dispatch, renew_extends_lease,
@@ -200,7 +205,10 @@ macro_rules! conformance_tests {
             claim_for_resend_window, release_not_sent_and_abandoned, attempt_log,
             reject_is_replayed, resend_claim_lapse_returns_to_unknown,
             approval_binds_parameters, approval_in_unknown_and_cancelled,
-            concurrent_approvals_record_one_plan, numbers_are_recorded_exactly
+            concurrent_approvals_record_one_plan, numbers_are_recorded_exactly,
+            task_budget_open_join_and_policy_mismatch,
+            task_budget_concurrent_reservations_never_exceed,
+            task_budget_cost_deadline_expiry_and_purge
         );
     };
     (@each $make:path, $enabled:path; $($name:ident),+ $(,)?) => {

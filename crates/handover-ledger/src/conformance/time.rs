@@ -324,7 +324,8 @@ pub async fn retention_replay_tombstone_purge<
         report,
         PurgeReport {
             tombstoned: 3,
-            deleted: 0
+            deleted: 0,
+            tasks_expired: 0
         }
     );
     let ra = e.get(&a).await.expect("tombstone kept");
@@ -357,7 +358,8 @@ pub async fn retention_replay_tombstone_purge<
         e.ledger.purge().await.expect("purge"),
         PurgeReport {
             tombstoned: 0,
-            deleted: 3
+            deleted: 3,
+            tasks_expired: 0
         }
     );
     assert_eq!(e.get(&a).await, None);

@@ -161,6 +161,7 @@ impl Job for Purge {
             retire: Some(Retire {
                 tombstone_cutoff: ctx.retention.tombstone_cutoff(ctx.now),
                 delete_cutoff: ctx.retention.delete_cutoff(ctx.now),
+                tasks_expired: ctx.now,
             }),
             ..settle_all(&due, ctx)
         };

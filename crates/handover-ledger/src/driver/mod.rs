@@ -17,6 +17,7 @@
 
 pub(crate) mod jobs;
 mod ledger;
+mod tasks;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use crate::ledger::ListFilter;
 use crate::machine::{AttemptFinish, Ctx, Effect, Retire, Step};
 use crate::model::{AttemptRecord, OperationRecord};
 use crate::retention::{PurgeReport, Retention};
+use crate::task::{TaskBudget, TaskId};
 
 /// Row access inside one transaction. A [`Job`] only reads; [`execute`]
 /// writes. Reads come first in every job, so a read error means nothing of
@@ -66,9 +68,15 @@ pub(crate) trait Store: Send {
     async fn insert_attempt(&mut self, a: &AttemptRecord) -> Result<(), LedgerError>;
     /// Closes the pending dispatch attempt of `(id, epoch)`, if there is one.
     async fn finish_attempt(&mut self, f: &AttemptFinish) -> Result<(), LedgerError>;
+    /// The stored task budget (expired or not), read for writing.
+    async fn load_task(&mut self, id: &TaskId) -> Result<Option<TaskBudget>, LedgerError>;
+    /// Inserts or replaces a task budget (one read by `load_task` in this
+    /// transaction).
+    async fn save_task(&mut self, budget: &TaskBudget) -> Result<(), LedgerError>;
     /// Tombstones terminal records decided at or before `retire.tombstone_cutoff`
     /// (see [`crate::machine::tombstone`]) and deletes those decided at or
-    /// before `retire.delete_cutoff`, with their attempts.
+    /// before `retire.delete_cutoff`, with their attempts; deletes task
+    /// budgets expired at or before `retire.tasks_expired`.
     async fn retire(&mut self, retire: Retire) -> Result<PurgeReport, LedgerError>;
 }
 
@@ -179,6 +187,9 @@ async fn persist<S: Store + ?Sized>(
     }
     for f in &effect.finishes {
         store.finish_attempt(f).await?;
+    }
+    for t in &effect.tasks {
+        store.save_task(t).await?;
     }
     match effect.retire {
         Some(r) => store.retire(r).await,

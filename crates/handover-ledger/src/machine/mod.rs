@@ -23,6 +23,7 @@ use crate::model::{
     Owner, State, UnknownInfo,
 };
 use crate::retention::Retention;
+use crate::task::TaskBudget;
 
 /// Reason recorded when a re-send claim (taken on an operation that was
 /// dispatched before) lapses or is given back: the earlier dispatch is still
@@ -54,15 +55,18 @@ pub(crate) struct AttemptFinish {
 pub(crate) struct Retire {
     pub(crate) tombstone_cutoff: Timestamp,
     pub(crate) delete_cutoff: Timestamp,
+    /// Task budgets that expired at or before this instant are deleted.
+    pub(crate) tasks_expired: Timestamp,
 }
 
 /// What a backend must write, in order: record upserts, new attempts,
-/// finished attempts, then retention.
+/// finished attempts, task budget upserts, then retention.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Effect {
     pub(crate) saves: Vec<OperationRecord>,
     pub(crate) attempts: Vec<AttemptRecord>,
     pub(crate) finishes: Vec<AttemptFinish>,
+    pub(crate) tasks: Vec<TaskBudget>,
     pub(crate) retire: Option<Retire>,
 }
 
@@ -71,6 +75,7 @@ impl Effect {
         self.saves.is_empty()
             && self.attempts.is_empty()
             && self.finishes.is_empty()
+            && self.tasks.is_empty()
             && self.retire.is_none()
     }
 
@@ -96,6 +101,7 @@ impl Effect {
         self.saves.extend(other.saves);
         self.attempts.extend(other.attempts);
         self.finishes.extend(other.finishes);
+        self.tasks.extend(other.tasks);
         self.retire = other.retire.or(self.retire);
     }
 }

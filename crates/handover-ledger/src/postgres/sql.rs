@@ -123,3 +123,27 @@ pub(super) const PURGE_TOMBSTONE: &str = "UPDATE operations SET params = NULL, \
      result = CASE WHEN state = 'confirmed' THEN 'null' ELSE NULL END, \
      evidence = NULL, tombstone = TRUE, version = version + 1 \
      WHERE decided_at IS NOT NULL AND decided_at <= $1 AND tombstone = FALSE";
+
+/// One task budget, row-locked until the transaction ends.
+pub(super) const LOAD_TASK: &str = concat!(
+    "SELECT ",
+    crate::task_row::task_columns!(),
+    " FROM task_budgets WHERE scope = $1 AND task = $2 FOR UPDATE"
+);
+
+/// A new task budget; inserts nothing if another transaction inserted it first.
+pub(super) const INSERT_TASK: &str = concat!(
+    "INSERT INTO task_budgets (",
+    crate::task_row::task_columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (scope, task) DO NOTHING"
+);
+
+/// A task budget read `FOR UPDATE` in this transaction.
+pub(super) const UPDATE_TASK: &str = concat!(
+    "UPDATE task_budgets SET (",
+    crate::task_row::task_data_columns!(),
+    ") = ($3, $4, $5, $6, $7, $8, $9, $10) WHERE scope = $1 AND task = $2"
+);
+
+/// Task budgets past their deadline plus grace.
+pub(super) const PURGE_TASKS: &str = "DELETE FROM task_budgets WHERE expires_at <= $1";

@@ -22,6 +22,8 @@ use crate::machine::{self, AttemptFinish, Retire};
 use crate::model::{AttemptRecord, OperationRecord};
 use crate::retention::PurgeReport;
 use crate::row::{AttemptRow, OperationRow};
+use crate::task::{TaskBudget, TaskId};
+use crate::task_row::TaskRow;
 
 /// Row access inside one transaction; remembers the version of every row it
 /// read for writing.
@@ -29,6 +31,8 @@ pub(super) struct PgStore<'c> {
     conn: &'c mut PgConnection,
     /// Identities read for writing in this transaction: `None` = absent.
     versions: HashMap<OperationId, Option<i64>>,
+    /// Task budgets read for writing in this transaction: whether they exist.
+    tasks: HashMap<TaskId, bool>,
     /// A record (from the ledger's cache) to use instead of reading it.
     preloaded: Option<Versioned>,
     /// The command was computed from `preloaded`.
@@ -46,6 +50,7 @@ impl<'c> PgStore<'c> {
         Self {
             conn,
             versions: HashMap::new(),
+            tasks: HashMap::new(),
             preloaded,
             used_preloaded: None,
             written: Vec::new(),
@@ -249,10 +254,54 @@ impl Store for PgStore<'_> {
             .map_err(|e| self.fail("finishing an attempt", e))
     }
 
+    async fn load_task(&mut self, id: &TaskId) -> Result<Option<TaskBudget>, LedgerError> {
+        let row = sqlx::query_as::<_, TaskRow>(sql::LOAD_TASK)
+            .bind(id.scope.as_str())
+            .bind(id.task.as_str())
+            .fetch_optional(&mut *self.conn)
+            .await;
+        match row {
+            Ok(row) => {
+                self.tasks.insert(id.clone(), row.is_some());
+                row.map(TaskRow::into_budget).transpose()
+            }
+            Err(e) => Err(self.fail("loading a task budget", e)),
+        }
+    }
+
+    /// A row that did not exist is inserted only if still absent: a
+    /// concurrent insert of the same task makes the command run again
+    /// against the stored row.
+    async fn save_task(&mut self, budget: &TaskBudget) -> Result<(), LedgerError> {
+        let statement = match self.tasks.get(&budget.id) {
+            Some(true) => sql::UPDATE_TASK,
+            Some(false) => sql::INSERT_TASK,
+            None => {
+                return Err(LedgerError::corrupt(format!(
+                    "internal: task {} written without being read for update",
+                    budget.id
+                )));
+            }
+        };
+        let written = TaskRow::from_budget(budget)
+            .bind(sqlx::query(statement))
+            .execute(&mut *self.conn)
+            .await;
+        match written {
+            Ok(r) if r.rows_affected() == 1 => {
+                self.tasks.insert(budget.id.clone(), true);
+                Ok(())
+            }
+            Ok(_) => Err(self.lost_race(Retry::ConcurrentWrite)),
+            Err(e) => Err(self.fail("writing a task budget", e)),
+        }
+    }
+
     async fn retire(&mut self, retire: Retire) -> Result<PurgeReport, LedgerError> {
         let Retire {
             tombstone_cutoff,
             delete_cutoff,
+            tasks_expired,
         } = retire;
         let ctx = "applying retention";
         self.bulk = true;
@@ -279,9 +328,18 @@ impl Store for PgStore<'_> {
             Ok(r) => r.rows_affected(),
             Err(e) => return Err(self.fail(ctx, e)),
         };
+        let tasks_expired = match sqlx::query(sql::PURGE_TASKS)
+            .bind(tasks_expired.0)
+            .execute(&mut *self.conn)
+            .await
+        {
+            Ok(r) => r.rows_affected(),
+            Err(e) => return Err(self.fail(ctx, e)),
+        };
         Ok(PurgeReport {
             tombstoned,
             deleted,
+            tasks_expired,
         })
     }
 }

@@ -42,6 +42,7 @@ use crate::machine::{AttemptFinish, Change, Retire};
 use crate::model::{AttemptRecord, OperationRecord};
 use crate::retention::PurgeReport;
 use crate::row::OperationRow;
+use crate::task::{TaskBudget, TaskId};
 
 /// Attempts per job before giving up with `Unavailable`.
 pub(super) const MAX_TRIES: usize = 8;
@@ -299,6 +300,14 @@ impl Store for Unlocked<'_> {
     }
 
     async fn finish_attempt(&mut self, _f: &AttemptFinish) -> Result<(), LedgerError> {
+        self.unsupported()
+    }
+
+    async fn load_task(&mut self, _id: &TaskId) -> Result<Option<TaskBudget>, LedgerError> {
+        self.unsupported()
+    }
+
+    async fn save_task(&mut self, _budget: &TaskBudget) -> Result<(), LedgerError> {
         self.unsupported()
     }
 

@@ -18,6 +18,8 @@ use crate::retention::PurgeReport;
 use crate::row::{
     AttemptRow, OperationRow, attempt_columns, operation_columns, operation_data_columns,
 };
+use crate::task::{TaskBudget, TaskId};
+use crate::task_row::{TaskRow, task_columns, task_data_columns};
 
 macro_rules! op_cols {
     () => {
@@ -112,6 +114,22 @@ const PURGE_TOMBSTONE: &str = "UPDATE operations SET params = NULL, \
      result = CASE WHEN state = 'confirmed' THEN 'null' ELSE NULL END, \
      evidence = NULL, tombstone = 1 \
      WHERE decided_at IS NOT NULL AND decided_at <= ?1 AND tombstone = 0";
+
+const LOAD_TASK: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM task_budgets WHERE scope = ?1 AND task = ?2"
+);
+
+const UPSERT_TASK: &str = concat!(
+    "INSERT INTO task_budgets (",
+    task_columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (scope, task) DO UPDATE SET (",
+    task_data_columns!(),
+    ") = (?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+);
+
+const PURGE_TASKS: &str = "DELETE FROM task_budgets WHERE expires_at <= ?1";
 
 /// Binds of [`LIST`] for `filter` at `now`.
 pub(super) fn list_query(
@@ -268,10 +286,31 @@ impl Store for SqlStore<'_> {
         Ok(())
     }
 
+    async fn load_task(&mut self, id: &TaskId) -> Result<Option<TaskBudget>, LedgerError> {
+        sqlx::query_as::<_, TaskRow>(LOAD_TASK)
+            .bind(id.scope.as_str())
+            .bind(id.task.as_str())
+            .fetch_optional(&mut *self.conn)
+            .await
+            .map_err(|e| map_err("loading a task budget", e))?
+            .map(TaskRow::into_budget)
+            .transpose()
+    }
+
+    async fn save_task(&mut self, budget: &TaskBudget) -> Result<(), LedgerError> {
+        TaskRow::from_budget(budget)
+            .bind(sqlx::query(UPSERT_TASK))
+            .execute(&mut *self.conn)
+            .await
+            .map_err(|e| map_err("writing a task budget", e))?;
+        Ok(())
+    }
+
     async fn retire(&mut self, retire: Retire) -> Result<PurgeReport, LedgerError> {
         let Retire {
             tombstone_cutoff,
             delete_cutoff,
+            tasks_expired,
         } = retire;
         let ctx = "applying retention";
         if let Some(c) = self.cache.as_mut() {
@@ -294,9 +333,16 @@ impl Store for SqlStore<'_> {
             .await
             .map_err(|e| map_err(ctx, e))?
             .rows_affected();
+        let tasks_expired = sqlx::query(PURGE_TASKS)
+            .bind(tasks_expired.0)
+            .execute(&mut *self.conn)
+            .await
+            .map_err(|e| map_err(ctx, e))?
+            .rows_affected();
         Ok(PurgeReport {
             tombstoned,
             deleted,
+            tasks_expired,
         })
     }
 }

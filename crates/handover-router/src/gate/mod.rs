@@ -18,11 +18,8 @@ mod outcome;
 mod tool_call;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use handover_ledger::{
-    ApproveOutcome, BeginOptions, BeginOutcome, BlockWidth, Clock, Ledger, Limits, OperationRequest,
-};
+use handover_ledger::{ApproveOutcome, Clock, Ledger, OperationRequest};
 
 pub use executor::{DispatchContext, Executor, ExecutorError, ExecutorOutcome};
 pub use http::HttpJsonExecutor;
@@ -30,8 +27,9 @@ pub use outcome::PerformOutcome;
 pub use tool_call::{FixedApproval, KeyPolicy, OperationKey, ProposedCall};
 
 use crate::budget::Budget;
-use crate::config::{ActionContract, BlockSetting, Config, defaults};
+use crate::config::{ActionContract, Config};
 use crate::error::RouterError;
+use crate::protocol::{Begun, Protocol};
 
 /// Per-call options of [`WriteGate::perform`].
 #[derive(Debug, Default, Clone, Copy)]
@@ -69,27 +67,17 @@ pub struct PerformOptions<'a> {
 /// ```
 #[derive(Debug, Clone)]
 pub struct WriteGate {
-    ledger: Arc<dyn Ledger>,
-    config: Config,
-    clock: Arc<dyn Clock>,
+    protocol: Protocol,
     holder: String,
-    limits: Limits,
 }
 
 impl WriteGate {
     /// A gate over `ledger`, with action contracts from `config` and the
     /// ledger's clock (for next-check times).
     pub fn new(ledger: Arc<dyn Ledger>, config: Config, clock: Arc<dyn Clock>) -> Self {
-        let limits = Limits {
-            max_params_bytes: config.ledger().max_params_bytes,
-            max_depth: config.ledger().max_params_depth,
-        };
         Self {
-            ledger,
-            config,
-            clock,
+            protocol: Protocol::new(ledger, config, clock),
             holder: format!("gate-{}", uuid::Uuid::now_v7()),
-            limits,
         }
     }
 
@@ -104,9 +92,15 @@ impl WriteGate {
         &self.holder
     }
 
+    /// The write protocol this gate is the Rust door of; other doors (the
+    /// gateway's operations API, the MCP guard) use the same one.
+    pub fn protocol(&self) -> &Protocol {
+        &self.protocol
+    }
+
     /// The ledger.
     pub fn ledger(&self) -> &Arc<dyn Ledger> {
-        &self.ledger
+        self.protocol.ledger()
     }
 
     /// Builds a validated operation request with the configured limits.
@@ -117,37 +111,12 @@ impl WriteGate {
         action: &str,
         params: &serde_json::Value,
     ) -> Result<OperationRequest, RouterError> {
-        OperationRequest::new(scope, key, action, params, &self.limits)
-            .map_err(|e| RouterError::Ledger(e.into()))
+        self.protocol.request(scope, key, action, params)
     }
 
-    /// The contract of `action`: its configured one, or the most careful
-    /// default (block only itself, no re-send, no lookup — an unknown
-    /// outcome waits for an operator).
+    /// The contract of `action` (see [`Protocol::contract`]).
     pub fn contract(&self, action: &str) -> ActionContract {
-        self.config
-            .action(action)
-            .cloned()
-            .unwrap_or_else(|| ActionContract {
-                name: action.to_owned(),
-                block: BlockSetting::Operation,
-                lease: self.config.ledger().lease,
-                timeout: defaults::ACTION_TIMEOUT,
-                idempotency: None,
-                lookup: None,
-            })
-    }
-
-    pub(crate) fn begin_options(&self, contract: &ActionContract) -> BeginOptions {
-        BeginOptions {
-            holder: self.holder.clone(),
-            lease: contract.lease,
-            block: match contract.block {
-                BlockSetting::Operation => BlockWidth::Operation,
-                BlockSetting::Scope => BlockWidth::Scope,
-                BlockSetting::Action => BlockWidth::Action,
-            },
-        }
+        self.protocol.contract(action)
     }
 
     /// Records what the user approved — action, key and exact parameters —
@@ -159,12 +128,7 @@ impl WriteGate {
     /// nothing; other parameters are answered
     /// [`ApproveOutcome::Conflict`] and never replace the approved ones.
     pub async fn approve(&self, req: &OperationRequest) -> Result<ApproveOutcome, RouterError> {
-        let outcome = self.ledger.approve(req).await?;
-        tracing::debug!(
-            scope = %req.id().scope, key = %req.id().key, action = %req.action(),
-            ?outcome, "approval recorded"
-        );
-        Ok(outcome)
+        self.protocol.approve(req).await
     }
 
     /// Runs one business action through the ledger (see the module docs).
@@ -183,62 +147,12 @@ impl WriteGate {
         executor: &dyn Executor,
         opts: PerformOptions<'_>,
     ) -> Result<PerformOutcome, RouterError> {
-        let contract = self.contract(req.action().as_str());
-        let begin = self
-            .ledger
-            .begin(req, &self.begin_options(&contract))
-            .await?;
-        let outcome = match begin {
-            BeginOutcome::Started(claim) => {
-                self.dispatch(req, claim, &contract, executor, opts).await?
-            }
-            BeginOutcome::Unresolved(info) => match self.resend_claim(req, &contract).await? {
-                Some(claim) => self.dispatch(req, claim, &contract, executor, opts).await?,
-                None => PerformOutcome::Unresolved(info),
-            },
-            BeginOutcome::InProgress {
-                holder,
-                lease_until,
-                ..
-            } => PerformOutcome::InProgress {
-                holder,
-                lease_until,
-            },
-            BeginOutcome::Conflict {
-                recorded,
-                requested,
-            } => PerformOutcome::Conflict {
-                recorded,
-                requested,
-            },
-            BeginOutcome::Replayed(t) => PerformOutcome::Replayed(t),
-            BeginOutcome::Suspended { blocked_by, info } => {
-                PerformOutcome::Suspended { blocked_by, info }
-            }
-            BeginOutcome::Cancelled { reason } => PerformOutcome::Cancelled { reason },
+        let outcome = match self.protocol.begin(req, &self.holder).await? {
+            Begun::Started(started) => self.dispatch(req, *started, executor, opts).await?,
+            Begun::NotStarted(answer) => answer.into(),
         };
         tracing::Span::current().record("outcome", outcome.as_str());
         crate::metrics::operation(req.action().as_str(), outcome.as_str());
         Ok(outcome)
-    }
-
-    /// Re-claims an unknown operation for a re-send with the same
-    /// destination key, if the destination still remembers that key.
-    async fn resend_claim(
-        &self,
-        req: &OperationRequest,
-        contract: &ActionContract,
-    ) -> Result<Option<handover_ledger::Claim>, RouterError> {
-        let Some(idem) = &contract.idempotency else {
-            return Ok(None);
-        };
-        Ok(self
-            .ledger
-            .claim_for_resend(req.id(), &self.begin_options(contract), idem.retention)
-            .await?)
-    }
-
-    pub(crate) fn now_plus(&self, d: Duration) -> handover_ledger::Timestamp {
-        self.clock.now().plus(d)
     }
 }

@@ -32,6 +32,7 @@ use verify::Case;
 
 use crate::error::RouterError;
 use crate::gate::{Executor, PerformOptions, PerformOutcome, WriteGate};
+use crate::protocol::Started;
 
 /// What one reconciliation pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -166,23 +167,21 @@ impl Reconciler {
             &params,
         )?;
         if let Some(resender) = self.resenders.get(rec.action.as_str())
-            && let Some(idem) = &contract.idempotency
             && let Some(claim) = self
                 .gate
-                .ledger()
-                .claim_for_resend(&rec.id, &self.gate.begin_options(&contract), idem.retention)
+                .protocol()
+                .resend_claim(&rec.id, &contract, self.gate.holder())
                 .await?
         {
             report.resent += 1;
+            let started = Started {
+                claim,
+                resend: true,
+                contract: contract.clone(),
+            };
             let outcome = self
                 .gate
-                .dispatch(
-                    &req,
-                    claim,
-                    &contract,
-                    resender.as_ref(),
-                    PerformOptions::default(),
-                )
+                .dispatch(&req, started, resender.as_ref(), PerformOptions::default())
                 .await?;
             match outcome {
                 PerformOutcome::Confirmed { .. } => report.confirmed += 1,
@@ -202,17 +201,42 @@ impl Reconciler {
                 };
                 self.look_up(&case, lookup.as_ref(), report).await
             }
-            _ => {
-                let reason = if contract.idempotency.is_some() {
-                    "the destination's idempotency window has passed and there is no lookup: needs an operator"
-                } else {
-                    "no lookup and no idempotency key: needs an operator"
-                };
-                self.update(rec, Owner::Review, reason, None, false).await?;
-                report.to_review += 1;
-                Ok(())
-            }
+            _ => self.without_lookup(rec, info, &contract, report).await,
         }
+    }
+
+    /// No lookup, and no re-send now: while the destination still remembers
+    /// the key, a caller (or a reconciler with a re-send executor) may still
+    /// re-send safely, so wait for the window's end; after it, or without a
+    /// key, only an operator can decide.
+    async fn without_lookup(
+        &self,
+        rec: &OperationRecord,
+        info: &UnknownInfo,
+        contract: &crate::config::ActionContract,
+        report: &mut ReconcileReport,
+    ) -> Result<(), RouterError> {
+        let window_ends = contract
+            .idempotency
+            .as_ref()
+            .zip(rec.first_dispatched_at)
+            .map(|(idem, first)| first.plus(idem.retention));
+        if let Some(end) = window_ends
+            && end > self.clock.now()
+        {
+            self.update(rec, Owner::Reconciler, &info.reason, Some(end), false)
+                .await?;
+            report.still_unknown += 1;
+            return Ok(());
+        }
+        let reason = if contract.idempotency.is_some() {
+            "the destination's idempotency window has passed and there is no lookup: needs an operator"
+        } else {
+            "no lookup and no idempotency key: needs an operator"
+        };
+        self.update(rec, Owner::Review, reason, None, false).await?;
+        report.to_review += 1;
+        Ok(())
     }
 
     async fn update(

@@ -22,6 +22,7 @@ mod walk;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use report::{
     Attempt, AttemptResult, Completion, FailureReason, Partial, Skip, SkipReason, TaskFailure,
@@ -29,11 +30,18 @@ pub use report::{
 pub use stream::{RoutedStream, StreamBroken};
 pub use task::Task;
 
+use handover_ledger::{TaskBudgets, TaskId, TaskLimits, TaskOpen};
+
 use crate::breaker::BreakerState;
 use crate::budget::Budget;
 use crate::config::{Config, PolicySettings};
 use crate::error::RouterError;
 use upstream::Upstream;
+
+/// How long a shared task budget is kept after its deadline: a late call
+/// under the task id within it is refused as exhausted; after it the id
+/// opens a new task.
+pub const TASK_GRACE: Duration = Duration::from_secs(3600);
 
 /// Routes chat calls over configured providers. Cheap to clone; build once
 /// per process from a [`Config`].
@@ -90,6 +98,54 @@ impl Router {
             )),
             late: Arc::default(),
             policy,
+        })
+    }
+
+    /// Joins the user task `id` whose budget lives in `store`, shared by
+    /// every call under that id in every process using the store: the
+    /// first call opens it under `policy` (its deadline, `max_requests` and
+    /// cost ceiling start then); later calls draw from what is left. A call
+    /// naming another policy than the first is refused
+    /// ([`RouterError::TaskPolicyMismatch`]); an unreachable store is
+    /// [`RouterError::Ledger`] (nothing sent). An exhausted task is joined:
+    /// its calls fail with the budget's reason without sending anything.
+    pub async fn join_task(
+        &self,
+        policy: &str,
+        store: Arc<dyn TaskBudgets>,
+        id: &TaskId,
+    ) -> Result<Task, RouterError> {
+        let settings = self
+            .policies
+            .get(policy)
+            .ok_or_else(|| RouterError::UnknownPolicy(policy.to_owned()))?
+            .clone();
+        let limits = TaskLimits {
+            policy: settings.name.clone(),
+            deadline: settings.deadline,
+            max_requests: settings.max_requests,
+            max_cost: settings.max_cost,
+            grace: TASK_GRACE,
+        };
+        let view = match store.open_task(id, &limits).await? {
+            TaskOpen::Opened(view) => {
+                crate::metrics::task_started(&settings.name);
+                view
+            }
+            TaskOpen::Joined(view) => view,
+            TaskOpen::PolicyMismatch(view) => {
+                return Err(RouterError::TaskPolicyMismatch {
+                    task: id.task.to_string(),
+                    recorded: view.policy,
+                    requested: settings.name.clone(),
+                });
+            }
+        };
+        Ok(Task {
+            id: uuid::Uuid::now_v7(),
+            budget: Arc::new(Budget::shared(store, view)),
+            late: Arc::default(),
+            policy: settings,
         })
     }
 

@@ -176,6 +176,9 @@ impl std::fmt::Display for TaskFailure {
     /// data class); 1 request(s) sent`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.reason {
+            FailureReason::Budget(Exhausted::StoreUnavailable) => f.write_str(
+                "the store of the task's shared budget could not be reached; nothing more was sent",
+            )?,
             FailureReason::Budget(e) => write!(f, "task budget exhausted ({})", e.as_str())?,
             FailureReason::Failed { class, message } => write!(f, "{class}: {message}")?,
             FailureReason::ChainExhausted => f.write_str("no provider in the chain answered")?,

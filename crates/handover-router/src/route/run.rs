@@ -103,7 +103,12 @@ impl<'t> Run<'t> {
             .acquire(failover, &self.task.budget)
             .await
         {
-            Ok(permit) => Ok(permit),
+            // A shared budget reserves the request in its store now, with
+            // the slot held (a reservation is not parked in a queue).
+            Ok(permit) => match self.task.budget.reserve().await {
+                Ok(()) => Ok(permit),
+                Err(e) => Err(Leave::Stop(FailureReason::Budget(e))),
+            },
             Err(Refused::QueueFull) => {
                 self.skip(upstream, SkipReason::QueueFull);
                 Err(Leave::Next)

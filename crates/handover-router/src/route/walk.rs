@@ -133,8 +133,20 @@ impl<'t, T> Walked<'t, T> {
 }
 
 impl Router {
-    /// Walks `task`'s chain with `call` until a provider answers.
+    /// Walks `task`'s chain with `call` until a provider answers, then
+    /// settles a shared budget (unused reservations back, cost charged).
     pub(crate) async fn walk<'t, C: Call>(
+        &self,
+        task: &'t Task,
+        needs: Needs<'_>,
+        call: &C,
+    ) -> Result<Walked<'t, C::Output>, RouterError> {
+        let walked = self.walk_chain(task, needs, call).await;
+        task.budget.settle().await;
+        walked
+    }
+
+    async fn walk_chain<'t, C: Call>(
         &self,
         task: &'t Task,
         needs: Needs<'_>,

@@ -1,16 +1,27 @@
 //! One budget per user task (DESIGN §7), shared by every attempt, retry,
 //! backoff sleep, wait for a provider slot and provider switch of that task.
 //!
+//! A budget lives in this process ([`Budget::new`]) or, for a task whose
+//! calls may be served by several processes (the gateway's
+//! `x-handover-task`), draws from a task budget in the ledger's store
+//! ([`Budget::shared`], see `shared.rs`): the deadline and the cost ceiling
+//! are the store's, and every HTTP request is reserved there before it is
+//! sent, so replicas sharing the store never exceed `max_requests` together.
+//!
 //! This module owns time for the router: it is the only place that sleeps
 //! (`clippy.toml` forbids `tokio::time::sleep` elsewhere), and every sleep is
 //! clamped to what remains. A fixed retry count per layer multiplies into
 //! retry storms; a shared budget cannot (see tower's `retry::budget`).
+
+mod shared;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use shared::Shared;
 
 /// Why the budget refused to go on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +32,9 @@ pub enum Exhausted {
     Requests,
     /// The cost ceiling has been reached.
     Cost,
+    /// The store holding the task's shared budget could not be reached:
+    /// nothing is sent (fail closed).
+    StoreUnavailable,
 }
 
 impl Exhausted {
@@ -30,6 +44,7 @@ impl Exhausted {
             Self::Deadline => "deadline",
             Self::Requests => "max_requests",
             Self::Cost => "max_cost",
+            Self::StoreUnavailable => "budget_store_unavailable",
         }
     }
 }
@@ -67,9 +82,13 @@ pub struct Budget {
     started: Instant,
     deadline: Instant,
     max_requests: u32,
+    /// Requests this process may send: `max_requests` for a local budget,
+    /// the reservations taken from the store for a shared one.
+    allowance: AtomicU32,
     sent: AtomicU32,
     max_cost: Option<f64>,
     cost: Mutex<f64>,
+    shared: Option<Shared>,
 }
 
 impl Budget {
@@ -80,9 +99,11 @@ impl Budget {
             started,
             deadline: started + deadline,
             max_requests,
+            allowance: AtomicU32::new(max_requests),
             sent: AtomicU32::new(0),
             max_cost,
             cost: Mutex::new(0.0),
+            shared: None,
         }
     }
 
@@ -106,8 +127,13 @@ impl Budget {
         if self.remaining().is_zero() {
             return Err(Exhausted::Deadline);
         }
-        if self.sent.load(Ordering::Acquire) >= self.max_requests {
-            return Err(Exhausted::Requests);
+        match &self.shared {
+            // The store decides; it has refused already.
+            Some(shared) => shared.refused()?,
+            None if self.sent.load(Ordering::Acquire) >= self.max_requests => {
+                return Err(Exhausted::Requests);
+            }
+            None => {}
         }
         if let Some(max) = self.max_cost
             && self.cost_spent() >= max
@@ -130,7 +156,7 @@ impl Budget {
         }
         self.sent
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max_requests).then_some(n + 1)
+                (n < self.allowance.load(Ordering::Acquire)).then_some(n + 1)
             })
             .map(|_| ())
             .map_err(|_| Exhausted::Requests)
@@ -144,10 +170,14 @@ impl Budget {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
 
-    /// Adds the cost of an answered attempt.
+    /// Adds the cost of an answered attempt (for a shared budget, the store
+    /// hears of it when the call settles).
     pub fn charge(&self, usd: f64) {
         if usd.is_finite() && usd > 0.0 {
             *self.cost.lock().unwrap_or_else(|p| p.into_inner()) += usd;
+            if let Some(shared) = &self.shared {
+                shared.owe(usd);
+            }
         }
     }
 
@@ -155,9 +185,11 @@ impl Budget {
         *self.cost.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// HTTP requests sent so far.
+    /// HTTP requests sent so far (for a shared budget: by the whole task
+    /// before this budget joined it, plus by this budget).
     pub fn requests_sent(&self) -> u32 {
-        self.sent.load(Ordering::Acquire)
+        let base = self.shared.as_ref().map_or(0, Shared::base_requests);
+        base.saturating_add(self.sent.load(Ordering::Acquire))
     }
 
     /// What has been spent so far.

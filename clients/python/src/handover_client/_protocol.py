@@ -1,0 +1,400 @@
+"""The operations protocol, written once for the sync and async clients.
+
+Each flow is a generator that yields what must happen next — an HTTP
+request to Handover (:class:`Request`) or the call to the destination
+(:class:`CallExecutor`) — and receives its result. The clients only carry
+these steps out (``httpx.Client`` or ``httpx.AsyncClient``; a plain or an
+awaited executor), so the order of the protocol cannot differ between
+them: the executor step is yielded only after Handover has answered that
+the dispatch is recorded.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, Union
+from urllib.parse import quote
+
+from ._errors import APIConnectionError, HandoverError, error_for
+from ._outcomes import (
+    Confirmed,
+    Conflict,
+    InProgress,
+    Outcome,
+    Rejected,
+    Replayed,
+    Suspended,
+    Unresolved,
+)
+
+T = TypeVar("T")
+
+TASK_HEADER = "x-handover-task"
+"""The header naming the user task whose budget a call draws from."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP request to Handover."""
+
+    method: str
+    path: str
+    body: Any = None
+    headers: Mapping[str, str | bytes] = field(default_factory=dict)
+    query: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Handover's answer: the status and the JSON body (None if not JSON)."""
+
+    status: int
+    body: Any
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """What the executor gets: the operation, recorded as dispatched.
+
+    Send ``destination_key`` to the destination in ``idempotency_header``
+    (``headers`` is that one header as a dict): it is the same on every
+    re-send of this operation, so a destination that deduplicates on it
+    applies the action once.
+    """
+
+    action: str
+    key: str
+    params: Any
+    """A private copy of the approved parameters."""
+    destination_key: str
+    idempotency_header: str | None
+    """The header the action's contract names (None: the action declares none)."""
+    attempt_number: int
+    resend: bool
+    """True for a re-send inside the destination's idempotency window."""
+    timeout: float | None
+    """The action's executor timeout in seconds (the async client enforces it;
+    a sync executor should pass it to its own HTTP calls)."""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The destination idempotency header to send."""
+        return {self.idempotency_header or "Idempotency-Key": self.destination_key}
+
+    def reject(self, reason: str, evidence: str | None = None) -> Rejection:
+        """A declared rejection to return: the destination definitively
+        refused and nothing happened (a 4xx that says so, not a timeout)."""
+        return Rejection(reason, evidence)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Returned by an executor when the destination definitively refused.
+
+    The only way to record ``rejected``: an exception never is one.
+    """
+
+    reason: str
+    evidence: str | None = None
+
+
+@dataclass(frozen=True)
+class CallExecutor:
+    """Step: call the executor now (dispatch is recorded)."""
+
+    ctx: Dispatch
+
+
+@dataclass(frozen=True)
+class Returned:
+    """The executor returned ``value``."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Raised:
+    """The executor raised (or timed out, or was cancelled)."""
+
+    error: BaseException
+
+
+@dataclass(frozen=True)
+class Approval:
+    """The answer to :meth:`Client.approve`."""
+
+    key: str
+    status: str
+    """``planned`` (recorded now), ``already_approved`` or ``replayed``."""
+    state: str
+    """The operation's state (``planned``, ``confirmed``, ...)."""
+    replayed: Replayed | None = None
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation as the ledger records it (``raw`` has every field)."""
+
+    scope: str
+    key: str
+    action: str
+    state: str
+    params: Any
+    result: Any
+    reason: str | None
+    raw: Mapping[str, Any] = field(repr=False)
+
+    @staticmethod
+    def from_json(rec: Mapping[str, Any]) -> Operation:
+        state = rec.get("state") or {}
+        reason = state.get("reason")
+        return Operation(
+            scope=rec["id"]["scope"],
+            key=rec["id"]["key"],
+            action=rec["action"],
+            state=state.get("state", ""),
+            params=rec.get("params"),
+            result=state.get("result"),
+            reason=reason if isinstance(reason, str) else None,
+            raw=rec,
+        )
+
+
+Step = Union[Request, CallExecutor]
+Flow = Generator[Step, Any, T]
+
+
+def private_copy(value: Any, what: str) -> Any:
+    """A JSON copy: what the executor gets and what is recorded cannot be
+    changed through the caller's objects; non-JSON fails before anything is
+    sent."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{what}: not JSON: {e}") from e
+
+
+def _op_path(key: str) -> str:
+    return "/v1/operations/" + quote(key, safe="")
+
+
+def _header_value(key: str) -> str | bytes:
+    # Handover validates keys (visible ASCII, <= 255 bytes) and names the
+    # field; send what we were given so its answer is the one error.
+    return key if key.isascii() else key.encode("utf-8")
+
+
+def _check_names(action: Any, key: Any) -> None:
+    if not isinstance(action, str):
+        raise TypeError(f"action: expected str, got {type(action).__name__}")
+    if not isinstance(key, str):
+        raise TypeError(f"key: expected str, got {type(key).__name__}")
+
+
+def approve(action: str, key: str, params: Any, headers: Mapping[str, str]) -> Flow[Approval]:
+    """Records what the user approved; later begins must carry these params."""
+    _check_names(action, key)
+    body = {"action": action, "params": private_copy(params, "params")}
+    ans = yield Request("POST", _op_path(key) + "/approve", body, headers)
+    status = _status_of(ans)
+    if ans.status == 201 and status == "planned":
+        return Approval(key, "planned", "planned")
+    if ans.status == 200 and status == "already_approved":
+        return Approval(key, "already_approved", str(ans.body.get("state")))
+    if ans.status == 200 and status == "replayed":
+        r = _replayed(action, key, ans.body["outcome"])
+        return Approval(key, "replayed", r.outcome, r)
+    raise _unexpected(ans)
+
+
+def perform(action: str, key: str, params: Any, headers: Mapping[str, str]) -> Flow[Outcome]:
+    """begin -> dispatch (recorded) -> executor -> outcome."""
+    _check_names(action, key)
+    params = private_copy(params, "params")
+    begin_headers: dict[str, str | bytes] = {**headers, "Idempotency-Key": _header_value(key)}
+    ans = yield Request("POST", "/v1/operations", {"action": action, "params": params}, begin_headers)
+    if not (ans.status == 201 and _status_of(ans) == "started"):
+        return _not_started(action, key, ans)
+    claim, contract = ans.body["claim"], ans.body["contract"]
+    epoch = claim["epoch"]
+    path = _op_path(key)
+    timeout = contract.get("timeout_s")
+    ctx = Dispatch(
+        action=action,
+        key=key,
+        params=private_copy(params, "params"),
+        destination_key=claim["destination_key"],
+        idempotency_header=contract.get("idempotency_header"),
+        attempt_number=claim.get("attempt_number", 1),
+        resend=bool(ans.body.get("resend")),
+        timeout=float(timeout) if timeout else None,
+    )
+
+    try:
+        ans = yield Request("POST", path + "/dispatch", {"epoch": epoch}, headers)
+        if ans.status != 200:
+            raise error_for(ans.status, ans.body)
+    except HandoverError as e:
+        # The destination was not called: say so, so the key is free again.
+        evidence = f"the client did not call the destination: dispatch was not confirmed ({e})"
+        try:
+            yield Request(
+                "POST", path + "/outcome",
+                {"epoch": epoch, "outcome": "not_sent", "evidence": evidence}, headers,
+            )
+        except HandoverError:
+            pass  # the lease returns an undispatched claim; a dispatched one becomes unknown
+        raise
+
+    got = yield CallExecutor(ctx)
+    if isinstance(got, Raised):
+        # The type only: an exception's text may carry what must not be
+        # stored (a URL with a token); the caller gets it in `cause`.
+        reason = f"the executor raised {_qualname(got.error)} after dispatch"
+        outcome = yield from _record(ctx, epoch, _unknown(reason), headers, got.error)
+        if not isinstance(got.error, Exception):
+            raise got.error  # KeyboardInterrupt, cancellation: recorded, then re-raised
+        return outcome
+    value = got.value
+    if isinstance(value, Rejection):
+        report: dict[str, Any] = {"outcome": "rejected", "reason": value.reason}
+        if value.evidence is not None:
+            report["evidence"] = value.evidence
+        return (yield from _record(ctx, epoch, report, headers, None))
+    try:
+        result = private_copy(value, "result")
+    except TypeError as e:
+        reason = (
+            f"the executor returned a {type(value).__name__}, not JSON: "
+            "it cannot be recorded as a confirmed result"
+        )
+        return (yield from _record(ctx, epoch, _unknown(reason), headers, e))
+    return (yield from _record(ctx, epoch, {"outcome": "confirmed", "result": result}, headers, None))
+
+
+def _qualname(e: BaseException) -> str:
+    t = type(e)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def check_executor(fn: Any, awaitable_ok: bool) -> None:
+    """Loud before anything is recorded: a wrong executor would otherwise
+    fail after dispatch and leave the operation unknown."""
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable executor, got {type(fn).__name__}")
+    if not awaitable_ok and inspect.iscoroutinefunction(fn):
+        raise TypeError("fn: a coroutine function needs AsyncClient")
+
+
+def _unknown(reason: str) -> dict[str, Any]:
+    return {"outcome": "unknown", "reason": reason[:2000]}
+
+
+def _record(
+    ctx: Dispatch,
+    epoch: int,
+    report: dict[str, Any],
+    headers: Mapping[str, str],
+    cause: BaseException | None,
+) -> Flow[Outcome]:
+    """Writes the outcome; if that fails, reads what the ledger holds."""
+    path = _op_path(ctx.key)
+    try:
+        ans = yield Request("POST", path + "/outcome", {"epoch": epoch, **report}, headers)
+    except APIConnectionError as e:
+        return (yield from _read_back(ctx, headers, e))
+    if ans.status == 200:
+        return _from_record(ctx.action, ctx.key, ans.body["operation"], cause)
+    err = error_for(ans.status, ans.body)
+    if report["outcome"] in ("confirmed", "rejected") and ans.status == 400:
+        # The destination answered, but the report is not recordable (a
+        # result number outside I-JSON, an empty reason): record unknown
+        # rather than leave the operation dispatched.
+        reason = f"the destination answered but the {report['outcome']} report cannot be recorded: {err.message}"
+        return (yield from _record(ctx, epoch, _unknown(reason), headers, err))
+    return (yield from _read_back(ctx, headers, err))
+
+
+def _read_back(ctx: Dispatch, headers: Mapping[str, str], err: HandoverError) -> Flow[Outcome]:
+    try:
+        ans = yield Request("GET", _op_path(ctx.key), None, headers)
+    except HandoverError:
+        ans = None
+    if ans is not None and ans.status == 200:
+        out = _from_record(ctx.action, ctx.key, ans.body["operation"], err)
+        if not isinstance(out, Unresolved) or out.recorded:
+            return out
+    return Unresolved(ctx.action, ctx.key, reason=f"the outcome could not be recorded: {err}",
+                      recorded=False, cause=err)
+
+
+def _from_record(action: str, key: str, rec: Mapping[str, Any], cause: BaseException | None) -> Outcome:
+    state = rec.get("state") or {}
+    kind = state.get("state")
+    if kind == "confirmed":
+        return Confirmed(action, key, result=state.get("result"))
+    if kind == "rejected":
+        return Rejected(action, key, reason=state.get("reason", ""))
+    if kind == "unknown":
+        return Unresolved(action, key, reason=state.get("reason", ""), owner=state.get("owner"),
+                          cause=cause)
+    return Unresolved(action, key, reason=f"the operation is {kind}", recorded=False, cause=cause)
+
+
+def _status_of(ans: Answer) -> str | None:
+    return ans.body.get("status") if isinstance(ans.body, dict) else None
+
+
+def _unexpected(ans: Answer) -> HandoverError:
+    if ans.status >= 400:
+        return error_for(ans.status, ans.body)
+    return HandoverError(f"unexpected answer from Handover (HTTP {ans.status}): {ans.body!r}")
+
+
+def _replayed(action: str, key: str, t: Mapping[str, Any]) -> Replayed:
+    if t.get("outcome") == "tombstone":
+        return Replayed(action, key, outcome=t["state"], expired=True)
+    return Replayed(action, key, outcome=t["outcome"], result=t.get("result"), reason=t.get("reason"))
+
+
+def _not_started(action: str, key: str, ans: Answer) -> Outcome:
+    status, body = _status_of(ans), ans.body
+    if ans.status == 200 and status == "replayed":
+        return _replayed(action, key, body["outcome"])
+    if ans.status == 409 and status == "in_progress":
+        return InProgress(action, key, holder=body.get("holder"), lease_until=body.get("lease_until"))
+    if ans.status == 422 and status == "conflict":
+        return Conflict(action, key)
+    if ans.status == 423 and status == "unresolved":
+        info = body.get("unknown") or {}
+        return Unresolved(action, key, reason=info.get("reason", ""), owner=info.get("owner"))
+    if ans.status == 423 and status == "suspended":
+        return Suspended(action, key, blocked_by=(body.get("blocked_by") or {}).get("key"))
+    raise _unexpected(ans)
+
+
+def get(key: str, headers: Mapping[str, str]) -> Flow[Operation]:
+    """One operation of this client's scope."""
+    _check_names("", key)
+    ans = yield Request("GET", _op_path(key), None, headers)
+    if ans.status != 200:
+        raise _unexpected(ans)
+    return Operation.from_json(ans.body["operation"])
+
+
+def list_operations(state: str, limit: int, headers: Mapping[str, str]) -> Flow[list[Operation]]:
+    """This client's operations in ``state`` (``all``: every state)."""
+    query = {"state": state, "limit": str(limit)}
+    ans = yield Request("GET", "/v1/operations", None, headers, query)
+    if ans.status != 200:
+        raise _unexpected(ans)
+    return [Operation.from_json(r) for r in ans.body["operations"]]
+
+
+def task_headers(task: str | None) -> dict[str, str]:
+    """Per-call headers: the task whose budget the call draws from."""
+    return {TASK_HEADER: task} if task is not None else {}
+

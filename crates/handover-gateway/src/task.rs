@@ -1,0 +1,110 @@
+//! `x-handover-task`: one budget per user task across HTTP calls.
+//!
+//! Without the header every call is its own task with a fresh budget (the
+//! policy's deadline, `max_requests` and cost ceiling). With it, every call
+//! naming the same task id — scoped by the client's token, like operation
+//! keys — draws from one budget kept in the ledger's store, so replicas
+//! sharing the store share it exactly. The first call fixes the policy and
+//! starts the deadline; a call naming another policy is refused (409
+//! `task_policy_mismatch`). Answers under a task carry
+//! `x-handover-budget-remaining: requests=N, ms=N, cost=X` (`cost=unlimited`
+//! without a ceiling). See `docs/gateway.md`, "Task budgets".
+
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use handover_ledger::{TaskBudgets, TaskId};
+use handover_router::RouterError;
+use handover_router::route::Task;
+
+use crate::api_error::ApiError;
+use crate::auth::Client;
+use crate::state::GatewayState;
+
+/// The request header naming the user task.
+pub(crate) const TASK_HEADER: &str = "x-handover-task";
+/// The response header with what is left of the task's budget.
+pub(crate) const REMAINING_HEADER: &str = "x-handover-budget-remaining";
+
+/// The task id a request names, in the client's scope (`None`: no header).
+fn task_id(headers: &HeaderMap, client: &Client) -> Result<Option<TaskId>, ApiError> {
+    let Some(value) = headers.get(TASK_HEADER) else {
+        return Ok(None);
+    };
+    let invalid = |reason: &str| {
+        ApiError::invalid(
+            "invalid_header",
+            TASK_HEADER,
+            format!("{TASK_HEADER}: {reason}"),
+        )
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| invalid("must be visible ASCII (0x21..=0x7e)"))?;
+    TaskId::new(client.scope.as_str(), text)
+        .map(Some)
+        .map_err(|e| invalid(e.reason()))
+}
+
+/// The task a call runs under: the one its `x-handover-task` names (joined
+/// in the ledger's store), or a fresh one of `policy`.
+pub(crate) async fn open(
+    state: &GatewayState,
+    policy: &str,
+    client: &Client,
+    headers: &HeaderMap,
+) -> Result<Task, ApiError> {
+    let Some(id) = task_id(headers, client)? else {
+        return state.router().task(policy).map_err(|e| refused(&e));
+    };
+    let store: Arc<dyn TaskBudgets> = state.ledger().clone();
+    state
+        .router()
+        .join_task(policy, store, &id)
+        .await
+        .map_err(|e| refused(&e))
+}
+
+fn refused(e: &RouterError) -> ApiError {
+    let err = match e {
+        RouterError::TaskPolicyMismatch { .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict_error",
+            "task_policy_mismatch",
+            e.to_string(),
+        )
+        .with_param(TASK_HEADER),
+        RouterError::Ledger(l) => ApiError::ledger(l),
+        other => return super::openai::chat::router_error(other),
+    };
+    err.with_header("x-should-retry", HeaderValue::from_static("false"))
+}
+
+/// `x-handover-budget-remaining` for a task whose budget lives in the store
+/// (`None` for a call without `x-handover-task`).
+pub(crate) fn remaining(task: &Task) -> Option<HeaderValue> {
+    let view = task.budget().task_budget()?;
+    let cost = view
+        .cost_left()
+        .map_or_else(|| "unlimited".to_owned(), |c| format!("{c:.6}"));
+    let ms = task.budget().remaining().as_millis();
+    let text = format!("requests={}, ms={ms}, cost={cost}", view.requests_left());
+    HeaderValue::from_str(&text).ok()
+}
+
+/// Adds [`REMAINING_HEADER`] to `headers` for a task under `x-handover-task`.
+pub(crate) fn add_remaining(headers: &mut HeaderMap, task: &Task) {
+    if let Some(v) = remaining(task) {
+        headers.insert(REMAINING_HEADER, v);
+    }
+}
+
+impl ApiError {
+    /// Adds [`REMAINING_HEADER`] for a task under `x-handover-task`.
+    pub(crate) fn with_remaining(self, task: &Task) -> Self {
+        match remaining(task) {
+            Some(v) => self.with_header(REMAINING_HEADER, v),
+            None => self,
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! One budget per user task through the gateway (`x-handover-task`), with
+//! the official `openai` Python client (see `tests/python/task_budget.py`).
+//! Requests are counted at the mock providers.
+//!
+//! The interpreter comes from `HANDOVER_TEST_PYTHON`, as in
+//! `openai_python.rs`: unset → skipped (said so); set but broken → fails.
+
+mod support;
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use handover_testkit::{After, Flavor, MockProvider, Plan, Reply, TcpProvider, bodies};
+use serde_json::Value;
+use support::{CLIENT_A, CLIENT_B, Running};
+
+fn policy(name: &str, chain: &str, extra: &str) -> String {
+    format!(
+        "\n[policies.{name}]\nchain = [{chain}]\ncommit_point = \"first_token\"\n{extra}\n\
+         [policies.{name}.backoff]\ninitial = \"1ms\"\nmax = \"2ms\"\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_under_one_task_share_one_budget() {
+    let Ok(python) = std::env::var("HANDOVER_TEST_PYTHON") else {
+        println!("SKIPPED: set HANDOVER_TEST_PYTHON to a python with the `openai` package");
+        return;
+    };
+
+    let down = MockProvider::start(Flavor::OpenAi).await;
+    down.set_default(Reply::overloaded());
+    let up = MockProvider::start(Flavor::OpenAi).await;
+    up.set_default(Reply::text("fallback answer"));
+    let plain = MockProvider::start(Flavor::OpenAi).await;
+    plain.set_default(Reply::text("plain answer"));
+    // The first call gets a quick answer; every later one a stream that
+    // would take 8 s (20 parts, 400 ms apart).
+    let slow = TcpProvider::start(Flavor::OpenAi).await.unwrap();
+    slow.script([Plan::text(Flavor::OpenAi, "quick")]);
+    let parts = ["tick "; 20];
+    slow.set_default(
+        Plan::sse(
+            bodies::text_stream(Flavor::OpenAi, &parts, true, true),
+            After::Close,
+        )
+        .gap(Duration::from_millis(400)),
+    );
+
+    let mut c = String::new();
+    for (name, url) in [
+        ("down", down.base_url()),
+        ("up", up.base_url()),
+        ("plain", plain.base_url()),
+        ("slow", slow.base_url().to_owned()),
+    ] {
+        c.push_str(&support::provider(name, &url));
+    }
+    c.push_str(&policy(
+        "tasked",
+        "\"down\", \"up\"",
+        "deadline = \"20s\"\nmax_requests = 3",
+    ));
+    c.push_str(&policy("plain", "\"plain\"", "deadline = \"20s\""));
+    c.push_str(&policy("short", "\"slow\"", "deadline = \"3s\""));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let gw = Running::start(&c).await;
+
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/task_budget.py");
+    let out = tokio::process::Command::new(&python)
+        .args([script, &gw.base, CLIENT_A, CLIENT_B])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("HANDOVER_TEST_PYTHON={python} cannot run: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the python client failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: HashMap<String, Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| (v["scenario"].as_str().unwrap().to_owned(), v))
+        .collect();
+    let r = |name: &str| {
+        results
+            .get(name)
+            .unwrap_or_else(|| panic!("no result for {name}: {stdout}"))
+    };
+    let requests_left = |v: &Value| -> String {
+        let h = v["remaining"].as_str().unwrap_or_else(|| panic!("{v}"));
+        h.split(", ").next().unwrap().to_owned()
+    };
+
+    // Call 1: primary 503, fallback answers — 2 of the task's 3 requests.
+    let first = r("trip_call_1");
+    assert_eq!(first["content"], "fallback answer", "{first}");
+    assert_eq!(first["attempts"], "down=overloaded, up=answered");
+    assert_eq!(requests_left(first), "requests=1");
+    assert!(
+        first["remaining"]
+            .as_str()
+            .unwrap()
+            .ends_with("cost=unlimited")
+    );
+    // Call 2: the last request goes to the primary; nothing left for the fallback.
+    // Calls 3 and 4: refused without a request.
+    for n in 2..=4 {
+        let v = r(&format!("trip_call_{n}"));
+        assert_eq!(v["status"], 502, "{v}");
+        assert_eq!(v["code"], "budget_exhausted", "{v}");
+        assert_eq!(v["should_retry"], "false");
+        assert_eq!(requests_left(v), "requests=0");
+    }
+    // Other task, other client: 2 requests each, from budgets of their own.
+    for name in ["other_task", "other_client"] {
+        let v = r(name);
+        assert_eq!(v["content"], "fallback answer", "{name}: {v}");
+        assert_eq!(requests_left(v), "requests=1", "{name}: {v}");
+    }
+    // Counted at the mocks: trip-1 sent 3 (per-call budgets would have sent 8).
+    assert_eq!(
+        (down.requests().await, up.requests().await),
+        (4, 3),
+        "trip-1: 2 + 1; other task: 2; other client: 2"
+    );
+
+    let mismatch = r("policy_mismatch");
+    assert_eq!(mismatch["status"], 409, "{mismatch}");
+    assert_eq!(mismatch["code"], "task_policy_mismatch");
+    assert_eq!(mismatch["param"], "x-handover-task");
+    assert!(
+        mismatch["message"].as_str().unwrap().contains("\"tasked\""),
+        "names the task's policy: {mismatch}"
+    );
+    assert_eq!(plain.requests().await, 0);
+    let bad = r("bad_task_header");
+    assert_eq!(bad["status"], 400, "{bad}");
+    assert_eq!(bad["code"], "invalid_header");
+    assert_eq!(bad["param"], "x-handover-task");
+
+    // Deadline: the first call's 3 s bound the later stream and refuse the last call.
+    assert_eq!(r("slow_first")["content"], "quick");
+    let stream = r("slow_stream");
+    assert!(stream["error"].is_object(), "cut at the deadline: {stream}");
+    let got = stream["content"].as_str().unwrap();
+    assert!(got.starts_with("tick") && got.len() < 5 * 20, "{stream}");
+    let late = r("slow_after_deadline");
+    assert_eq!(late["status"], 504, "{late}");
+    assert_eq!(late["code"], "budget_exhausted");
+    let total = r("slow_total")["seconds"].as_f64().unwrap();
+    assert!(
+        total < 5.0,
+        "the whole task ended near its 3 s deadline: {total}s"
+    );
+    assert_eq!(slow.requests(), 2, "nothing sent after the deadline");
+}

@@ -1,0 +1,272 @@
+//! The write protocol (DESIGN §6), once, for every door.
+//!
+//! A *door* is whatever lets an agent perform a business action: the Rust
+//! [`WriteGate`](crate::gate::WriteGate) (the application's executor makes
+//! the call), the gateway's operations API (the HTTP client makes it), the
+//! MCP guard (the proxy calls the upstream tool). Each door only moves
+//! requests and answers; every rule lives here:
+//!
+//! * **approve** — [`Protocol::approve`] records the approved parameters.
+//! * **begin** — [`Protocol::begin`] derives the claim's lease and block
+//!   width from the action's contract, claims the operation, and — when its
+//!   outcome is unknown — hands out a claim for a **re-send with the same
+//!   destination key** only while the destination still remembers that key
+//!   (its idempotency window). It answers [`Begun::Started`] (the door now
+//!   holds a [`Claim`]) or [`Begun::NotStarted`] (replay, conflict, in
+//!   progress, unresolved, suspended, cancelled: nothing may be sent).
+//! * **dispatch** — [`Protocol::mark_dispatched`], durable before the first
+//!   byte leaves; if it fails, the door must not call the destination.
+//! * **outcome** — [`Protocol::record`] turns what the door learned
+//!   ([`Report`]) into ledger state: confirmed, rejected, unknown (with its
+//!   owner and next check, see below), not sent (claim released), abandoned.
+//!   Every write is fenced by the claim's epoch and lease.
+//!
+//! A door's whole job, e.g. the MCP guard's:
+//!
+//! ```text
+//! match protocol.begin(&req, holder).await? {
+//!     Begun::NotStarted(answer) => return answer,          // nothing sent
+//!     Begun::Started(started) => {
+//!         protocol.mark_dispatched(&started.claim, dispatch).await?;   // before the first byte
+//!         let report = call_upstream(started.claim.destination_key).await;  // the door's call
+//!         protocol.record(&started.claim, &req.action(), report).await?
+//!     }
+//! }
+//! ```
+//!
+//! A stateless door (HTTP) keeps no claim between requests: the client
+//! presents the epoch it was given and [`Protocol::presented_claim`]
+//! rebuilds the claim; the ledger's fencing decides whether it still holds.
+//!
+//! **Owner of an unknown outcome** (one rule, `docs/decisions.md`): the
+//! reconciler when the action's contract offers it a way to prove or
+//! safely repeat something — a lookup, or an idempotency key (a re-send with
+//! the same key inside the window; once the window has passed the
+//! reconciler hands it to review) — with its first check after the lookup's
+//! `check_every` (or the default interval); otherwise the review queue, with
+//! no next check.
+
+mod answer;
+mod report;
+
+use std::sync::Arc;
+
+use handover_ledger::{
+    ApproveOutcome, BeginOptions, BeginOutcome, BlockWidth, Claim, Clock, Dispatch, Epoch, Ledger,
+    Limits, OperationId, OperationRecord, OperationRequest, Timestamp,
+};
+
+pub use answer::{Begun, NotStarted, Started};
+pub use report::Report;
+
+use crate::config::{ActionContract, BlockSetting, Config, defaults};
+use crate::error::RouterError;
+
+/// The write protocol over one ledger, with the action contracts of one
+/// configuration. Cheap to clone; every door of a process shares one.
+#[derive(Debug, Clone)]
+pub struct Protocol {
+    ledger: Arc<dyn Ledger>,
+    config: Config,
+    clock: Arc<dyn Clock>,
+    limits: Limits,
+}
+
+impl Protocol {
+    /// The protocol over `ledger`, with action contracts from `config` and
+    /// the ledger's clock (for next-check times).
+    pub fn new(ledger: Arc<dyn Ledger>, config: Config, clock: Arc<dyn Clock>) -> Self {
+        let limits = Limits {
+            max_params_bytes: config.ledger().max_params_bytes,
+            max_depth: config.ledger().max_params_depth,
+        };
+        Self {
+            ledger,
+            config,
+            clock,
+            limits,
+        }
+    }
+
+    /// The ledger.
+    pub fn ledger(&self) -> &Arc<dyn Ledger> {
+        &self.ledger
+    }
+
+    /// The clock shared with the ledger.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The configuration the contracts come from.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Builds a validated operation request with the configured limits.
+    pub fn request(
+        &self,
+        scope: &str,
+        key: &str,
+        action: &str,
+        params: &serde_json::Value,
+    ) -> Result<OperationRequest, RouterError> {
+        OperationRequest::new(scope, key, action, params, &self.limits)
+            .map_err(|e| RouterError::Ledger(e.into()))
+    }
+
+    /// The contract of `action`: its configured one, or the most careful
+    /// default (block only itself, no re-send, no lookup — an unknown
+    /// outcome waits for an operator).
+    pub fn contract(&self, action: &str) -> ActionContract {
+        self.config
+            .action(action)
+            .cloned()
+            .unwrap_or_else(|| ActionContract {
+                name: action.to_owned(),
+                block: BlockSetting::Operation,
+                lease: self.config.ledger().lease,
+                timeout: defaults::ACTION_TIMEOUT,
+                idempotency: None,
+                lookup: None,
+            })
+    }
+
+    fn begin_options(contract: &ActionContract, holder: &str) -> BeginOptions {
+        BeginOptions {
+            holder: holder.to_owned(),
+            lease: contract.lease,
+            block: match contract.block {
+                BlockSetting::Operation => BlockWidth::Operation,
+                BlockSetting::Scope => BlockWidth::Scope,
+                BlockSetting::Action => BlockWidth::Action,
+            },
+        }
+    }
+
+    /// Records what the user approved — action, key and exact parameters —
+    /// durably as `planned`, before any model proposes anything. Approving
+    /// the same parameters again changes nothing; other parameters are
+    /// answered [`ApproveOutcome::Conflict`] and never replace the approved
+    /// ones.
+    pub async fn approve(&self, req: &OperationRequest) -> Result<ApproveOutcome, RouterError> {
+        let outcome = self.ledger.approve(req).await?;
+        tracing::debug!(
+            scope = %req.id().scope, key = %req.id().key, action = %req.action(),
+            ?outcome, "approval recorded"
+        );
+        Ok(outcome)
+    }
+
+    /// Claims the operation for `holder` if it may be sent now (see the
+    /// module docs). Errors mean the ledger could not be used: nothing may
+    /// be sent.
+    pub async fn begin(&self, req: &OperationRequest, holder: &str) -> Result<Begun, RouterError> {
+        let contract = self.contract(req.action().as_str());
+        let opts = Self::begin_options(&contract, holder);
+        let not_started = match self.ledger.begin(req, &opts).await? {
+            BeginOutcome::Started(claim) => {
+                return Ok(Begun::Started(Box::new(Started {
+                    claim,
+                    resend: false,
+                    contract,
+                })));
+            }
+            BeginOutcome::Unresolved(info) => {
+                match self.resend_claim(req.id(), &contract, holder).await? {
+                    Some(claim) => {
+                        return Ok(Begun::Started(Box::new(Started {
+                            claim,
+                            resend: true,
+                            contract,
+                        })));
+                    }
+                    None => NotStarted::Unresolved(info),
+                }
+            }
+            BeginOutcome::InProgress {
+                holder,
+                state,
+                lease_until,
+            } => NotStarted::InProgress {
+                holder,
+                state,
+                lease_until,
+            },
+            BeginOutcome::Conflict {
+                recorded,
+                requested,
+            } => NotStarted::Conflict {
+                recorded,
+                requested,
+            },
+            BeginOutcome::Replayed(t) => NotStarted::Replayed(t),
+            BeginOutcome::Suspended { blocked_by, info } => {
+                NotStarted::Suspended { blocked_by, info }
+            }
+            BeginOutcome::Cancelled { reason } => NotStarted::Cancelled { reason },
+        };
+        Ok(Begun::NotStarted(not_started))
+    }
+
+    /// Re-claims an unknown operation for a re-send with the same
+    /// destination key, if its contract has an idempotency key and the
+    /// destination still remembers it. `None` (nothing changed) otherwise.
+    pub(crate) async fn resend_claim(
+        &self,
+        id: &OperationId,
+        contract: &ActionContract,
+        holder: &str,
+    ) -> Result<Option<Claim>, RouterError> {
+        let Some(idem) = &contract.idempotency else {
+            return Ok(None);
+        };
+        let opts = Self::begin_options(contract, holder);
+        Ok(self
+            .ledger
+            .claim_for_resend(id, &opts, idem.retention)
+            .await?)
+    }
+
+    /// Records, durably, that the request is about to be sent. Call it
+    /// before the first byte; if it fails, do not send. Returns the
+    /// dispatch attempt's id.
+    pub async fn mark_dispatched(
+        &self,
+        claim: &Claim,
+        dispatch: Dispatch,
+    ) -> Result<uuid::Uuid, RouterError> {
+        Ok(self.ledger.mark_dispatched(claim, dispatch).await?)
+    }
+
+    /// For a door that keeps no claim between requests: the claim `holder`
+    /// presents by its `epoch`, rebuilt from the record, and the record
+    /// itself. Whether it still holds is decided by the ledger's fencing
+    /// when it is used (a stale epoch or a passed lease is refused there).
+    pub async fn presented_claim(
+        &self,
+        id: &OperationId,
+        epoch: u64,
+        holder: &str,
+    ) -> Result<(Claim, OperationRecord), RouterError> {
+        let rec = self
+            .ledger
+            .get(id)
+            .await?
+            .ok_or_else(|| handover_ledger::LedgerError::NotFound { id: id.clone() })?;
+        let claim = Claim {
+            id: id.clone(),
+            fingerprint: rec.fingerprint,
+            epoch: Epoch(epoch),
+            holder: holder.to_owned(),
+            lease_until: Timestamp(0),
+            destination_key: rec.destination_key.clone(),
+            attempt_number: rec.dispatch_count + 1,
+        };
+        Ok((claim, rec))
+    }
+
+    pub(crate) fn now_plus(&self, d: std::time::Duration) -> Timestamp {
+        self.clock.now().plus(d)
+    }
+}
