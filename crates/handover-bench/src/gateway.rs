@@ -46,6 +46,9 @@ max_queue = 4096
 chain = ["mock"]
 [gateway]
 listen = "127.0.0.1:0"
+# One client sends everything: its in-flight limit is not what is measured.
+max_in_flight_per_client = 4096
+max_connections = 4096
 [gateway.clients.bench]
 token_sha256 = "{hash}"
 scope = "bench"
