@@ -52,11 +52,9 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     let _ = tx.send(Event::Window(0));
     let (rss_start, _) = rss_kib();
     let started = Instant::now();
-    let mut n = 0;
-    while started.elapsed() < duration {
-        let left = duration.saturating_sub(started.elapsed());
-        pace(&client, &url, rate, window.min(left), &tx).await;
-        n += 1;
+    let windows = duration.as_secs().div_ceil(window.as_secs()).max(1);
+    for n in 1..=windows {
+        pace(&client, &url, rate, window.min(duration), &tx).await;
         let _ = tx.send(Event::Window(n));
     }
     drop(tx);
