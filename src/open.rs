@@ -13,7 +13,7 @@ use handover_ledger::{Clock, Ledger, Limits, MemoryLedger, Retention, SystemCloc
 use handover_router::RouterError;
 use handover_router::config::{Config, ConfigIssue, ConfigIssues, LedgerBackend};
 use handover_router::gate::WriteGate;
-use handover_router::reconcile::Reconciler;
+use handover_router::reconcile::{HttpLookup, Reconciler};
 use handover_router::route::Router;
 
 type Env = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -35,6 +35,7 @@ pub struct Handover {
     clock: Arc<dyn Clock>,
     router: Router,
     gate: WriteGate,
+    lookups: Arc<Vec<(String, HttpLookup)>>,
 }
 
 impl fmt::Debug for Handover {
@@ -84,10 +85,16 @@ impl Handover {
         &self.clock
     }
 
-    /// A reconciler over this gate and clock. Register the destinations'
-    /// lookups and re-send executors on it, then run it on a schedule.
+    /// A reconciler over this gate and clock, with every HTTP lookup the
+    /// configuration declares (`[actions.NAME.lookup]` with a `url`)
+    /// already registered. Register the application's own lookups and
+    /// re-send executors on it, then run it on a schedule (`handover serve`
+    /// runs one every `gateway.reconcile_every`).
     pub fn reconciler(&self) -> Reconciler {
-        Reconciler::new(self.gate.clone(), self.clock.clone())
+        self.lookups.iter().fold(
+            Reconciler::new(self.gate.clone(), self.clock.clone()),
+            |r, (action, lookup)| r.with_lookup(action, lookup.clone()),
+        )
     }
 }
 
@@ -183,10 +190,12 @@ impl HandoverOptions {
         self
     }
 
-    /// Opens the ledger, builds the router and the write gate.
+    /// Opens the ledger, builds the router, the write gate and the
+    /// configured HTTP lookups (header secrets read from `env` now).
     pub async fn open(self, config: &Config) -> Result<Handover, RouterError> {
         // Providers first: a missing API key is found without touching the store.
         let router = Router::with_env(config, &*self.env)?;
+        let lookups = HttpLookup::from_config(config, &*self.env)?;
         let ledger = self.open_ledger(config).await?;
         let mut gate = WriteGate::new(ledger, config.clone(), self.clock.clone());
         if let Some(holder) = self.holder {
@@ -197,6 +206,7 @@ impl HandoverOptions {
             clock: self.clock,
             router,
             gate,
+            lookups: Arc::new(lookups),
         })
     }
 

@@ -38,20 +38,20 @@ use crate::{BenchResult, args::Args};
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// A schema for one run, dropped at the end.
-struct Schema {
+pub(crate) struct Schema {
     url: String,
     name: String,
 }
 
 impl Schema {
-    fn new(url: &str, tag: &str) -> Self {
+    pub(crate) fn new(url: &str, tag: &str) -> Self {
         Self {
             url: url.to_owned(),
             name: format!("bench_{tag}_{}", uuid::Uuid::now_v7().simple()),
         }
     }
 
-    async fn ledger(&self, pool: u32) -> Result<PostgresLedger, Error> {
+    pub(crate) async fn ledger(&self, pool: u32) -> Result<PostgresLedger, Error> {
         let opts = PostgresOptions {
             schema: Some(self.name.clone()),
             max_connections: pool,
@@ -67,7 +67,7 @@ impl Schema {
         Ok(PgConnection::connect_with(&o.options([("search_path", self.name.as_str())])).await?)
     }
 
-    async fn drop_now(self) -> Result<(), Error> {
+    pub(crate) async fn drop_now(self) -> Result<(), Error> {
         let mut c = PgConnection::connect(&self.url).await?;
         let sql = format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name);
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
@@ -78,7 +78,7 @@ impl Schema {
     }
 }
 
-fn url(args: &Args) -> Result<String, Error> {
+pub(crate) fn url(args: &Args) -> Result<String, Error> {
     let u = args.string("url", "");
     if !u.is_empty() {
         return Ok(u);

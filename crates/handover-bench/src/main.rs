@@ -7,6 +7,7 @@
 //! ```text
 //! cargo run --release -p handover-bench -- ledger --backend sqlite --concurrency 64
 //! cargo run --release -p handover-bench -- adapter
+//! cargo run --release -p handover-bench -- mcp --ops 3000
 //! ```
 
 mod adapter;
@@ -15,10 +16,12 @@ mod gateway;
 mod gateway_soak;
 mod ledger;
 mod ledger_pg;
+mod mcp;
 mod mock_http;
 mod perform;
 mod router;
 mod stats;
+mod task;
 
 type BenchResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
@@ -38,10 +41,15 @@ fn main() -> BenchResult {
         "router" => runtime.block_on(router::run(rest)),
         "gateway" => runtime.block_on(gateway::run(rest)),
         "gateway-soak" => runtime.block_on(gateway_soak::run(rest)),
+        "task" => runtime.block_on(task::run(rest)),
+        "mcp" => runtime.block_on(mcp::run(rest)),
+        // The two processes `mcp` starts: a minimal upstream and the proxy.
+        "mcp-upstream" => runtime.block_on(mcp::upstream()),
+        "mcp-proxy" => runtime.block_on(mcp::proxy(rest)),
         other => Err(format!("unknown benchmark {other:?}\n{}", usage()).into()),
     }
 }
 
 fn usage() -> String {
-    "usage: handover-bench <ledger|adapter|router|perform|gateway|gateway-soak> [--backend B] [--concurrency N] [--ops N]".to_owned()
+    "usage: handover-bench <ledger|adapter|router|perform|gateway|gateway-soak|task|mcp> [--backend B] [--concurrency N] [--ops N]".to_owned()
 }

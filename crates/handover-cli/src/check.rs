@@ -11,8 +11,8 @@ use clap::Args;
 use handover::Config;
 use handover::router::RouterError;
 use handover::router::config::{
-    ActionContract, ErrorClass, GatewaySettings, LedgerBackend, LedgerSettings, PolicySettings,
-    ProviderConfig,
+    ActionContract, ErrorClass, GatewaySettings, LedgerBackend, LedgerSettings, LookupHeader,
+    PolicySettings, ProviderConfig,
 };
 
 use crate::term::Style;
@@ -129,11 +129,12 @@ fn gateway(out: &mut String, g: &GatewaySettings, s: Style) {
     let _ = writeln!(out, "\n{}", s.bold("gateway"));
     let _ = writeln!(
         out,
-        "  listen {}, body at most {} bytes, keep-alive {}, shutdown grace {}",
+        "  listen {}, body at most {} bytes, keep-alive {}, shutdown grace {}, reconciler every {}",
         g.listen,
         g.max_body_bytes,
         d(g.keepalive),
-        d(g.shutdown_grace)
+        d(g.shutdown_grace),
+        d(g.reconcile_every)
     );
     let _ = writeln!(
         out,
@@ -333,6 +334,34 @@ fn action(out: &mut String, a: &ActionContract) {
         None => {
             let _ = writeln!(out, "      lookup: none");
         }
+    }
+    if let Some(h) = &a.http_lookup {
+        let headers: Vec<String> = h
+            .headers
+            .iter()
+            .map(|(name, v)| match v {
+                LookupHeader::Literal(_) => name.clone(),
+                LookupHeader::Env { var, .. } => format!("{name} from ${var}"),
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "      lookup over HTTP: {} {} (headers: {}; not found: {:?}; records at {:?}; match: {})",
+            h.method,
+            h.url,
+            if headers.is_empty() {
+                "none".to_owned()
+            } else {
+                headers.join(", ")
+            },
+            h.not_found_status,
+            h.records.as_deref().unwrap_or(""),
+            h.match_fields
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
     }
     if a.idempotency.is_none() && a.lookup.is_none() {
         let _ = writeln!(

@@ -14,6 +14,7 @@ mod chat;
 mod check;
 mod demo;
 mod logging;
+mod mcp;
 mod open;
 mod ops;
 mod serve;
@@ -62,6 +63,11 @@ enum Command {
         after_help = "Example:\n  HANDOVER_PG_URL=postgres://... handover serve --config handover.toml --listen 127.0.0.1:8080"
     )]
     Serve(serve::ServeArgs),
+    /// Run the MCP proxy on stdio: the write gate in front of an MCP server's tools (`[mcp]`).
+    #[command(
+        after_help = "Example (as an MCP client's server command):\n  handover mcp --config handover.toml"
+    )]
+    Mcp(mcp::McpArgs),
 }
 
 /// Where `ops` commands find the ledger: the one a config file names, or a
@@ -101,6 +107,7 @@ fn main() -> ExitCode {
             Command::Ops(cmd) => ops::run(cmd).await,
             Command::Chat(args) => chat::run(args).await,
             Command::Serve(args) => serve::run(args).await,
+            Command::Mcp(args) => mcp::run(args).await,
         }
     });
     match result {

@@ -5,47 +5,11 @@
 mod support;
 
 use handover::ledger::{Ledger, OperationId, PostgresLedger, PostgresOptions, State, StateKind};
-use sqlx::Connection;
 use support::*;
 
 const URL_VAR: &str = "HANDOVER_TEST_POSTGRES_URL";
 /// The variable the test's config names; set only for the binary.
 const CLI_URL_VAR: &str = "HANDOVER_CLI_TEST_LEDGER_URL";
-
-/// Drops the test's schema when the test ends (even on failure).
-struct SchemaGuard {
-    url: String,
-    schema: String,
-}
-
-impl Drop for SchemaGuard {
-    fn drop(&mut self) {
-        let (url, schema) = (self.url.clone(), self.schema.clone());
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                if let Ok(mut c) = sqlx::PgConnection::connect(&url).await {
-                    let sql = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
-                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                        .execute(&mut c)
-                        .await;
-                    let _ = c.close().await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
-/// The URL with the schema as the session's search path, as an operator
-/// would configure a ledger that lives in its own schema.
-fn with_search_path(url: &str, schema: &str) -> String {
-    let sep = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{sep}options=-c%20search_path%3D{schema}")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ops_list_show_and_resolve_on_a_postgres_ledger() {
@@ -53,11 +17,7 @@ async fn ops_list_show_and_resolve_on_a_postgres_ledger() {
         println!("skipped: {URL_VAR} not set");
         return;
     };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let schema = format!("cli_{}_{nanos}", std::process::id());
+    let schema = fresh_schema("cli");
     let _guard = SchemaGuard {
         url: url.clone(),
         schema: schema.clone(),

@@ -93,6 +93,8 @@ pub fn app(state: GatewayState) -> axum::Router {
         .route("/v1/operations/{key}/approve", post(ops::approve))
         .route("/v1/operations/{key}/dispatch", post(ops::dispatch))
         .route("/v1/operations/{key}/outcome", post(ops::outcome))
+        .route("/v1/reconcile/lease", post(ops::pull::lease))
+        .route("/v1/reconcile/{key}/report", post(ops::pull::report))
         .route("/v1/admin/operations", get(ops::admin::list))
         .route("/v1/admin/operations/{scope}/{key}", get(ops::admin::get))
         .route(

@@ -24,6 +24,7 @@ use crate::state::GatewayState;
 pub struct Gateway {
     listener: TcpListener,
     state: GatewayState,
+    passes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Gateway {
@@ -53,7 +54,17 @@ impl Gateway {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| GatewayError::Bind { addr, source })?;
-        Ok(Self { listener, state })
+        Ok(Self {
+            listener,
+            state,
+            passes: tokio::sync::watch::Sender::new(0),
+        })
+    }
+
+    /// Counts the reconciler's finished passes (see [`Gateway::run`]): a
+    /// caller can wait for the pass after a change instead of sleeping.
+    pub fn reconcile_passes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.passes.subscribe()
     }
 
     /// The bound address (useful with port 0).
@@ -65,14 +76,42 @@ impl Gateway {
     /// to `gateway.shutdown_grace` for in-flight requests (streams
     /// included) to finish. Connection limits and deadlines: see
     /// `docs/gateway.md`, "Operating it".
+    ///
+    /// Meanwhile the reconciler runs a pass every `gateway.reconcile_every`
+    /// over the due unknown operations (with the configured HTTP lookups),
+    /// sharing the work with every other replica on the same ledger; it
+    /// stops when shutdown begins (a pass in progress finishes first, within
+    /// the grace period).
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), GatewayError> {
-        if let Ok(addr) = self.listener.local_addr() {
+        let grace = self.state.settings().shutdown_grace;
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let Self {
+            listener,
+            state,
+            passes,
+        } = self;
+        let reconciler = state.reconciler().on_pass(move |_| {
+            passes.send_modify(|n| *n += 1);
+        });
+        let every = state.settings().reconcile_every;
+        let reconciling = tokio::spawn(reconciler.run(every, async move {
+            let _ = stop_rx.await;
+        }));
+        if let Ok(addr) = listener.local_addr() {
             tracing::info!(%addr, "handover gateway listening");
         }
-        crate::conn::run(self.listener, self.state, shutdown).await
+        let served = crate::conn::run(listener, state, shutdown).await;
+        let _ = stop_tx.send(());
+        if tokio::time::timeout(grace, reconciling).await.is_err() {
+            tracing::warn!(
+                ?grace,
+                "the reconciliation pass did not finish within the grace period"
+            );
+        }
+        served
     }
 }
 

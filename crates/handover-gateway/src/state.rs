@@ -68,6 +68,19 @@ impl GatewayState {
         self.0.handover.gate().protocol()
     }
 
+    /// A reconciler with the configured HTTP lookups (what `serve` runs),
+    /// leaving the actions whose lookup agents run (the pull API) to them.
+    pub(crate) fn reconciler(&self) -> handover_router::reconcile::Reconciler {
+        let pulled = crate::ops::pull::pulled_actions(self.config());
+        self.0
+            .handover
+            .reconciler()
+            .with_filter(handover_ledger::DueFilter {
+                except_actions: pulled,
+                ..Default::default()
+            })
+    }
+
     /// The ledger.
     pub fn ledger(&self) -> &Arc<dyn Ledger> {
         self.0.handover.ledger()

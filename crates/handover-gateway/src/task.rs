@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use handover_ledger::{TaskBudgets, TaskId};
+use handover_ledger::{TaskBudget, TaskBudgets, TaskId};
 use handover_router::RouterError;
 use handover_router::route::Task;
 
@@ -80,16 +80,74 @@ fn refused(e: &RouterError) -> ApiError {
     err.with_header("x-should-retry", HeaderValue::from_static("false"))
 }
 
+/// `requests=N, ms=N, cost=X` (`cost=unlimited` without a ceiling).
+fn remaining_value(view: &TaskBudget, ms: u128) -> Option<HeaderValue> {
+    let cost = view
+        .cost_left()
+        .map_or_else(|| "unlimited".to_owned(), |c| format!("{c:.6}"));
+    let text = format!("requests={}, ms={ms}, cost={cost}", view.requests_left());
+    HeaderValue::from_str(&text).ok()
+}
+
 /// `x-handover-budget-remaining` for a task whose budget lives in the store
 /// (`None` for a call without `x-handover-task`).
 pub(crate) fn remaining(task: &Task) -> Option<HeaderValue> {
     let view = task.budget().task_budget()?;
-    let cost = view
-        .cost_left()
-        .map_or_else(|| "unlimited".to_owned(), |c| format!("{c:.6}"));
-    let ms = task.budget().remaining().as_millis();
-    let text = format!("requests={}, ms={ms}, cost={cost}", view.requests_left());
-    HeaderValue::from_str(&text).ok()
+    remaining_value(&view, task.budget().remaining().as_millis())
+}
+
+/// For the operations API: the task a call names (`None`: no header, or
+/// no budget yet). A task's budget is opened by its first model call (its
+/// policy sets the budget); an operation under a task id no model call has
+/// opened yet has no deadline to run on. Once the task exists, an
+/// executor's work is timed against its deadline, so `check` refuses once
+/// it has passed (504 `budget_exhausted`, nothing claimed or dispatched).
+/// Recording an outcome is never refused.
+pub(crate) async fn for_operation(
+    state: &GatewayState,
+    client: &Client,
+    headers: &HeaderMap,
+    check: bool,
+) -> Result<Option<TaskBudget>, ApiError> {
+    let Some(id) = task_id(headers, client)? else {
+        return Ok(None);
+    };
+    let Some(view) = state
+        .ledger()
+        .task_budget(&id)
+        .await
+        .map_err(|e| ApiError::ledger(&e))?
+    else {
+        return Ok(None);
+    };
+    if check && view.time_left().is_zero() {
+        let err = ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "server_error",
+            "budget_exhausted",
+            format!(
+                "task {:?} is past its deadline; nothing was claimed or dispatched",
+                id.task.as_str()
+            ),
+        )
+        .with_header("x-should-retry", HeaderValue::from_static("false"));
+        return Err(with_view(err, &view));
+    }
+    Ok(Some(view))
+}
+
+fn with_view(err: ApiError, view: &TaskBudget) -> ApiError {
+    match remaining_value(view, view.time_left().as_millis()) {
+        Some(v) => err.with_header(REMAINING_HEADER, v),
+        None => err,
+    }
+}
+
+/// Adds [`REMAINING_HEADER`] for an operations call under a task.
+pub(crate) fn add_view(headers: &mut HeaderMap, view: Option<&TaskBudget>) {
+    if let Some(v) = view.and_then(|v| remaining_value(v, v.time_left().as_millis())) {
+        headers.insert(REMAINING_HEADER, v);
+    }
 }
 
 /// Adds [`REMAINING_HEADER`] to `headers` for a task under `x-handover-task`.

@@ -159,3 +159,146 @@ async fn calls_under_one_task_share_one_budget() {
     );
     assert_eq!(slow.requests(), 2, "nothing sent after the deadline");
 }
+
+/// The operations API under a task: the executor's time between begin,
+/// dispatch and outcome runs on the task's one deadline (the ledger's
+/// clock), shared with the task's model calls.
+#[tokio::test]
+async fn operations_under_a_task_run_on_its_deadline() {
+    use std::sync::Arc;
+
+    use handover_ledger::{ManualClock, OperationId, StateKind, Timestamp};
+    use reqwest::StatusCode;
+    use serde_json::json;
+
+    let model = MockProvider::start(Flavor::OpenAi).await;
+    model.set_default(Reply::text("ship it"));
+    let mut c = support::provider("model", &model.base_url());
+    c.push_str(&policy(
+        "tasked",
+        "\"model\"",
+        "deadline = \"60s\"\nmax_requests = 3",
+    ));
+    c.push_str("\n[actions.ship]\nlease = \"120s\"\n");
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let clock = ManualClock::new(Timestamp::from_millis(1_700_000_000_000));
+    let gw = Running::start_on_clock(&c, Arc::new(clock.clone())).await;
+
+    let post = |token: &'static str, path: &str, task: &'static str, key: &str, body: Value| {
+        let mut req = gw
+            .http
+            .post(gw.url(path))
+            .bearer_auth(token)
+            .header("x-handover-task", task)
+            .json(&body);
+        if !key.is_empty() {
+            req = req.header("Idempotency-Key", key);
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            let status = resp.status();
+            let left = resp
+                .headers()
+                .get("x-handover-budget-remaining")
+                .map(|v| v.to_str().unwrap().to_owned());
+            (status, left, resp.json::<Value>().await.unwrap())
+        }
+    };
+    let chat = json!({"model": "tasked", "messages": [{"role": "user", "content": "hi"}]});
+    let ship = |n: u32| json!({"action": "ship", "params": {"order": n}});
+
+    // An operation under a task no model call has opened: no budget yet to
+    // run on, so nothing to report or enforce.
+    let (s, left, _) = post(CLIENT_A, "/v1/operations", "job-1", "K-0", ship(0)).await;
+    assert_eq!((s, left), (StatusCode::CREATED, None));
+
+    // The task's first model call opens it (60 s); the agent begins K-1.
+    let (s, _, _) = post(CLIENT_A, "/v1/chat/completions", "job-1", "", chat.clone()).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, left, body) = post(CLIENT_A, "/v1/operations", "job-1", "K-1", ship(1)).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    assert_eq!(
+        left.as_deref(),
+        Some("requests=2, ms=60000, cost=unlimited")
+    );
+    let epoch = body["claim"]["epoch"].clone();
+    // The executor takes 30 s before dispatching, and 10 s at the destination.
+    clock.advance(Duration::from_secs(30));
+    let dispatch = json!({"epoch": epoch});
+    let (s, left, _) = post(
+        CLIENT_A,
+        "/v1/operations/K-1/dispatch",
+        "job-1",
+        "",
+        dispatch,
+    )
+    .await;
+    assert_eq!(
+        (s, left.as_deref()),
+        (StatusCode::OK, Some("requests=2, ms=30000, cost=unlimited"))
+    );
+    clock.advance(Duration::from_secs(10));
+    let done = json!({"epoch": epoch, "outcome": "confirmed", "result": {"shipment": "S-1"}});
+    let (s, left, _) = post(CLIENT_A, "/v1/operations/K-1/outcome", "job-1", "", done).await;
+    assert_eq!(
+        (s, left.as_deref()),
+        (StatusCode::OK, Some("requests=2, ms=20000, cost=unlimited"))
+    );
+    // The next model call of the task gets what the executor left.
+    let (s, left, _) = post(CLIENT_A, "/v1/chat/completions", "job-1", "", chat.clone()).await;
+    assert_eq!(s, StatusCode::OK);
+    let ms: u64 = left
+        .unwrap()
+        .split("ms=")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ms <= 20_000, "{ms} ms left after the executor's 40 s");
+
+    // Another client naming the id has no such task: it neither sees nor
+    // uses client A's budget.
+    let (s, left, _) = post(CLIENT_B, "/v1/operations", "job-1", "K-9", ship(9)).await;
+    assert_eq!((s, left), (StatusCode::CREATED, None));
+
+    // K-2 begun in time; the deadline passes before it is dispatched.
+    let (s, _, body) = post(CLIENT_A, "/v1/operations", "job-1", "K-2", ship(2)).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let epoch = body["claim"]["epoch"].clone();
+    clock.advance(Duration::from_secs(20));
+    let (s, left, body) = post(
+        CLIENT_A,
+        "/v1/operations/K-2/dispatch",
+        "job-1",
+        "",
+        json!({"epoch": epoch}),
+    )
+    .await;
+    assert_eq!(
+        (s, &body["error"]["code"]),
+        (StatusCode::GATEWAY_TIMEOUT, &json!("budget_exhausted"))
+    );
+    assert_eq!(left.as_deref(), Some("requests=1, ms=0, cost=unlimited"));
+    let k2 = OperationId::new("tenant-a", "K-2").unwrap();
+    let rec = gw.ledger.get(&k2).await.unwrap().unwrap();
+    assert_eq!(rec.state.kind(), StateKind::Claimed, "nothing dispatched");
+    // Past the deadline nothing new is claimed, and no model is called.
+    let (s, _, _) = post(CLIENT_A, "/v1/operations", "job-1", "K-3", ship(3)).await;
+    assert_eq!(s, StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(
+        gw.ledger
+            .get(&OperationId::new("tenant-a", "K-3").unwrap())
+            .await
+            .unwrap(),
+        None
+    );
+    let (s, _, body) = post(CLIENT_A, "/v1/chat/completions", "job-1", "", chat).await;
+    assert_eq!(
+        (s, &body["error"]["code"]),
+        (StatusCode::GATEWAY_TIMEOUT, &json!("budget_exhausted"))
+    );
+    assert_eq!(model.requests().await, 2);
+}

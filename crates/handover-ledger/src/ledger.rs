@@ -202,6 +202,40 @@ pub struct NewAttempt {
     pub metadata: Option<serde_json::Value>,
 }
 
+/// Which due unknown operations [`Ledger::take_due_unknown`] may hand out;
+/// all set conditions must hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DueFilter {
+    /// Only this scope (e.g. a gateway client's own).
+    pub scope: Option<Scope>,
+    /// Only these actions.
+    pub actions: Option<Vec<ActionName>>,
+    /// Never these actions (e.g. those another reconciler looks up).
+    pub except_actions: Vec<ActionName>,
+}
+
+impl DueFilter {
+    /// Whether `rec` may be handed out (the reference semantics every backend's query implements).
+    pub(crate) fn matches(&self, rec: &OperationRecord) -> bool {
+        self.scope.as_ref().is_none_or(|s| *s == rec.id.scope)
+            && self
+                .actions
+                .as_ref()
+                .is_none_or(|a| a.contains(&rec.action))
+            && !self.except_actions.contains(&rec.action)
+    }
+
+    /// The action lists as JSON arrays of names, for SQL binds.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn action_names(&self) -> (Option<Vec<String>>, Vec<String>) {
+        let names = |l: &[ActionName]| l.iter().map(ToString::to_string).collect::<Vec<_>>();
+        (
+            self.actions.as_deref().map(names),
+            names(&self.except_actions),
+        )
+    }
+}
+
 /// Which operations [`Ledger::list`] returns; all set conditions must hold.
 /// Results are ordered by `(created_at, scope, key)`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -361,6 +395,21 @@ pub trait Ledger: crate::TaskBudgets + Send + Sync + std::fmt::Debug {
     async fn get(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError>;
     /// Records matching `filter`.
     async fn list(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError>;
+    /// For reconcilers sharing the work (replicas of one service, or clients
+    /// of the gateway's pull API): up to `limit` `unknown` operations whose
+    /// `next_check_at` has passed, earliest first, each with its next check
+    /// moved to `now + hold` (owner, reason and divergence kept) in the same
+    /// atomic step, returned as updated. Concurrent callers get disjoint
+    /// sets (PostgreSQL skips rows another transaction holds, `FOR UPDATE
+    /// SKIP LOCKED`; SQLite and memory serialise writers); one that dies
+    /// simply lets `hold` pass and the operation is due again. `hold` must
+    /// be positive. Only operations `filter` admits are considered.
+    async fn take_due_unknown(
+        &self,
+        filter: &DueFilter,
+        limit: usize,
+        hold: Duration,
+    ) -> Result<Vec<OperationRecord>, LedgerError>;
     /// The attempt log of one operation, oldest first.
     async fn attempts(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError>;
     /// Applies retention: tombstones past the replay window, deletes past the horizon.

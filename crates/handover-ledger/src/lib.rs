@@ -59,8 +59,8 @@ pub use identity::{
 };
 pub use ijson::{MAX_EXACT_INTEGER, validate_json_text};
 pub use ledger::{
-    ApproveOutcome, BeginOptions, BeginOutcome, BlockWidth, Dispatch, Ledger, ListFilter,
-    NewAttempt, ReleaseReason, Resolution, ResolvedAs, UnknownReport, UnknownUpdate,
+    ApproveOutcome, BeginOptions, BeginOutcome, BlockWidth, Dispatch, DueFilter, Ledger,
+    ListFilter, NewAttempt, ReleaseReason, Resolution, ResolvedAs, UnknownReport, UnknownUpdate,
 };
 pub use machine::RESEND_CLAIM_LAPSED;
 pub use memory::MemoryLedger;

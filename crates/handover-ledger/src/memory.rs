@@ -121,13 +121,14 @@ impl Store for Inner {
     async fn take_due_unknown(
         &mut self,
         now: Timestamp,
+        filter: &crate::ledger::DueFilter,
         limit: usize,
     ) -> Result<Vec<OperationRecord>, LedgerError> {
         let mut due: Vec<&OperationRecord> = self
             .ops
             .values()
             .filter(|r| match &r.state {
-                State::Unknown(u) => u.next_check_at.is_some_and(|t| t <= now),
+                State::Unknown(u) => u.next_check_at.is_some_and(|t| t <= now) && filter.matches(r),
                 _ => false,
             })
             .collect();

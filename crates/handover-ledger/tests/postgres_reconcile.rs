@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use handover_ledger::{
-    BeginOptions, BeginOutcome, Clock, Dispatch, Ledger, Limits, ManualClock, OperationId,
-    OperationRequest, Owner, PostgresLedger, PostgresOptions, State, Timestamp, UnknownReport,
+    BeginOptions, BeginOutcome, Clock, Dispatch, DueFilter, Ledger, Limits, ManualClock,
+    OperationId, OperationRequest, Owner, PostgresLedger, PostgresOptions, State, Timestamp,
+    UnknownReport,
 };
 use postgres_support as pg;
 use serde_json::json;
@@ -89,7 +90,7 @@ async fn reconcilers_share_due_unknown_operations() {
     let b = pg::on_schema(&guard.url, &guard.schema, opts()).await;
     unknowns(&a).await;
     assert!(
-        a.take_due_unknown(100, LEASE)
+        a.take_due_unknown(&DueFilter::default(), 100, LEASE)
             .await
             .expect("take")
             .is_empty(),
@@ -113,7 +114,11 @@ async fn reconcilers_share_due_unknown_operations() {
     .iter()
     .map(|r| r.get::<String, _>(0))
     .collect();
-    let (ta, tb) = tokio::join!(a.take_due_unknown(20, hold), b.take_due_unknown(20, hold));
+    let all = DueFilter::default();
+    let (ta, tb) = tokio::join!(
+        a.take_due_unknown(&all, 20, hold),
+        b.take_due_unknown(&all, 20, hold)
+    );
     let (ta, tb) = (ta.expect("take a"), tb.expect("take b"));
     let (sa, sb) = (ids(&ta), ids(&tb));
     assert!(sa.is_disjoint(&sb), "each operation goes to one reconciler");
@@ -135,11 +140,14 @@ async fn reconcilers_share_due_unknown_operations() {
     let _ = locker.close().await;
 
     // The 10 that were locked are still due; the 30 handed out are held.
-    let rest = a.take_due_unknown(100, hold).await.expect("take");
+    let rest = a
+        .take_due_unknown(&DueFilter::default(), 100, hold)
+        .await
+        .expect("take");
     assert_eq!(rest.len(), 10);
     assert!(rest.iter().all(|r| held.contains(r.id.key.as_str())));
     assert!(
-        b.take_due_unknown(100, hold)
+        b.take_due_unknown(&DueFilter::default(), 100, hold)
             .await
             .expect("take")
             .is_empty()
@@ -147,7 +155,10 @@ async fn reconcilers_share_due_unknown_operations() {
     // A reconciler that died lets the hold pass: everything is due again.
     clock.advance(hold);
     assert_eq!(
-        b.take_due_unknown(100, hold).await.expect("take").len(),
+        b.take_due_unknown(&DueFilter::default(), 100, hold)
+            .await
+            .expect("take")
+            .len(),
         UNKNOWN
     );
 }

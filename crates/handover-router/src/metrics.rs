@@ -23,6 +23,7 @@ pub(crate) fn reconcile(report: &crate::reconcile::ReconcileReport) {
         ("to_review", report.to_review),
         ("still_unknown", report.still_unknown),
         ("resent", report.resent),
+        ("failed", report.failed),
     ] {
         metrics::counter!("handover_reconciliations_total", "outcome" => outcome)
             .increment(n as u64);
@@ -96,4 +97,19 @@ pub(crate) fn call_failed(policy: &str) {
 pub(crate) fn late_attempt(provider: &str) {
     metrics::counter!("handover_late_attempts_total", "provider" => provider.to_owned())
         .increment(1);
+}
+
+/// Counts one lookup of a reconciliation by action and what it found.
+pub(crate) fn lookup(action: &str, outcome: &'static str) {
+    metrics::counter!("handover_lookups_total", "action" => action.to_owned(), "outcome" => outcome)
+        .increment(1);
+}
+
+/// Sets the age of the oldest unknown operation of each action (0 for an
+/// action that had some before and has none now).
+pub(crate) fn oldest_unknown(ages: &std::collections::BTreeMap<String, std::time::Duration>) {
+    for (action, age) in ages {
+        metrics::gauge!("handover_oldest_unknown_age_seconds", "action" => action.clone())
+            .set(age.as_secs_f64());
+    }
 }

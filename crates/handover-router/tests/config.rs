@@ -94,6 +94,14 @@ fn example_resolves_every_section() {
         Duration::from_secs(24 * 3600)
     );
     assert_eq!(ship.lookup.unwrap().visibility_lag, Duration::from_secs(30));
+    let http = ship.http_lookup.as_ref().unwrap();
+    assert!(http.url.contains("{destination_key}"));
+    assert_eq!(http.records.as_deref(), Some("/data"));
+    assert_eq!(http.match_fields["sku"], "/sku");
+    assert_eq!(
+        config.gateway().unwrap().reconcile_every,
+        Duration::from_secs(1)
+    );
 }
 
 #[test]
@@ -320,4 +328,78 @@ fn abandon_after_is_read_under_its_old_name_hedge_after_too() {
         errors(&format!("{BASE}abandon_after = \"0s\"\n"))
             .contains("policies.default.abandon_after")
     );
+}
+
+#[test]
+fn http_lookup_mistakes_name_their_path() {
+    let text = format!(
+        r#"{BASE}
+[actions.ship.lookup]
+visibility_lag = "30s"
+method = "DELETE"
+url = "https://dest.example/s?ref={{destination_key}}&x={{order}}"
+records = "items"
+not_found_status = [404, 42]
+[actions.ship.lookup.headers]
+"Bad Header" = "x"
+Authorization = {{ env = "" }}
+[actions.ship.lookup.match]
+sku = "sku"
+
+[actions.other.lookup]
+visibility_lag = "30s"
+records = "/items"
+"#
+    );
+    let e = errors(&text);
+    for path in [
+        "actions.ship.lookup.method: unknown method \"DELETE\"",
+        "actions.ship.lookup.url: unknown placeholder {order}",
+        "actions.ship.lookup.records: must be a JSON pointer",
+        "actions.ship.lookup.not_found_status[1]: 42 is not an HTTP status",
+        "actions.ship.lookup.headers.Bad Header: \"Bad Header\" is not a valid header name",
+        "actions.ship.lookup.headers.Authorization.env: must name an environment variable",
+        "actions.ship.lookup.match.sku: must be a JSON pointer",
+        "actions.other.lookup.records: needs lookup.url",
+    ] {
+        assert!(e.contains(path), "missing {path:?} in:\n{e}");
+    }
+    let bad_url = format!(
+        "{BASE}\n[actions.ship.lookup]\nvisibility_lag = \"30s\"\nurl = \"ftp://x/{{key}}\"\n"
+    );
+    assert!(
+        errors(&bad_url).contains("actions.ship.lookup.url: must be an http:// or https:// URL")
+    );
+    let unclosed = format!(
+        "{BASE}\n[actions.ship.lookup]\nvisibility_lag = \"30s\"\nurl = \"https://x/{{key\"\n"
+    );
+    assert!(errors(&unclosed).contains("actions.ship.lookup.url: unclosed '{'"));
+}
+
+#[test]
+fn an_unset_lookup_secret_is_an_error_at_startup_and_a_warning_for_check() {
+    let text = format!(
+        r#"{BASE}
+[actions.ship.lookup]
+visibility_lag = "30s"
+url = "https://dest.example/s?ref={{destination_key}}"
+[actions.ship.lookup.headers]
+Authorization = {{ env = "SHIP_TOKEN", prefix = "Bearer " }}
+"#
+    );
+    let only_ds = |v: &str| (v == "DS_KEY").then(|| "k".to_owned());
+    let Err(RouterError::Config(issues)) = Config::parse(&text, &only_ds) else {
+        panic!("an unset lookup secret must fail parse")
+    };
+    assert!(
+        issues
+            .to_string()
+            .contains("actions.ship.lookup.headers.Authorization.env: environment variable SHIP_TOKEN is not set"),
+        "{issues}"
+    );
+    let (config, warnings) = Config::check(&text, &only_ds).unwrap();
+    assert_eq!(warnings.iter().count(), 1);
+    let spec = config.action("ship").unwrap().http_lookup.as_ref().unwrap();
+    assert_eq!(spec.method, "GET");
+    assert_eq!(spec.not_found_status, [404]);
 }

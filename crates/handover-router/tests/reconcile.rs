@@ -435,3 +435,112 @@ async fn the_visibility_lag_counts_from_when_the_dispatch_ended_not_when_it_was_
     assert_eq!(rec.run_once().await.unwrap().confirmed, 1);
     assert_eq!(s.dest.effect_count(), 1);
 }
+
+#[tokio::test]
+async fn one_failing_operation_is_recorded_and_skipped_and_the_pass_goes_on() {
+    let s = setup(SHIP).await;
+    s.dest
+        .script([Behaviour::ApplyAndDrop, Behaviour::ApplyAndDrop]);
+    let bad = s
+        .gate
+        .request("t", "K-bad", "create_shipment", &json!({"sku": "A"}))
+        .unwrap();
+    let good = s
+        .gate
+        .request("t2", "K-good", "create_shipment", &json!({"sku": "B"}))
+        .unwrap();
+    for req in [&bad, &good] {
+        let out = s
+            .gate
+            .perform(req, &http_executor(&s.dest), PerformOptions::default())
+            .await
+            .unwrap();
+        assert!(matches!(out, PerformOutcome::Unresolved(_)), "{out:?}");
+    }
+    // The destination's record for K-bad carries a number the ledger cannot
+    // record exactly: resolving it fails. K-good must still be resolved.
+    let lookup = |ctx: LookupContext| async move {
+        let result = if ctx.operation.key.as_str() == "K-bad" {
+            json!({"id": "rec-bad", "serial": 9_007_199_254_740_993_u64})
+        } else {
+            json!({"id": "rec-good"})
+        };
+        Ok(vec![FoundRecord {
+            params: ctx.params,
+            result,
+        }])
+    };
+    let hold = Duration::from_secs(60);
+    let rec = Reconciler::new(s.gate.clone(), Arc::new(s.clock.clone()))
+        .with_lookup("create_shipment", lookup)
+        .with_hold(hold)
+        .with_batch(1);
+    s.clock.advance(Duration::from_secs(5));
+    let r = rec.run_once().await.unwrap();
+    assert_eq!((r.checked, r.failed, r.confirmed), (2, 1, 1), "{r:?}");
+    let state = |req: &handover_ledger::OperationRequest| {
+        let ledger = s.gate.ledger().clone();
+        let id = req.id().clone();
+        async move { ledger.get(&id).await.unwrap().unwrap().state.kind() }
+    };
+    assert_eq!(state(&good).await, StateKind::Confirmed);
+    assert_eq!(state(&bad).await, StateKind::Unknown);
+
+    // The failed one is skipped until its hold passes, then tried again.
+    assert_eq!(rec.run_once().await.unwrap().checked, 0);
+    s.clock.advance(hold);
+    let r = rec.run_once().await.unwrap();
+    assert_eq!((r.checked, r.failed), (1, 1), "{r:?}");
+    assert_eq!(s.dest.action_requests().await, 2, "nothing was re-sent");
+}
+
+#[tokio::test]
+async fn with_a_key_but_no_lookup_the_reconciler_waits_out_the_window_then_hands_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let dest = MockDestination::builder().start().await;
+    dest.script([Behaviour::ApplyAndDrop]);
+    let config = config(
+        "[actions.pay]\ntimeout = \"1s\"\n[actions.pay.idempotency]\nheader = \"Idempotency-Key\"\nretention = \"10m\"\n",
+    );
+    let g = gate(
+        sqlite(&dir.path().join("l.db"), &clock).await,
+        &config,
+        &clock,
+        "g",
+    );
+    let req = g
+        .request("t", "P-1", "pay", &json!({"amount": 10}))
+        .unwrap();
+    let first = g
+        .perform(&req, &http_executor(&dest), PerformOptions::default())
+        .await
+        .unwrap();
+    let PerformOutcome::Unresolved(info) = first else {
+        panic!("{first:?}")
+    };
+    assert_eq!(
+        info.owner,
+        Owner::Reconciler,
+        "a key lets a re-send prove it"
+    );
+    let window_ends = info.since.plus(Duration::from_secs(600));
+    // No re-send executor (as in `handover serve`: the caller re-sends).
+    let rec = Reconciler::new(g.clone(), Arc::new(clock.clone()));
+    clock.advance(Duration::from_secs(60));
+    let r = rec.run_once().await.unwrap();
+    assert_eq!((r.still_unknown, r.to_review), (1, 0), "{r:?}");
+    let State::Unknown(info) = g.ledger().get(req.id()).await.unwrap().unwrap().state else {
+        panic!()
+    };
+    assert_eq!(info.owner, Owner::Reconciler);
+    assert!(
+        info.next_check_at
+            .is_some_and(|t| t <= window_ends && t > window_ends.minus(Duration::from_secs(2))),
+        "next check when the window ends: {info:?}"
+    );
+    clock.advance(Duration::from_secs(600));
+    let r = rec.run_once().await.unwrap();
+    assert_eq!(r.to_review, 1, "{r:?}");
+    assert_eq!(dest.action_requests().await, 1);
+}

@@ -115,3 +115,96 @@ pub async fn prepare_ops(ledger: &dyn Ledger, scope: &str) {
         }
     }
 }
+
+/// Drops a PostgreSQL test's schema when the test ends (even on failure).
+pub struct SchemaGuard {
+    pub url: String,
+    pub schema: String,
+}
+
+impl Drop for SchemaGuard {
+    fn drop(&mut self) {
+        use sqlx::Connection;
+        let (url, schema) = (self.url.clone(), self.schema.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                if let Ok(mut c) = sqlx::PgConnection::connect(&url).await {
+                    let sql = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
+                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                        .execute(&mut c)
+                        .await;
+                    let _ = c.close().await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// The URL with the schema as the session's search path, as an operator
+/// would configure a ledger that lives in its own schema.
+pub fn with_search_path(url: &str, schema: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}options=-c%20search_path%3D{schema}")
+}
+
+/// A fresh schema name for a PostgreSQL test.
+pub fn fresh_schema(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}_{}_{nanos}", std::process::id())
+}
+
+/// A running `handover serve` (killed when dropped).
+pub struct Served {
+    pub child: std::process::Child,
+    /// `http://IP:PORT`, from the line that names the bound address.
+    pub base: String,
+}
+
+impl Served {
+    /// Starts `handover serve --config CONFIG` with `envs` and waits for
+    /// the line naming the bound address (the explicit readiness signal).
+    pub fn start(config: &Path, envs: &[(&str, &str)]) -> Self {
+        use std::io::{BufRead, BufReader};
+        let mut child = handover()
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .envs(envs.iter().copied())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let base = loop {
+            line.clear();
+            assert!(
+                stderr.read_line(&mut line).unwrap() > 0,
+                "serve exited before listening"
+            );
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                break rest.split_whitespace().next().unwrap().to_owned();
+            }
+        };
+        // Keep draining stderr so the process never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while stderr.read_line(&mut sink).unwrap_or(0) > 0 {
+                sink.clear();
+            }
+        });
+        Self { child, base }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -19,6 +19,7 @@
 //! (I-JSON): otherwise 400 naming its path, and nothing is written.
 
 pub(crate) mod admin;
+pub(crate) mod pull;
 mod wire;
 
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -127,12 +128,17 @@ pub(crate) async fn begin(
     let req = protocol
         .request(client.scope.as_str(), key, &body.action, &body.params)
         .map_err(from_router)?;
+    let task = crate::task::for_operation(&state, &client, &headers, true).await?;
     match protocol
         .begin(&req, &holder(&client))
         .await
         .map_err(from_router)?
     {
-        Begun::Started(started) => Ok(json_status(201, wire::started(&req, &started))),
+        Begun::Started(started) => {
+            let mut resp = json_status(201, wire::started(&req, &started));
+            crate::task::add_view(resp.headers_mut(), task.as_ref());
+            Ok(resp)
+        }
         Begun::NotStarted(answer) => {
             let replayed = matches!(answer, NotStarted::Replayed(_));
             let (status, body) = wire::not_started(answer, &client.scope);
@@ -141,6 +147,7 @@ pub(crate) async fn begin(
                 resp.headers_mut()
                     .insert("idempotent-replayed", HeaderValue::from_static("true"));
             }
+            crate::task::add_view(resp.headers_mut(), task.as_ref());
             Ok(resp)
         }
     }
@@ -188,10 +195,14 @@ pub(crate) async fn dispatch(
     State(state): State<GatewayState>,
     client: Client,
     key: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
     LedgerBody(body): LedgerBody<DispatchBody>,
 ) -> Result<Response, ApiError> {
     let Path(key) = key.map_err(path_error)?;
     let (claim, _) = claim_for(&state, &client, &key, body.epoch).await?;
+    // Past the task's deadline nothing is dispatched (the claim stays the
+    // caller's to give back with `abandoned`).
+    let task = crate::task::for_operation(&state, &client, &headers, true).await?;
     let dispatch = Dispatch {
         executor: body.executor.unwrap_or_else(|| holder(&client)),
         metadata: body.metadata,
@@ -201,11 +212,13 @@ pub(crate) async fn dispatch(
         .mark_dispatched(&claim, dispatch)
         .await
         .map_err(from_router)?;
-    Ok(json_status(
+    let mut resp = json_status(
         200,
         json!({"status": "dispatched", "attempt_id": attempt,
             "destination_key": claim.destination_key}),
-    ))
+    );
+    crate::task::add_view(resp.headers_mut(), task.as_ref());
+    Ok(resp)
 }
 
 fn required(value: Option<String>, field: &str, outcome: &str) -> Result<String, ApiError> {
@@ -222,6 +235,7 @@ pub(crate) async fn outcome(
     State(state): State<GatewayState>,
     client: Client,
     key: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
     LedgerBody(body): LedgerBody<OutcomeBody>,
 ) -> Result<Response, ApiError> {
     let Path(key) = key.map_err(path_error)?;
@@ -249,7 +263,12 @@ pub(crate) async fn outcome(
         .record(&claim, &rec.action, report)
         .await
         .map_err(from_router)?;
-    Ok(record_answer(&rec))
+    let mut resp = record_answer(&rec);
+    // An outcome is recorded whatever is left of the task's budget (and
+    // whatever its header says); the answer only reports what is left.
+    let task = crate::task::for_operation(&state, &client, &headers, false).await;
+    crate::task::add_view(resp.headers_mut(), task.ok().flatten().as_ref());
+    Ok(resp)
 }
 
 pub(crate) async fn get(

@@ -60,6 +60,8 @@ pub(crate) struct Running {
     pub(crate) ledger: Arc<dyn Ledger>,
     pub(crate) http: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
+    /// Finished reconciliation passes of the gateway's reconciler.
+    pub(crate) passes: tokio::sync::watch::Receiver<u64>,
     pub(crate) done: tokio::task::JoinHandle<Result<(), handover_gateway::GatewayError>>,
     _dir: tempfile::TempDir,
 }
@@ -89,9 +91,19 @@ impl Running {
         config_text: &str,
         clock: Arc<dyn handover_ledger::Clock>,
     ) -> Self {
+        Self::start_on_clock_with_env(config_text, clock, |_| None).await
+    }
+
+    /// Like [`Running::start_on_clock`], with environment variables from `env`.
+    pub(crate) async fn start_on_clock_with_env(
+        config_text: &str,
+        clock: Arc<dyn handover_ledger::Clock>,
+        env: fn(&str) -> Option<String>,
+    ) -> Self {
         let ledger = "[ledger]\nbackend = \"memory\"\n";
-        let opts = HandoverOptions::new().env(|_| None).clock(clock);
-        Self::start_with(ledger, config_text, tempfile::tempdir().unwrap(), opts).await
+        let opts = HandoverOptions::new().env(env).clock(clock);
+        let config = Config::parse(&format!("{ledger}{config_text}"), &env).expect("test config");
+        Self::start_config(config, tempfile::tempdir().unwrap(), opts).await
     }
 
     /// Opens `[ledger]` + `config_text` the way `handover serve` does.
@@ -119,11 +131,16 @@ impl Running {
     ) -> Self {
         let config =
             Config::parse(&format!("{ledger}{config_text}"), &|_| None).expect("test config");
+        Self::start_config(config, dir, opts).await
+    }
+
+    async fn start_config(config: Config, dir: tempfile::TempDir, opts: HandoverOptions) -> Self {
         let handover = opts.open(&config).await.unwrap();
         let ledger = handover.ledger().clone();
         let state = GatewayState::new(handover).unwrap();
         let gw = Gateway::with_state(state, None).await.unwrap();
         let addr = gw.local_addr().unwrap();
+        let passes = gw.reconcile_passes();
         let (tx, rx) = oneshot::channel::<()>();
         let done = tokio::spawn(gw.run(async move {
             let _ = rx.await;
@@ -134,6 +151,7 @@ impl Running {
             ledger,
             http: reqwest::Client::new(),
             stop: Some(tx),
+            passes,
             done,
             _dir: dir,
         }
@@ -141,6 +159,20 @@ impl Running {
 
     pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// Waits (with a deadline) until the reconciler has finished `n` more
+    /// passes than it had when called: a pass that started after any change
+    /// made before the call has then run.
+    pub(crate) async fn passes(&mut self, n: u64) {
+        let target = *self.passes.borrow_and_update() + n;
+        tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            self.passes.wait_for(|p| *p >= target),
+        )
+        .await
+        .expect("reconciliation passes within 20 s")
+        .expect("the reconciler is running");
     }
 
     /// Signals graceful shutdown.

@@ -53,7 +53,10 @@ pub use time::{
     lease_expiry_after_dispatch, lease_expiry_before_dispatch, renew_extends_lease,
     resend_claim_lapse_returns_to_unknown, retention_replay_tombstone_purge,
 };
-pub use unknown::{list_unknown_with_owner_and_age, suspended_by_block_width};
+pub use unknown::{
+    list_unknown_with_owner_and_age, suspended_by_block_width, take_due_unknown_filters,
+    take_due_unknown_leases,
+};
 pub use validation::{identifier_boundaries, params_boundaries};
 
 use crate::{
@@ -200,7 +203,7 @@ macro_rules! conformance_tests {
             member_order_irrelevant, mutation_cannot_change_stored, identifier_boundaries,
             params_boundaries, lease_expiry_before_dispatch, lease_expiry_after_dispatch,
             stale_epoch_refused, renew_extends_lease, retention_replay_tombstone_purge,
-            list_unknown_with_owner_and_age, suspended_by_block_width,
+            list_unknown_with_owner_and_age, suspended_by_block_width, take_due_unknown_leases, take_due_unknown_filters,
             cancel_before_dispatch_only, resolve_needs_actor_and_evidence,
             claim_for_resend_window, release_not_sent_and_abandoned, attempt_log,
             reject_is_replayed, resend_claim_lapse_returns_to_unknown,

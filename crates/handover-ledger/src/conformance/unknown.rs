@@ -361,3 +361,154 @@ pub async fn suspended_by_block_width<F: Fn(Setup) -> Fut, Fut: Future<Output = 
         BeginOutcome::Started(_)
     ));
 }
+
+/// `take_due_unknown` hands out due unknown operations earliest first, at
+/// most `limit`, moves their next check to `now + hold` in the same step (so
+/// a second caller does not get them again), leaves owner, reason and
+/// divergence alone, skips what is not due, and hands an operation out again
+/// once its hold has passed.
+pub async fn take_due_unknown_leases<F: Fn(Setup) -> Fut, Fut: Future<Output = Subject>>(make: F) {
+    let e = env(make, Retention::default()).await;
+    let sec = Duration::from_secs(1);
+    let hold = Duration::from_secs(60);
+    let later = req("s1", "later", json!({"n": 1}));
+    let c = e.in_flight(&later).await;
+    e.ledger
+        .mark_unknown(&c, report(Owner::Reconciler, Some(T0.plus(5 * sec))))
+        .await
+        .expect("later");
+    let first = req("s2", "first", json!({"n": 1}));
+    let c = e.in_flight(&first).await;
+    e.ledger
+        .mark_unknown(&c, report(Owner::Reconciler, Some(T0.plus(sec))))
+        .await
+        .expect("first");
+    let future = req("s1", "future", json!({"n": 1}));
+    let c = e.in_flight(&future).await;
+    e.ledger
+        .mark_unknown(&c, report(Owner::Reconciler, Some(T0.plus(hold * 10))))
+        .await
+        .expect("future");
+    let review = req("s1", "review", json!({"n": 1}));
+    let c = e.in_flight(&review).await;
+    e.ledger
+        .mark_unknown(&c, report(Owner::Review, None))
+        .await
+        .expect("review");
+    assert!(
+        e.ledger
+            .take_due_unknown(&crate::DueFilter::default(), 10, hold)
+            .await
+            .expect("take")
+            .is_empty(),
+        "nothing is due before its next check"
+    );
+    let err = e
+        .ledger
+        .take_due_unknown(&crate::DueFilter::default(), 10, Duration::ZERO)
+        .await
+        .expect_err("zero hold");
+    assert_eq!(err.field(), Some("hold"));
+
+    e.clock.advance(10 * sec);
+    let now = T0.plus(10 * sec);
+    let taken = e
+        .ledger
+        .take_due_unknown(&crate::DueFilter::default(), 1, hold)
+        .await
+        .expect("take 1");
+    assert_eq!(
+        keys(&taken),
+        ["first"],
+        "earliest next check first, limit kept"
+    );
+    let State::Unknown(info) = &taken[0].state else {
+        panic!("taken operation is not unknown: {:?}", taken[0].state);
+    };
+    assert_eq!(info.next_check_at, Some(now.plus(hold)));
+    assert_eq!(info.owner, Owner::Reconciler);
+    assert_eq!(info.reason, "timeout after send");
+    assert!(!info.diverged);
+    assert_eq!(
+        e.get(&first).await.expect("first").state,
+        taken[0].state,
+        "durable"
+    );
+
+    let rest = e
+        .ledger
+        .take_due_unknown(&crate::DueFilter::default(), 10, hold)
+        .await
+        .expect("take rest");
+    assert_eq!(keys(&rest), ["later"], "what was taken is not due again");
+    assert!(
+        e.ledger
+            .take_due_unknown(&crate::DueFilter::default(), 10, hold)
+            .await
+            .expect("take")
+            .is_empty()
+    );
+
+    e.clock.advance(hold);
+    let mut again = keys(
+        &e.ledger
+            .take_due_unknown(&crate::DueFilter::default(), 10, hold)
+            .await
+            .expect("again"),
+    );
+    again.sort();
+    assert_eq!(again, ["first", "later"], "due again once the hold passed");
+}
+
+/// `take_due_unknown` hands out only what its filter admits (scope,
+/// actions, excluded actions) and leaves everything else untouched.
+pub async fn take_due_unknown_filters<F: Fn(Setup) -> Fut, Fut: Future<Output = Subject>>(make: F) {
+    let e = env(make, Retention::default()).await;
+    let hold = Duration::from_secs(60);
+    let pay = |scope: &str, key: &str| {
+        OperationRequest::new(scope, key, "pay", &json!({"n": 1}), &Limits::default())
+            .expect("valid request")
+    };
+    let ops = [
+        req("s1", "ship-1", json!({"n": 1})),
+        req("s2", "ship-2", json!({"n": 1})),
+        pay("s1", "pay-1"),
+    ];
+    for r in &ops {
+        let c = e.in_flight(r).await;
+        e.ledger
+            .mark_unknown(&c, report(Owner::Reconciler, Some(T0)))
+            .await
+            .expect("unknown");
+    }
+    let take = |filter: crate::DueFilter| {
+        let ledger = e.ledger.clone();
+        async move {
+            let mut k = keys(
+                &ledger
+                    .take_due_unknown(&filter, 10, hold)
+                    .await
+                    .expect("take"),
+            );
+            k.sort();
+            k
+        }
+    };
+    let s2 = crate::DueFilter {
+        scope: Some(Scope::new("s2").expect("scope")),
+        ..Default::default()
+    };
+    assert_eq!(take(s2).await, ["ship-2"], "scope");
+    let pay_only = crate::DueFilter {
+        actions: Some(vec![ActionName::new("pay").expect("action")]),
+        ..Default::default()
+    };
+    assert_eq!(take(pay_only).await, ["pay-1"], "actions");
+    // What the filters left out is still due, untouched.
+    let rest = crate::DueFilter {
+        except_actions: vec![ActionName::new("pay").expect("action")],
+        ..Default::default()
+    };
+    assert_eq!(take(rest).await, ["ship-1"], "except_actions");
+    assert!(take(crate::DueFilter::default()).await.is_empty());
+}

@@ -176,8 +176,8 @@ impl Job for Purge {
 /// For reconcilers sharing the work: up to `limit` due `unknown`
 /// operations no other transaction holds, each with its next check moved
 /// to `now + hold` (owner, reason and divergence kept).
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) struct TakeDueUnknown {
+    pub(crate) filter: crate::ledger::DueFilter,
     pub(crate) limit: usize,
     pub(crate) hold: Duration,
 }
@@ -190,7 +190,12 @@ impl Job for TakeDueUnknown {
         store: &mut S,
         ctx: Ctx<'_>,
     ) -> Step<Vec<OperationRecord>> {
-        let due = store.take_due_unknown(ctx.now, self.limit).await?;
+        if self.hold.as_millis() == 0 {
+            return Err(crate::error::ValidationError::new("hold", "must be at least 1 ms").into());
+        }
+        let due = store
+            .take_due_unknown(ctx.now, &self.filter, self.limit)
+            .await?;
         let mut effect = Effect::default();
         let mut taken = Vec::with_capacity(due.len());
         for rec in &due {

@@ -6,12 +6,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::Backend;
-use super::jobs::{Begin, OnRecord, Purge};
+use super::jobs::{Begin, OnRecord, Purge, TakeDueUnknown};
 use crate::error::LedgerError;
 use crate::identity::{OperationId, OperationRequest};
 use crate::ledger::{
-    ApproveOutcome, BeginOptions, BeginOutcome, Dispatch, Ledger, ListFilter, NewAttempt,
-    ReleaseReason, Resolution, UnknownReport, UnknownUpdate,
+    ApproveOutcome, BeginOptions, BeginOutcome, Dispatch, DueFilter, Ledger, ListFilter,
+    NewAttempt, ReleaseReason, Resolution, UnknownReport, UnknownUpdate,
 };
 use crate::machine;
 use crate::model::{AttemptRecord, Claim, OperationRecord};
@@ -173,6 +173,21 @@ impl<B: Backend> Ledger for B {
 
     async fn list(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
         self.list_records(filter).await
+    }
+
+    async fn take_due_unknown(
+        &self,
+        filter: &DueFilter,
+        limit: usize,
+        hold: Duration,
+    ) -> Result<Vec<OperationRecord>, LedgerError> {
+        let filter = filter.clone();
+        self.run(TakeDueUnknown {
+            filter,
+            limit,
+            hold,
+        })
+        .await
     }
 
     async fn attempts(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {

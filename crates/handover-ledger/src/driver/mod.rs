@@ -56,10 +56,10 @@ pub(crate) trait Store: Send {
     /// Up to `limit` `unknown` records with `next_check_at <= now`, by
     /// `(next_check_at, created_at, scope, key)`, that no other transaction
     /// holds for writing (each is then this transaction's to write).
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     async fn take_due_unknown(
         &mut self,
         now: Timestamp,
+        filter: &crate::ledger::DueFilter,
         limit: usize,
     ) -> Result<Vec<OperationRecord>, LedgerError>;
     /// Inserts or replaces a record.

@@ -42,7 +42,7 @@ pub use connect::PostgresOptions;
 use error::unavailable;
 
 use crate::clock::Timestamp;
-use crate::driver::jobs::{self, SettleDue, TakeDueUnknown};
+use crate::driver::jobs::{self, SettleDue};
 use crate::driver::{Backend, Config, Job};
 use crate::error::LedgerError;
 use crate::identity::OperationId;
@@ -102,20 +102,6 @@ impl PostgresLedger {
     /// Closes the idle connections; calls after this fail with `Unavailable`.
     pub async fn close(self) {
         self.pool.close().await;
-    }
-
-    /// For reconcilers sharing the work: locks up to `limit` `unknown`
-    /// operations whose `next_check_at` has passed, skipping rows another
-    /// reconciler holds (`FOR UPDATE SKIP LOCKED`), moves their
-    /// `next_check_at` to `now + hold` (owner, reason and divergence kept)
-    /// and returns them as updated. Two reconcilers calling at once get
-    /// disjoint sets; one that dies simply lets `hold` pass.
-    pub async fn take_due_unknown(
-        &self,
-        limit: usize,
-        hold: Duration,
-    ) -> Result<Vec<OperationRecord>, LedgerError> {
-        self.run(TakeDueUnknown { limit, hold }).await
     }
 }
 

@@ -70,6 +70,9 @@ pub(super) const ANY_DUE: &str = "SELECT 1 FROM operations \
 pub(super) const TAKE_DUE_UNKNOWN: &str = concat!(
     op_select!(),
     "WHERE state = 'unknown' AND next_check_at <= $1 \
+     AND ($3::text IS NULL OR scope = $3) \
+     AND ($4::text[] IS NULL OR action = ANY($4)) \
+     AND NOT (action = ANY($5::text[])) \
      ORDER BY next_check_at, created_at, scope, key LIMIT $2 FOR UPDATE SKIP LOCKED"
 );
 

@@ -185,12 +185,17 @@ impl Store for PgStore<'_> {
     async fn take_due_unknown(
         &mut self,
         now: Timestamp,
+        filter: &crate::ledger::DueFilter,
         limit: usize,
     ) -> Result<Vec<OperationRecord>, LedgerError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (only, except) = filter.action_names();
         let q = sqlx::query_as(sql::TAKE_DUE_UNKNOWN)
             .bind(now.0)
-            .bind(limit);
+            .bind(limit)
+            .bind(filter.scope.as_ref().map(ToString::to_string))
+            .bind(only)
+            .bind(except);
         self.fetch_locked(q, "taking unknown operations due for a check")
             .await
     }

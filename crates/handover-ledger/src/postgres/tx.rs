@@ -286,6 +286,7 @@ impl Store for Unlocked<'_> {
     async fn take_due_unknown(
         &mut self,
         _now: Timestamp,
+        _filter: &crate::ledger::DueFilter,
         _limit: usize,
     ) -> Result<Vec<OperationRecord>, LedgerError> {
         self.unsupported()

@@ -46,6 +46,9 @@ const DUE_EXPIRED: &str = concat!(
 const DUE_UNKNOWN: &str = concat!(
     op_cols!(),
     "WHERE state = 'unknown' AND next_check_at <= ?1 \
+     AND (?3 IS NULL OR scope = ?3) \
+     AND (?4 IS NULL OR action IN (SELECT value FROM json_each(?4))) \
+     AND action NOT IN (SELECT value FROM json_each(?5)) \
      ORDER BY next_check_at, created_at, scope, key LIMIT ?2"
 );
 
@@ -243,11 +246,19 @@ impl Store for SqlStore<'_> {
     async fn take_due_unknown(
         &mut self,
         now: Timestamp,
+        filter: &crate::ledger::DueFilter,
         limit: usize,
     ) -> Result<Vec<OperationRecord>, LedgerError> {
         // Under `BEGIN IMMEDIATE` no other connection writes until COMMIT.
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let q = sqlx::query_as(DUE_UNKNOWN).bind(now.0).bind(limit);
+        let (only, except) = filter.action_names();
+        let json = |l: &[String]| serde_json::Value::from(l.to_vec()).to_string();
+        let q = sqlx::query_as(DUE_UNKNOWN)
+            .bind(now.0)
+            .bind(limit)
+            .bind(filter.scope.as_ref().map(ToString::to_string))
+            .bind(only.as_deref().map(json))
+            .bind(json(&except));
         fetch_all_ops(q, self.conn, "taking unknown operations due for a check").await
     }
 

@@ -113,3 +113,6 @@ pub fn class_action(class: ErrorClass) -> ClassAction {
         _ => Fail,
     }
 }
+
+/// How often `handover serve` runs a reconciliation pass.
+pub const GATEWAY_RECONCILE_EVERY: Duration = Duration::from_secs(1);

@@ -1,5 +1,5 @@
 //! Configuration (DESIGN §8): one TOML file with `[ledger]`,
-//! `[providers.NAME]`, `[policies.NAME]`, `[actions.NAME]` and `[gateway]`.
+//! `[providers.NAME]`, `[policies.NAME]`, `[actions.NAME]`, `[gateway]` and `[mcp]`.
 //!
 //! Two phases, as in the house style: raw serde structs that reject unknown
 //! fields, then validation into runtime types. Every problem names its path
@@ -14,7 +14,7 @@ mod duration;
 mod issues;
 mod model;
 mod raw;
-mod validate;
+pub(crate) mod validate;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -57,6 +57,7 @@ struct Inner {
     policies: BTreeMap<String, PolicySettings>,
     actions: BTreeMap<String, ActionContract>,
     gateway: Option<GatewaySettings>,
+    mcp: Option<McpSettings>,
 }
 
 impl Config {
@@ -85,6 +86,7 @@ impl Config {
             policies: v.policies,
             actions: v.actions,
             gateway: v.gateway,
+            mcp: v.mcp,
         }));
         Ok((config, v.missing_keys))
     }
@@ -122,6 +124,12 @@ impl Config {
     /// `[gateway]` settings, if the file has that section.
     pub fn gateway(&self) -> Option<&GatewaySettings> {
         self.0.gateway.as_ref()
+    }
+
+    /// `[mcp]` settings (upstream servers and guarded tools), if the file
+    /// declares MCP servers or MCP actions.
+    pub fn mcp(&self) -> Option<&McpSettings> {
+        self.0.mcp.as_ref()
     }
 
     /// One policy.

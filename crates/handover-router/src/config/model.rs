@@ -232,6 +232,45 @@ pub struct ActionContract {
     pub idempotency: Option<IdempotencyContract>,
     /// Authoritative lookup, if the application registers one.
     pub lookup: Option<LookupContract>,
+    /// The lookup as an HTTP request Handover makes itself, if declared
+    /// (`url` under `[actions.NAME.lookup]`).
+    pub http_lookup: Option<HttpLookupSpec>,
+}
+
+/// `[actions.NAME.lookup]` with a `url`: how to ask the destination for an
+/// operation's record over HTTP, and how to read the answer. Secrets are
+/// never here: headers name the environment variables they come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpLookupSpec {
+    /// `GET` (default), `POST` or `HEAD`.
+    pub method: String,
+    /// URL template; placeholders `{destination_key}`, `{scope}`, `{key}`,
+    /// `{params.NAME}` (a top-level approved parameter), each percent-encoded.
+    pub url: String,
+    /// Request headers, in name order.
+    pub headers: Vec<(String, LookupHeader)>,
+    /// Statuses that mean "no such record" (default `[404]`).
+    pub not_found_status: Vec<u16>,
+    /// JSON pointer to the list of records in a 2xx answer (`""` or unset:
+    /// the whole body is the one record).
+    pub records: Option<String>,
+    /// Approved parameter name → JSON pointer into a record: a record whose
+    /// fields differ from the approved values is a divergence.
+    pub match_fields: std::collections::BTreeMap<String, String>,
+}
+
+/// Where a lookup header's value comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookupHeader {
+    /// Written in the configuration (not a secret).
+    Literal(String),
+    /// A secret from the environment variable `var`, after `prefix`.
+    Env {
+        /// The variable's name.
+        var: String,
+        /// Written before the secret (e.g. `"Bearer "`).
+        prefix: String,
+    },
 }
 
 /// `[gateway]`: the OpenAI-compatible gateway and operations API
@@ -240,6 +279,8 @@ pub struct ActionContract {
 pub struct GatewaySettings {
     /// Address to listen on.
     pub listen: SocketAddr,
+    /// How often `serve`'s reconciler looks for due unknown operations.
+    pub reconcile_every: Duration,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
     /// Interval of SSE keep-alive comments while a stream has nothing to send
@@ -288,4 +329,133 @@ pub struct GatewayOperator {
     pub name: String,
     /// SHA-256 of the bearer token.
     pub token_sha256: [u8; 32],
+}
+
+/// `[mcp]`: the MCP proxy (`handover mcp`) — its upstream servers and the
+/// tools guarded as actions (from `[actions.NAME] mcp = {...}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpSettings {
+    /// Operation scope of a stdio session: the process that started
+    /// `handover mcp` is one principal.
+    pub scope: String,
+    /// Upstream servers, by name.
+    pub servers: BTreeMap<String, McpServer>,
+    /// Guarded tools, by action name.
+    pub tools: BTreeMap<String, McpTool>,
+}
+
+impl McpSettings {
+    /// The action guarding `tool` on `server`, if one is configured.
+    pub fn action_for(&self, server: &str, tool: &str) -> Option<&McpTool> {
+        self.tools
+            .values()
+            .find(|t| t.server == server && t.tool == tool)
+    }
+}
+
+/// `[mcp.servers.NAME]`: how to reach one upstream MCP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpServer {
+    /// A child process speaking MCP over stdio.
+    Command {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+    /// A Streamable HTTP endpoint.
+    Url(String),
+}
+
+/// `[actions.NAME] mcp = {...}`: an MCP tool whose `tools/call` is a
+/// business action and goes through the write gate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpTool {
+    /// The action (`[actions.NAME]`) this tool performs.
+    pub action: String,
+    /// The upstream server (`[mcp.servers.NAME]`).
+    pub server: String,
+    /// The tool's name at that server.
+    pub tool: String,
+    /// Argument fields whose values form the operation key when the client
+    /// sends no `_meta.idempotencyKey` (in this order). Empty: the client
+    /// must send one.
+    pub key_from: Vec<String>,
+    /// Argument that also carries the destination key to the upstream
+    /// (besides `_meta.idempotencyKey`), if the tool takes one.
+    pub key_argument: Option<String>,
+    /// `[actions.NAME.lookup] mcp_tool = ...`: the reconciler's lookup.
+    pub lookup: Option<McpLookupTool>,
+}
+
+/// An MCP tool the reconciler calls to find an operation's record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpLookupTool {
+    /// The lookup tool's name (on the action's server).
+    pub tool: String,
+    /// Argument template: a string value that is exactly `"{destination_key}"`,
+    /// `"{key}"`, `"{scope}"` or `"{params.FIELD}"` is replaced by that value
+    /// (keeping its JSON type); everything else is sent as written.
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What a lookup template's placeholders are filled from.
+#[derive(Debug, Clone, Copy)]
+pub struct LookupValues<'a> {
+    /// The operation's scope.
+    pub scope: &'a str,
+    /// The operation's key.
+    pub key: &'a str,
+    /// The destination key every dispatch carried.
+    pub destination_key: &'a str,
+    /// The approved parameters.
+    pub params: &'a serde_json::Value,
+}
+
+impl McpLookupTool {
+    /// The lookup's arguments for one operation. A `{params.FIELD}` the
+    /// parameters lack becomes `null`.
+    pub fn arguments_for(&self, v: LookupValues<'_>) -> serde_json::Map<String, serde_json::Value> {
+        self.arguments
+            .iter()
+            .map(|(k, t)| (k.clone(), fill(t, v)))
+            .collect()
+    }
+}
+
+fn fill(t: &serde_json::Value, v: LookupValues<'_>) -> serde_json::Value {
+    use serde_json::Value;
+    match t {
+        Value::String(s) => match placeholder(s) {
+            Some(Placeholder::DestinationKey) => Value::String(v.destination_key.to_owned()),
+            Some(Placeholder::Key) => Value::String(v.key.to_owned()),
+            Some(Placeholder::Scope) => Value::String(v.scope.to_owned()),
+            Some(Placeholder::Param(f)) => v.params.get(f).cloned().unwrap_or(Value::Null),
+            None => t.clone(),
+        },
+        Value::Array(a) => Value::Array(a.iter().map(|x| fill(x, v)).collect()),
+        Value::Object(o) => Value::Object(o.iter().map(|(k, x)| (k.clone(), fill(x, v))).collect()),
+        _ => t.clone(),
+    }
+}
+
+/// A placeholder in a lookup template.
+pub(crate) enum Placeholder<'a> {
+    DestinationKey,
+    Key,
+    Scope,
+    Param(&'a str),
+}
+
+/// `Some` for a well-formed placeholder, `None` for a literal string.
+pub(crate) fn placeholder(s: &str) -> Option<Placeholder<'_>> {
+    match s.strip_prefix('{')?.strip_suffix('}')? {
+        "destination_key" => Some(Placeholder::DestinationKey),
+        "key" => Some(Placeholder::Key),
+        "scope" => Some(Placeholder::Scope),
+        other => other
+            .strip_prefix("params.")
+            .filter(|f| !f.is_empty())
+            .map(Placeholder::Param),
+    }
 }

@@ -18,6 +18,7 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub(crate) actions: BTreeMap<String, RawAction>,
     pub(crate) gateway: Option<RawGateway>,
+    pub(crate) mcp: Option<RawMcp>,
 }
 
 /// `[ledger]`.
@@ -123,6 +124,19 @@ pub(crate) struct RawAction {
     pub(crate) timeout: Option<String>,
     pub(crate) idempotency: Option<RawIdempotency>,
     pub(crate) lookup: Option<RawLookup>,
+    pub(crate) mcp: Option<RawActionMcp>,
+}
+
+/// `[actions.NAME] mcp = { server, tool, key_from, key_argument }`: the MCP
+/// tool this action is (`handover mcp` guards its `tools/call`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawActionMcp {
+    pub(crate) server: String,
+    pub(crate) tool: String,
+    #[serde(default)]
+    pub(crate) key_from: Vec<String>,
+    pub(crate) key_argument: Option<String>,
 }
 
 /// `[actions.NAME.idempotency]`.
@@ -140,6 +154,34 @@ pub(crate) struct RawLookup {
     pub(crate) visibility_lag: String,
     pub(crate) check_every: Option<String>,
     pub(crate) max_check_every: Option<String>,
+    /// The HTTP lookup Handover runs itself (all optional; `url` enables it).
+    pub(crate) method: Option<String>,
+    pub(crate) url: Option<String>,
+    #[serde(default)]
+    pub(crate) headers: BTreeMap<String, RawHeaderValue>,
+    pub(crate) not_found_status: Option<Vec<u16>>,
+    pub(crate) records: Option<String>,
+    #[serde(default, rename = "match")]
+    pub(crate) match_fields: BTreeMap<String, String>,
+    pub(crate) mcp_tool: Option<String>,
+    pub(crate) arguments: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// A lookup header: a literal value, or a secret from an environment
+/// variable (with an optional prefix such as `"Bearer "`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawHeaderValue {
+    Literal(String),
+    Env(RawEnvHeader),
+}
+
+/// `{ env = "VAR", prefix = "Bearer " }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEnvHeader {
+    pub(crate) env: String,
+    pub(crate) prefix: Option<String>,
 }
 
 /// `[gateway]` (the OpenAI-compatible gateway and operations API).
@@ -147,6 +189,7 @@ pub(crate) struct RawLookup {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawGateway {
     pub(crate) listen: Option<String>,
+    pub(crate) reconcile_every: Option<String>,
     pub(crate) max_body_bytes: Option<u64>,
     pub(crate) keepalive: Option<String>,
     pub(crate) shutdown_grace: Option<String>,
@@ -176,4 +219,23 @@ pub(crate) struct RawGatewayClient {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawGatewayOperator {
     pub(crate) token_sha256: String,
+}
+
+/// `[mcp]` (the MCP proxy, `handover mcp`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcp {
+    pub(crate) scope: Option<String>,
+    #[serde(default)]
+    pub(crate) servers: BTreeMap<String, RawMcpServer>,
+}
+
+/// `[mcp.servers.NAME]`: one upstream MCP server.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcpServer {
+    pub(crate) command: Option<String>,
+    #[serde(default)]
+    pub(crate) args: Vec<String>,
+    pub(crate) url: Option<String>,
 }

@@ -129,6 +129,7 @@ impl Protocol {
                 timeout: defaults::ACTION_TIMEOUT,
                 idempotency: None,
                 lookup: None,
+                http_lookup: None,
             })
     }
 

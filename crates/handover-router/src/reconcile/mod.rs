@@ -14,18 +14,20 @@
 //! Every lookup is recorded as an attempt. Nothing here ever sends a second
 //! request without the destination's idempotency key.
 
+mod http;
 mod lookup;
 mod verify;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use handover_ledger::{
-    Clock, ListFilter, OperationRecord, Owner, Resolution, ResolvedAs, State, StateKind, Timestamp,
-    UnknownInfo, UnknownUpdate,
+    ActionName, Clock, DueFilter, OperationRecord, Owner, Resolution, ResolvedAs, State, StateKind,
+    Timestamp, UnknownInfo, UnknownUpdate,
 };
 
+pub use http::HttpLookup;
 pub use lookup::{FoundRecord, Lookup, LookupContext};
 
 use verify::Case;
@@ -53,6 +55,9 @@ pub struct ReconcileReport {
     pub still_unknown: usize,
     /// Duplicate effects detected (several records for one operation).
     pub duplicates: usize,
+    /// Operations whose reconciliation failed (e.g. the ledger refused a
+    /// write): logged and skipped; due again once the hold passes.
+    pub failed: usize,
 }
 
 /// Resolves unknown operations. Build it with the same [`WriteGate`] the
@@ -63,9 +68,16 @@ pub struct Reconciler {
     gate: WriteGate,
     clock: Arc<dyn Clock>,
     name: String,
+    batch: usize,
+    hold: Duration,
+    due: DueFilter,
     lookups: HashMap<String, Arc<dyn Lookup>>,
     resenders: HashMap<String, Arc<dyn Executor>>,
+    on_pass: Option<PassHook>,
+    registered_only: bool,
 }
+
+type PassHook = Box<dyn Fn(&Result<ReconcileReport, RouterError>) + Send + Sync>;
 
 impl std::fmt::Debug for Reconciler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -84,9 +96,86 @@ impl Reconciler {
             gate,
             clock,
             name: "reconciler".to_owned(),
+            batch: 100,
+            hold: Duration::from_secs(60),
+            due: DueFilter::default(),
             lookups: HashMap::new(),
             resenders: HashMap::new(),
+            on_pass: None,
+            registered_only: false,
         }
+    }
+
+    /// How long an operation this reconciler took stays its own before
+    /// another replica may take it (default 60 s): longer than one lookup
+    /// takes. A reconciler that dies mid-pass just lets it pass.
+    pub fn with_hold(mut self, hold: Duration) -> Self {
+        self.hold = hold;
+        self
+    }
+
+    /// Only takes the due operations `due` admits (default: all), e.g.
+    /// leaving the actions whose lookup agents run through the gateway's
+    /// pull API to them.
+    pub fn with_filter(mut self, due: DueFilter) -> Self {
+        self.due = due;
+        self
+    }
+
+    /// The name recorded as the executor of lookup attempts and the actor
+    /// of resolutions (default `reconciler`).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Applies a lookup someone else ran (e.g. an agent reporting through
+    /// the gateway's pull API) to the unknown operation `rec`, by the same
+    /// rules as a lookup of the reconciler's own: found with the approved
+    /// parameters confirms, other parameters or several records diverge to
+    /// review, empty proves absence only after the visibility lag, an error
+    /// proves nothing. `rec` must be unknown, owned by the reconciler, not
+    /// diverged, and its action must have a lookup contract; otherwise
+    /// nothing is changed and `Ok(None)` is returned.
+    pub async fn apply_lookup(
+        &self,
+        rec: &OperationRecord,
+        answer: Result<Vec<FoundRecord>, String>,
+    ) -> Result<Option<ReconcileReport>, RouterError> {
+        let State::Unknown(info) = &rec.state else {
+            return Ok(None);
+        };
+        let contract = self.gate.contract(rec.action.as_str());
+        let (Some(lc), Some(params)) = (contract.lookup, rec.params.clone()) else {
+            return Ok(None);
+        };
+        if info.owner != Owner::Reconciler || info.diverged {
+            return Ok(None);
+        }
+        let case = Case {
+            rec,
+            info,
+            params,
+            timeout: contract.timeout,
+            lc,
+        };
+        let reported = move |_ctx: LookupContext| {
+            let answer = answer.clone();
+            async move { answer }
+        };
+        let mut report = ReconcileReport {
+            checked: 1,
+            ..ReconcileReport::default()
+        };
+        self.look_up(&case, &reported, &mut report).await?;
+        crate::metrics::reconcile(&report);
+        Ok(Some(report))
+    }
+
+    /// How many due operations one take leases at once (default 100).
+    pub fn with_batch(mut self, batch: usize) -> Self {
+        self.batch = batch.max(1);
+        self
     }
 
     /// Registers the authoritative lookup of `action`.
@@ -102,52 +191,148 @@ impl Reconciler {
         self
     }
 
+    /// Looks only at operations of actions with a registered lookup or
+    /// re-sender, leaving every other unknown operation to the reconciler
+    /// that serves it (e.g. one door of several sharing a ledger: the MCP
+    /// proxy reconciles its MCP actions only). Without this, an action with
+    /// nothing registered is handed to the review queue.
+    #[must_use]
+    pub fn registered_actions_only(mut self) -> Self {
+        self.registered_only = true;
+        self
+    }
+
     /// Runs passes every `every` until `shutdown` resolves. Errors of one
     /// pass are logged and the next pass runs on schedule.
     pub async fn run(self, every: Duration, shutdown: impl Future<Output = ()>) {
         let mut shutdown = std::pin::pin!(shutdown);
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ages = BTreeMap::new();
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
-                _ = tick.tick() => self.run_logged().await,
+                _ = tick.tick() => self.run_logged(&mut ages).await,
             }
         }
     }
 
-    async fn run_logged(&self) {
-        if let Err(e) = self.run_once().await {
-            tracing::warn!(error = %e, "reconciliation pass failed");
-        }
-    }
-
-    /// One pass over every unknown operation that is due now.
-    pub async fn run_once(&self) -> Result<ReconcileReport, RouterError> {
+    /// Updates the oldest-unknown-age gauge per action (every unknown
+    /// operation, whoever owns it: the age is what an operator watches).
+    async fn oldest_unknown(
+        &self,
+        ages: &mut BTreeMap<String, Duration>,
+    ) -> Result<(), RouterError> {
         let now = self.clock.now();
-        let due = self
+        let unknown = self
             .gate
             .ledger()
-            .list(&ListFilter {
+            .list(&handover_ledger::ListFilter {
                 state: Some(StateKind::Unknown),
-                diverged: Some(false),
-                due_at: Some(now),
-                ..ListFilter::default()
+                ..Default::default()
             })
             .await?;
-        let mut report = ReconcileReport::default();
-        for rec in due {
-            let State::Unknown(info) = &rec.state else {
-                continue;
-            };
-            if info.owner != Owner::Reconciler {
-                continue;
+        for age in ages.values_mut() {
+            *age = Duration::ZERO;
+        }
+        for rec in &unknown {
+            if let State::Unknown(info) = &rec.state {
+                let age = now.saturating_since(info.since);
+                let oldest = ages.entry(rec.action.to_string()).or_default();
+                *oldest = (*oldest).max(age);
             }
-            report.checked += 1;
-            self.reconcile(&rec, info, &mut report).await?;
+        }
+        crate::metrics::oldest_unknown(ages);
+        Ok(())
+    }
+
+    /// Calls `hook` after every pass [`Reconciler::run`] makes, with its
+    /// report (for metrics, or a test waiting for a pass to finish).
+    pub fn on_pass(
+        mut self,
+        hook: impl Fn(&Result<ReconcileReport, RouterError>) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_pass = Some(Box::new(hook));
+        self
+    }
+
+    async fn run_logged(&self, ages: &mut BTreeMap<String, Duration>) {
+        let pass = self.run_once().await;
+        if let Err(e) = self.oldest_unknown(ages).await {
+            tracing::warn!(error = %e, "could not measure the oldest unknown operations");
+        }
+        if let Err(e) = &pass {
+            tracing::warn!(error = %e, "reconciliation pass failed");
+        }
+        if let Some(hook) = &self.on_pass {
+            hook(&pass);
+        }
+    }
+
+    /// One pass over every unknown operation that is due now. Operations
+    /// are leased from the ledger in batches
+    /// ([`Ledger::take_due_unknown`](handover_ledger::Ledger::take_due_unknown)),
+    /// so replicas running passes at the same time share the work and never
+    /// look one operation up twice in one schedule step. One operation that
+    /// fails is logged, counted in [`ReconcileReport::failed`] and skipped;
+    /// the pass goes on. `Err` only when the ledger cannot hand out work.
+    pub async fn run_once(&self) -> Result<ReconcileReport, RouterError> {
+        let mut report = ReconcileReport::default();
+        let due = self.due_filter();
+        loop {
+            let taken = self
+                .gate
+                .ledger()
+                .take_due_unknown(&due, self.batch, self.hold)
+                .await?;
+            let more = taken.len() >= self.batch;
+            for rec in &taken {
+                self.reconcile_one(rec, &mut report).await;
+            }
+            if !more {
+                break;
+            }
         }
         crate::metrics::reconcile(&report);
         Ok(report)
+    }
+
+    /// The filter a pass leases with: with [`Reconciler::registered_actions_only`],
+    /// narrowed to the actions that have a lookup or a re-sender.
+    fn due_filter(&self) -> DueFilter {
+        let mut due = self.due.clone();
+        if self.registered_only {
+            let mut actions: Vec<ActionName> = Vec::new();
+            for name in self.lookups.keys().chain(self.resenders.keys()) {
+                if let Ok(a) = ActionName::new(name.as_str())
+                    && !actions.contains(&a)
+                {
+                    actions.push(a);
+                }
+            }
+            due.actions = Some(match due.actions.take() {
+                Some(only) => actions.into_iter().filter(|a| only.contains(a)).collect(),
+                None => actions,
+            });
+        }
+        due
+    }
+
+    async fn reconcile_one(&self, rec: &OperationRecord, report: &mut ReconcileReport) {
+        let State::Unknown(info) = &rec.state else {
+            return;
+        };
+        if info.owner != Owner::Reconciler || info.diverged {
+            return;
+        }
+        report.checked += 1;
+        if let Err(e) = self.reconcile(rec, info, report).await {
+            report.failed += 1;
+            tracing::warn!(
+                operation = %rec.id, action = %rec.action, error = %e,
+                "reconciling one operation failed; skipped until its hold passes"
+            );
+        }
     }
 
     async fn reconcile(

@@ -201,6 +201,7 @@ impl Reconciler {
             metadata: None,
         };
         self.gate.ledger().append_attempt(&rec.id, attempt).await?;
+        crate::metrics::lookup(rec.action.as_str(), outcome.as_str());
         Ok(())
     }
 }

@@ -8,13 +8,15 @@ use super::super::model::{
     ActionContract, BlockSetting, IdempotencyContract, LedgerSettings, LookupContract,
 };
 use super::super::raw::{RawAction, RawIdempotency, RawLookup};
-use super::{choice, name_ok};
+use super::{EnvLookup, choice, name_ok};
 
 pub(super) fn validate(
     issues: &mut ConfigIssues,
+    missing: &mut ConfigIssues,
+    env: EnvLookup<'_>,
     ledger: &LedgerSettings,
     name: &str,
-    raw: RawAction,
+    mut raw: RawAction,
 ) -> ActionContract {
     let path = format!("actions.{name}");
     name_ok(issues, &path, name);
@@ -31,6 +33,10 @@ pub(super) fn validate(
     )
     .unwrap_or(BlockSetting::Operation);
     let idempotency = raw.idempotency.and_then(|i| idempotency(issues, &path, i));
+    let http_lookup = raw
+        .lookup
+        .as_mut()
+        .and_then(|l| super::lookup::validate(issues, missing, env, &path, l));
     let lookup = raw.lookup.and_then(|l| lookup(issues, &path, l));
     ActionContract {
         name: name.to_owned(),
@@ -49,6 +55,7 @@ pub(super) fn validate(
         ),
         idempotency,
         lookup,
+        http_lookup,
     }
 }
 

@@ -30,6 +30,12 @@ pub(super) fn validate(
         raw.max_body_bytes,
         d::GATEWAY_MAX_BODY_BYTES as u64,
     ) as usize;
+    let reconcile_every = parse_or(
+        issues,
+        "gateway.reconcile_every",
+        raw.reconcile_every.as_deref(),
+        d::GATEWAY_RECONCILE_EVERY,
+    );
     let keepalive = parse_or(
         issues,
         "gateway.keepalive",
@@ -87,6 +93,7 @@ pub(super) fn validate(
     aliases(issues, policies, &raw.models);
     GatewaySettings {
         listen,
+        reconcile_every,
         max_body_bytes,
         keepalive,
         shutdown_grace,

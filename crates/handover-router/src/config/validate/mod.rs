@@ -5,6 +5,8 @@
 mod action;
 mod gateway;
 mod ledger;
+pub(crate) mod lookup;
+mod mcp;
 mod policy;
 mod provider;
 
@@ -26,6 +28,7 @@ pub(crate) struct Validated {
     pub(crate) policies: BTreeMap<String, PolicySettings>,
     pub(crate) actions: BTreeMap<String, ActionContract>,
     pub(crate) gateway: Option<GatewaySettings>,
+    pub(crate) mcp: Option<McpSettings>,
     pub(crate) missing_keys: ConfigIssues,
 }
 
@@ -48,14 +51,27 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
             (name, p)
         })
         .collect();
+    let mut action_mcp = BTreeMap::new();
     let actions = raw
         .actions
         .into_iter()
-        .map(|(name, a)| {
-            let a = action::validate(&mut issues, &ledger, &name, a);
+        .map(|(name, mut a)| {
+            let (lookup_tool, lookup_arguments) = a
+                .lookup
+                .as_mut()
+                .map(|l| (l.mcp_tool.take(), l.arguments.take()))
+                .unwrap_or_default();
+            let m = mcp::ActionMcp {
+                binding: a.mcp.take(),
+                lookup_tool,
+                lookup_arguments,
+            };
+            action_mcp.insert(name.clone(), m);
+            let a = action::validate(&mut issues, &mut missing_keys, env, &ledger, &name, a);
             (name, a)
         })
         .collect();
+    let mcp = mcp::validate(&mut issues, raw.mcp, action_mcp);
     let gateway = raw
         .gateway
         .map(|g| gateway::validate(&mut issues, &policies, g));
@@ -66,6 +82,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
             policies,
             actions,
             gateway,
+            mcp,
             missing_keys,
         })
     } else {

@@ -1,0 +1,256 @@
+//! One downstream session over a byte stream (stdio): lines from the client
+//! go to the upstream unchanged, except `tools/call` requests for tools
+//! configured as actions, which go through the write gate; lines from the
+//! upstream come back unchanged, except answers to the gate's own calls.
+
+use futures::{SinkExt, StreamExt};
+use handover::Handover;
+use handover_router::config::{McpServer, McpSettings};
+use rmcp::model::{CallToolRequestParams, ErrorData};
+use serde_json::value::RawValue;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+use std::time::Duration;
+
+use handover_router::reconcile::Reconciler;
+
+use crate::error::McpError;
+use crate::guard;
+use crate::lookup::McpLookup;
+use crate::upstream::Upstream;
+use crate::wire::{Peek, codec, error_line, result_line};
+
+/// The MCP proxy: Handover's write gate in front of one upstream MCP
+/// server's tools. Built from the same [`Handover`] as every other door,
+/// so a call made here and one made through the library or `handover
+/// serve` are one operation when they share scope and key.
+#[derive(Debug, Clone)]
+pub struct McpProxy {
+    handover: Handover,
+    settings: McpSettings,
+    server: String,
+}
+
+impl McpProxy {
+    /// A proxy for upstream `server` (`[mcp.servers.NAME]`); `None` picks
+    /// the only server the configuration declares.
+    pub fn new(handover: &Handover, server: Option<&str>) -> Result<Self, McpError> {
+        let settings = handover
+            .config()
+            .mcp()
+            .cloned()
+            .ok_or_else(|| McpError::Config("no [mcp.servers.NAME] section".into()))?;
+        let server = match server {
+            Some(name) if settings.servers.contains_key(name) => name.to_owned(),
+            Some(name) => {
+                return Err(McpError::Config(format!(
+                    "unknown MCP server {name:?} (not in [mcp.servers])"
+                )));
+            }
+            None if settings.servers.len() == 1 => {
+                settings.servers.keys().next().cloned().unwrap_or_default()
+            }
+            None => {
+                return Err(McpError::Config(format!(
+                    "several MCP servers are configured ({}): name one",
+                    settings
+                        .servers
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        };
+        Ok(Self {
+            handover: handover.clone(),
+            settings,
+            server,
+        })
+    }
+
+    /// Serves one client on this process's stdin and stdout until the
+    /// client closes its side; then waits for guarded calls in flight to be
+    /// recorded (each is bounded by its action's timeout).
+    pub async fn serve_stdio(&self) -> Result<(), McpError> {
+        self.serve(tokio::io::stdin(), tokio::io::stdout()).await
+    }
+
+    /// Serves one client over `read`/`write` (newline-delimited JSON-RPC,
+    /// the MCP stdio transport), with the stdio session's scope (`[mcp] scope`).
+    pub async fn serve<R, W>(&self, read: R, write: W) -> Result<(), McpError>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (to_client, mut client_lines) = mpsc::unbounded_channel::<String>();
+        let (command, args) = match self.settings.servers.get(&self.server) {
+            Some(McpServer::Command { command, args }) => (command.clone(), args.clone()),
+            Some(McpServer::Url(url)) => {
+                return Err(McpError::Config(format!(
+                    "mcp.servers.{}: Streamable HTTP upstreams ({url}) are not supported yet; use `command`",
+                    self.server
+                )));
+            }
+            None => return Err(McpError::Config("no such server".into())),
+        };
+        let (upstream, mut child) =
+            Upstream::spawn(&self.server, &command, &args, to_client.clone())?;
+        let writer = tokio::spawn(async move {
+            let mut sink = FramedWrite::new(write, codec());
+            while let Some(line) = client_lines.recv().await {
+                sink.send(line).await.map_err(std::io::Error::other)?;
+            }
+            Ok::<_, std::io::Error>(())
+        });
+        let (stop_reconciler, stopped) = tokio::sync::oneshot::channel::<()>();
+        let reconciler = self.reconciler(&upstream).map(|(r, every)| {
+            tokio::spawn(r.run(every, async {
+                let _ = stopped.await;
+            }))
+        });
+        let mut calls = JoinSet::new();
+        let mut lines = FramedRead::new(read, codec());
+        let scope = self.settings.scope.clone();
+        loop {
+            // A session ends when either side does, as a direct connection would.
+            let line = tokio::select! {
+                line = lines.next() => line,
+                () = upstream.closed() => {
+                    tracing::warn!(server = %self.server, "the upstream MCP server closed: ending the session");
+                    break;
+                }
+            };
+            let line = match line {
+                None => break,
+                Some(Ok(line)) => line,
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "closing the session: unreadable client input");
+                    break;
+                }
+            };
+            let (id, params) = match self.route(&line, &upstream) {
+                Route::Pass => {
+                    if !upstream.forward(line) {
+                        tracing::warn!(server = %self.server, "the upstream MCP server is gone");
+                    }
+                    continue;
+                }
+                Route::Invalid(id, message) => {
+                    let _ = to_client.send(error_line(
+                        Some(&id),
+                        &ErrorData::invalid_params(message, None),
+                    ));
+                    continue;
+                }
+                Route::Guarded(id, params) => (id, params),
+            };
+            {
+                let gate = self.handover.gate().clone();
+                let upstream = upstream.clone();
+                let tool = self.tool(&params.name).cloned();
+                let to_client = to_client.clone();
+                let scope = scope.clone();
+                calls.spawn(async move {
+                    let Some(tool) = tool else { return };
+                    let answer = guard::call(&gate, &upstream, &tool, &scope, params).await;
+                    let line = match answer {
+                        Ok(result) => result_line(&id, &result),
+                        Err(e) => error_line(Some(&id), &e),
+                    };
+                    let _ = to_client.send(line);
+                });
+            }
+        }
+        // The client left: let guarded calls finish recording their outcome.
+        while calls.join_next().await.is_some() {}
+        let _ = stop_reconciler.send(());
+        if let Some(r) = reconciler {
+            let _ = r.await;
+        }
+        drop(to_client);
+        drop(upstream);
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        writer
+            .await
+            .map_err(|e| McpError::Io(std::io::Error::other(e)))?
+            .or_else(ignore_broken_pipe)
+            .map_err(McpError::Io)
+    }
+
+    /// The reconciler for this server's actions with an MCP lookup, and
+    /// how often it runs (the shortest `lookup.check_every` among them).
+    fn reconciler(&self, upstream: &Upstream) -> Option<(Reconciler, Duration)> {
+        let mut reconciler = self.handover.reconciler().registered_actions_only();
+        let mut every: Option<Duration> = None;
+        for tool in self
+            .settings
+            .tools
+            .values()
+            .filter(|t| t.server == self.server)
+        {
+            let (Some(lookup), Some(contract)) = (
+                &tool.lookup,
+                self.handover
+                    .config()
+                    .action(&tool.action)
+                    .and_then(|a| a.lookup),
+            ) else {
+                continue;
+            };
+            every = Some(every.map_or(contract.check_every, |e| e.min(contract.check_every)));
+            reconciler = reconciler.with_lookup(
+                &tool.action,
+                McpLookup {
+                    upstream: upstream.clone(),
+                    tool: lookup.clone(),
+                },
+            );
+        }
+        every.map(|every| (reconciler, every))
+    }
+
+    fn tool(&self, name: &str) -> Option<&handover_router::config::McpTool> {
+        self.settings.action_for(&self.server, name)
+    }
+
+    /// Where a client's line goes. A guarded tool's call whose parameters
+    /// do not parse is refused, never forwarded unguarded.
+    fn route(&self, line: &str, upstream: &Upstream) -> Route {
+        let Some(peek) = Peek::of(line) else {
+            return Route::Pass;
+        };
+        if let (Some(_), Some(_), Some(params)) = (peek.id, &peek.method, peek.params) {
+            upstream.remember_meta(params);
+        }
+        let (Some(name), Some(id)) = (peek.tool_name(), peek.id) else {
+            return Route::Pass;
+        };
+        if self.tool(&name).is_none() {
+            return Route::Pass;
+        }
+        let params = peek.params.map_or("null", RawValue::get);
+        match serde_json::from_str::<CallToolRequestParams>(params) {
+            Ok(params) => Route::Guarded(id.to_owned(), params),
+            Err(e) => Route::Invalid(id.to_owned(), format!("params: {e}")),
+        }
+    }
+}
+
+enum Route {
+    Pass,
+    Guarded(Box<RawValue>, CallToolRequestParams),
+    Invalid(Box<RawValue>, String),
+}
+
+fn ignore_broken_pipe(e: std::io::Error) -> Result<(), std::io::Error> {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}

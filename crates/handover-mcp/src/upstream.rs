@@ -1,0 +1,231 @@
+//! One upstream MCP server, a child process speaking MCP over stdio. Lines
+//! it writes are routed back: answers to the proxy's own requests (ids
+//! `handover-N`, which no client uses) go to the waiting call, everything
+//! else — answers to the client's requests, notifications, the server's own
+//! requests — goes to the client unchanged.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::{SinkExt, StreamExt};
+use serde_json::value::RawValue;
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+use crate::error::McpError;
+use crate::wire::{Peek, codec};
+
+const OWN_ID_PREFIX: &str = "handover-";
+
+type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<String>>>>;
+
+/// Why an upstream request got no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lost {
+    /// The upstream was gone before the request was handed to it.
+    NotSent,
+    /// The request was handed to the upstream, then it went away.
+    AfterSend,
+}
+
+/// The handle the proxy writes through; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Upstream {
+    to_server: mpsc::UnboundedSender<String>,
+    pending: Pending,
+    next_id: Arc<AtomicU64>,
+    gone: tokio::sync::watch::Receiver<bool>,
+    /// The `_meta` of the client's latest request, for the proxy's own
+    /// requests that no client request carries (lookups): servers on the
+    /// 2026-07-28 protocol want every request to say its version and client.
+    meta: Arc<Mutex<serde_json::Map<String, serde_json::Value>>>,
+}
+
+/// Removes an abandoned request's waiter (the gate timed out, the client left).
+struct Waiter<'a> {
+    pending: &'a Pending,
+    id: String,
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.id);
+    }
+}
+
+impl Upstream {
+    /// Starts `command args`, whose stderr is the proxy's. Lines from the
+    /// server that are not answers to the proxy go to `to_client`.
+    pub(crate) fn spawn(
+        name: &str,
+        command: &str,
+        args: &[String],
+        to_client: mpsc::UnboundedSender<String>,
+    ) -> Result<(Self, Child), McpError> {
+        let mut child = Command::new(command)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|source| McpError::Spawn {
+                server: name.to_owned(),
+                source,
+            })?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(McpError::Spawn {
+                server: name.to_owned(),
+                source: std::io::Error::other("child stdio not piped"),
+            });
+        };
+        let (to_server, mut outgoing) = mpsc::unbounded_channel::<String>();
+        let pending: Pending = Arc::default();
+        tokio::spawn(async move {
+            let mut sink = FramedWrite::new(stdin, codec());
+            while let Some(line) = outgoing.recv().await {
+                if sink.send(line).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let routes = pending.clone();
+        let (gone_tx, gone) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            let mut lines = FramedRead::new(stdout, codec());
+            while let Some(Ok(line)) = lines.next().await {
+                route(&routes, &to_client, line);
+            }
+            // The server is gone: every waiting call lost its answer.
+            routes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clear();
+            let _ = gone_tx.send(true);
+        });
+        let upstream = Self {
+            to_server,
+            pending,
+            next_id: Arc::default(),
+            gone,
+            meta: Arc::default(),
+        };
+        Ok((upstream, child))
+    }
+
+    /// Resolves once the server has closed its output (exited or crashed).
+    pub(crate) async fn closed(&self) {
+        let mut gone = self.gone.clone();
+        let _ = gone.wait_for(|g| *g).await;
+    }
+
+    /// Remembers the session-wide part of a client request's `_meta`.
+    pub(crate) fn remember_meta(&self, params: &RawValue) {
+        #[derive(serde::Deserialize)]
+        struct Params {
+            #[serde(rename = "_meta")]
+            meta: Option<serde_json::Map<String, serde_json::Value>>,
+        }
+        let Ok(Params {
+            meta: Some(mut meta),
+        }) = serde_json::from_str(params.get())
+        else {
+            return;
+        };
+        // Per-request members, not the session's.
+        meta.remove("progressToken");
+        meta.remove(crate::guard::IDEMPOTENCY_KEY);
+        *self
+            .meta
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = meta;
+    }
+
+    /// The `_meta` for the proxy's own requests.
+    pub(crate) fn session_meta(&self) -> serde_json::Value {
+        serde_json::Value::Object(
+            self.meta
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        )
+    }
+
+    /// Forwards a client's line unchanged. False if the server is gone.
+    pub(crate) fn forward(&self, line: String) -> bool {
+        self.to_server.send(line).is_ok()
+    }
+
+    /// Sends one request of the proxy's own and waits for its answer (the
+    /// whole response line). The caller bounds the wait.
+    pub(crate) async fn request(
+        &self,
+        method: &str,
+        params: &serde_json::Value,
+    ) -> Result<String, Lost> {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{OWN_ID_PREFIX}{n}");
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id.clone(), tx);
+        let _waiter = Waiter {
+            pending: &self.pending,
+            id: id.clone(),
+        };
+        let line = serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": method, "params": params,
+        })
+        .to_string();
+        if self.to_server.send(line).is_err() {
+            return Err(Lost::NotSent);
+        }
+        rx.await.map_err(|_| Lost::AfterSend)
+    }
+}
+
+fn route(pending: &Pending, to_client: &mpsc::UnboundedSender<String>, line: String) {
+    let own = Peek::of(&line)
+        .filter(|p| p.method.is_none())
+        .and_then(|p| p.id)
+        .and_then(|id| serde_json::from_str::<String>(id.get()).ok())
+        .filter(|id| id.starts_with(OWN_ID_PREFIX));
+    if let Some(id) = own {
+        let waiter = pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&id);
+        if let Some(tx) = waiter {
+            let _ = tx.send(line);
+        }
+        return;
+    }
+    let _ = to_client.send(line);
+}
+
+/// Parses a response line into its result or its error.
+pub(crate) fn split_response(
+    line: &str,
+) -> Result<Result<serde_json::Value, rmcp::model::ErrorData>, serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct Response<'a> {
+        #[serde(borrow)]
+        result: Option<&'a RawValue>,
+        error: Option<rmcp::model::ErrorData>,
+    }
+    let r: Response<'_> = serde_json::from_str(line)?;
+    match (r.result, r.error) {
+        (_, Some(e)) => Ok(Err(e)),
+        (Some(v), None) => serde_json::from_str(v.get()).map(Ok),
+        (None, None) => Err(serde::de::Error::custom(
+            "response has neither result nor error",
+        )),
+    }
+}

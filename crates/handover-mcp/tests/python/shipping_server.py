@@ -1,0 +1,86 @@
+"""A small shipping MCP server (official Python SDK) for Handover's tests.
+
+Every applied shipment is appended to the JSON-lines file $SHIPPING_LOG
+before anything is answered, so tests count effects where they happen.
+$SHIPPING_MODE decides what happens after a shipment is applied:
+  ok      answer normally
+  drop    the process dies before answering (the confirmation is lost)
+  stall   never answer (the caller's deadline passes)
+  reject  answer isError without applying anything
+If $SHIPPING_APPLIED names a FIFO, the server writes its pid there once a
+shipment is applied (a test's signal that the effect exists).
+"""
+
+import json
+import os
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+LOG = os.environ["SHIPPING_LOG"]
+MODE = os.environ.get("SHIPPING_MODE", "ok")
+
+server = MCPServer("shipping", instructions="Creates and finds shipments.")
+
+
+def records():
+    try:
+        with open(LOG) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+@server.tool()
+async def create_shipment(order_id: str, sku: str, qty: int, reference: str | None = None) -> dict:
+    """Create a shipment (an effect in the world)."""
+    if MODE == "reject":
+        raise ToolError(f"sku {sku} is not shippable")
+    record = {
+        "shipment_id": f"SHP-{len(records()) + 1}",
+        "order_id": order_id,
+        "sku": sku,
+        "qty": qty,
+        "reference": reference,
+    }
+    with open(LOG, "a") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    if os.environ.get("SHIPPING_APPLIED"):
+        with open(os.environ["SHIPPING_APPLIED"], "w") as signal:
+            signal.write(f"{os.getpid()}\n")
+    if MODE == "drop":
+        os._exit(0)
+    if MODE == "stall":
+        await anyio.sleep(3600)
+    return record
+
+
+@server.tool()
+def find_shipment(reference: str) -> dict:
+    """Find shipments by the reference they were created with (read-only)."""
+    return {"records": [r for r in records() if r.get("reference") == reference]}
+
+
+@server.tool()
+def get_rate(sku: str, qty: int = 1) -> dict:
+    """Quote a shipping rate (read-only)."""
+    return {"sku": sku, "qty": qty, "price_cents": 499 * qty, "currency": "EUR"}
+
+
+@server.prompt()
+def shipping_note(order_id: str) -> str:
+    """A note to attach to an order's shipment."""
+    return f"Please ship order {order_id} with care."
+
+
+@server.resource("shipping://carriers")
+def carriers() -> str:
+    """Carriers this server ships with."""
+    return json.dumps(["DHL", "UPS"])
+
+
+if __name__ == "__main__":
+    server.run("stdio")

@@ -1,0 +1,183 @@
+//! `[actions.NAME.lookup]` with a `url`: the HTTP lookup Handover runs
+//! itself. Everything is checked here, before anything runs: the method,
+//! the URL template's placeholders (and that it is a URL once filled), the
+//! header names and values, the statuses and the JSON pointers. A header's
+//! unset environment variable is reported like an unset API key (an error
+//! at startup, a warning for `handover check`).
+
+use std::collections::BTreeMap;
+
+use super::super::issues::ConfigIssues;
+use super::super::model::{HttpLookupSpec, LookupHeader};
+use super::super::raw::{RawHeaderValue, RawLookup};
+use super::EnvLookup;
+
+/// The placeholders a template may use, filled with `sample` to check it.
+pub(crate) fn fill(
+    template: &str,
+    mut value: impl FnMut(&str) -> Result<String, String>,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find(['{', '}']) {
+        out.push_str(&rest[..open]);
+        if rest[open..].starts_with('}') {
+            return Err("unmatched '}'".into());
+        }
+        let close = rest[open..]
+            .find('}')
+            .ok_or_else(|| "unclosed '{'".to_owned())?;
+        let name = &rest[open + 1..open + close];
+        out.push_str(&value(name)?);
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Whether `name` is a placeholder the template language knows.
+pub(crate) fn known_placeholder(name: &str) -> bool {
+    matches!(name, "destination_key" | "scope" | "key")
+        || name
+            .strip_prefix("params.")
+            .is_some_and(|p| !p.is_empty() && !p.contains(['{', '}', '/']))
+}
+
+fn pointer_ok(p: &str) -> bool {
+    p.is_empty() || p.starts_with('/')
+}
+
+pub(super) fn validate(
+    issues: &mut ConfigIssues,
+    missing: &mut ConfigIssues,
+    env: EnvLookup<'_>,
+    path: &str,
+    l: &mut RawLookup,
+) -> Option<HttpLookupSpec> {
+    let path = format!("{path}.lookup");
+    let Some(url) = l.url.take() else {
+        let stray = [
+            ("method", l.method.is_some()),
+            ("headers", !l.headers.is_empty()),
+            ("not_found_status", l.not_found_status.is_some()),
+            ("records", l.records.is_some()),
+            ("match", !l.match_fields.is_empty()),
+        ];
+        for (field, set) in stray {
+            if set {
+                issues.push(
+                    format!("{path}.{field}"),
+                    "needs lookup.url (the HTTP lookup)",
+                );
+            }
+        }
+        return None;
+    };
+    let before = issues.0.len();
+    let method = l.method.take().unwrap_or_else(|| "GET".to_owned());
+    if !matches!(method.as_str(), "GET" | "POST" | "HEAD") {
+        issues.push(
+            format!("{path}.method"),
+            format!("unknown method {method:?} (expected \"GET\", \"POST\" or \"HEAD\")"),
+        );
+    }
+    check_url(issues, &path, &url);
+    let headers = headers(issues, missing, env, &path, std::mem::take(&mut l.headers));
+    let not_found_status = l.not_found_status.take().unwrap_or_else(|| vec![404]);
+    for (i, s) in not_found_status.iter().enumerate() {
+        if !(100..=599).contains(s) {
+            issues.push(
+                format!("{path}.not_found_status[{i}]"),
+                format!("{s} is not an HTTP status"),
+            );
+        }
+    }
+    let records = l.records.take();
+    if records.as_deref().is_some_and(|p| !pointer_ok(p)) {
+        issues.push(
+            format!("{path}.records"),
+            "must be a JSON pointer (\"\" or starting with '/', e.g. \"/items\")",
+        );
+    }
+    let match_fields = std::mem::take(&mut l.match_fields);
+    for (param, pointer) in &match_fields {
+        if !pointer_ok(pointer) || pointer.is_empty() {
+            issues.push(
+                format!("{path}.match.{param}"),
+                "must be a JSON pointer into the record, e.g. \"/sku\"",
+            );
+        }
+    }
+    (issues.0.len() == before).then_some(HttpLookupSpec {
+        method,
+        url,
+        headers,
+        not_found_status,
+        records,
+        match_fields,
+    })
+}
+
+fn check_url(issues: &mut ConfigIssues, path: &str, url: &str) {
+    let filled = fill(url, |name| {
+        if known_placeholder(name) {
+            Ok("sample".to_owned())
+        } else {
+            Err(format!(
+                "unknown placeholder {{{name}}} (use {{destination_key}}, {{scope}}, {{key}} or {{params.NAME}})"
+            ))
+        }
+    });
+    let error = match filled {
+        Err(e) => Some(e),
+        Ok(u) => match reqwest::Url::parse(&u) {
+            Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => None,
+            Ok(_) => Some("must be an http:// or https:// URL".to_owned()),
+            Err(e) => Some(format!("not a URL: {e}")),
+        },
+    };
+    if let Some(e) = error {
+        issues.push(format!("{path}.url"), e);
+    }
+}
+
+fn headers(
+    issues: &mut ConfigIssues,
+    missing: &mut ConfigIssues,
+    env: EnvLookup<'_>,
+    path: &str,
+    raw: BTreeMap<String, RawHeaderValue>,
+) -> Vec<(String, LookupHeader)> {
+    let mut out = Vec::with_capacity(raw.len());
+    for (name, value) in raw {
+        let at = format!("{path}.headers.{name}");
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            issues.push(&at, format!("{name:?} is not a valid header name"));
+            continue;
+        }
+        let header = match value {
+            RawHeaderValue::Literal(v) => {
+                if reqwest::header::HeaderValue::from_str(&v).is_err() {
+                    issues.push(&at, "not a valid header value");
+                }
+                LookupHeader::Literal(v)
+            }
+            RawHeaderValue::Env(e) => {
+                if e.env.is_empty() {
+                    issues.push(format!("{at}.env"), "must name an environment variable");
+                } else if env(&e.env).is_none_or(|v| v.is_empty()) {
+                    missing.push(
+                        format!("{at}.env"),
+                        format!("environment variable {} is not set", e.env),
+                    );
+                }
+                LookupHeader::Env {
+                    var: e.env,
+                    prefix: e.prefix.unwrap_or_default(),
+                }
+            }
+        };
+        out.push((name, header));
+    }
+    out
+}

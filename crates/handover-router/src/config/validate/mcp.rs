@@ -1,0 +1,213 @@
+//! `[mcp]` and every `[actions.NAME] mcp = {...}`: the MCP proxy's upstream
+//! servers and the tools it guards as actions.
+
+use std::collections::BTreeMap;
+
+use super::super::issues::ConfigIssues;
+use super::super::model::{McpLookupTool, McpServer, McpSettings, McpTool, placeholder};
+use super::super::raw::{RawActionMcp, RawMcp, RawMcpServer};
+use super::name_ok;
+
+/// What an action contributes to `[mcp]`: its binding and its lookup's
+/// MCP part (`mcp_tool`, `arguments`).
+pub(super) struct ActionMcp {
+    pub(super) binding: Option<RawActionMcp>,
+    pub(super) lookup_tool: Option<String>,
+    pub(super) lookup_arguments: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+pub(super) fn validate(
+    issues: &mut ConfigIssues,
+    raw: Option<RawMcp>,
+    actions: BTreeMap<String, ActionMcp>,
+) -> Option<McpSettings> {
+    let any_binding = actions.values().any(|a| a.binding.is_some());
+    let raw = match raw {
+        Some(raw) => raw,
+        None => RawMcp {
+            scope: None,
+            servers: BTreeMap::new(),
+        },
+    };
+    let scope = raw.scope.unwrap_or_else(|| "local".to_owned());
+    if scope.is_empty() || scope.len() > 255 || !scope.bytes().all(|b| b.is_ascii_graphic()) {
+        issues.push(
+            "mcp.scope",
+            format!("invalid scope {scope:?} (1-255 visible ASCII characters)"),
+        );
+    }
+    let servers: BTreeMap<_, _> = raw
+        .servers
+        .into_iter()
+        .filter_map(|(name, s)| server(issues, &name, s).map(|s| (name, s)))
+        .collect();
+    let mut tools = BTreeMap::new();
+    for (action, a) in actions {
+        if let Some(t) = tool(issues, &servers, &tools, &action, a) {
+            tools.insert(action, t);
+        }
+    }
+    (any_binding || !servers.is_empty()).then_some(McpSettings {
+        scope,
+        servers,
+        tools,
+    })
+}
+
+fn server(issues: &mut ConfigIssues, name: &str, s: RawMcpServer) -> Option<McpServer> {
+    let path = format!("mcp.servers.{name}");
+    name_ok(issues, &path, name);
+    match (s.command, s.url) {
+        (Some(command), None) if !command.is_empty() => Some(McpServer::Command {
+            command,
+            args: s.args,
+        }),
+        (None, Some(url)) if url.starts_with("http://") || url.starts_with("https://") => {
+            if !s.args.is_empty() {
+                issues.push(format!("{path}.args"), "only a `command` server takes args");
+            }
+            Some(McpServer::Url(url))
+        }
+        (None, Some(url)) => {
+            issues.push(
+                format!("{path}.url"),
+                format!("{url:?} is not an http:// or https:// URL"),
+            );
+            None
+        }
+        (Some(_), None) => {
+            issues.push(format!("{path}.command"), "must not be empty");
+            None
+        }
+        (Some(_), Some(_)) => {
+            issues.push(&path, "set either `command` (stdio) or `url`, not both");
+            None
+        }
+        (None, None) => {
+            issues.push(&path, "needs `command` (stdio child process) or `url`");
+            None
+        }
+    }
+}
+
+fn tool(
+    issues: &mut ConfigIssues,
+    servers: &BTreeMap<String, McpServer>,
+    seen: &BTreeMap<String, McpTool>,
+    action: &str,
+    a: ActionMcp,
+) -> Option<McpTool> {
+    let path = format!("actions.{action}");
+    let Some(b) = a.binding else {
+        if a.lookup_tool.is_some() || a.lookup_arguments.is_some() {
+            issues.push(
+                format!("{path}.lookup.mcp_tool"),
+                format!("an MCP lookup needs the action's MCP tool (`{path}.mcp`)"),
+            );
+        }
+        return None;
+    };
+    let mut ok = true;
+    if !servers.contains_key(&b.server) {
+        issues.push(
+            format!("{path}.mcp.server"),
+            format!(
+                "unknown MCP server {:?} (declare [mcp.servers.{}])",
+                b.server, b.server
+            ),
+        );
+        ok = false;
+    }
+    if b.tool.is_empty() {
+        issues.push(format!("{path}.mcp.tool"), "must not be empty");
+        ok = false;
+    }
+    if let Some(other) = seen
+        .values()
+        .find(|t| t.server == b.server && t.tool == b.tool)
+    {
+        issues.push(
+            format!("{path}.mcp.tool"),
+            format!(
+                "tool {:?} of server {:?} is already action {:?}",
+                b.tool, b.server, other.action
+            ),
+        );
+        ok = false;
+    }
+    for (i, f) in b.key_from.iter().enumerate() {
+        if f.is_empty() || b.key_from[..i].contains(f) {
+            issues.push(
+                format!("{path}.mcp.key_from[{i}]"),
+                format!("{f:?} is empty or listed twice"),
+            );
+            ok = false;
+        }
+    }
+    if b.key_argument.as_deref() == Some("") {
+        issues.push(format!("{path}.mcp.key_argument"), "must not be empty");
+        ok = false;
+    }
+    let lookup = lookup(issues, &path, a.lookup_tool, a.lookup_arguments);
+    ok.then_some(McpTool {
+        action: action.to_owned(),
+        server: b.server,
+        tool: b.tool,
+        key_from: b.key_from,
+        key_argument: b.key_argument,
+        lookup,
+    })
+}
+
+fn lookup(
+    issues: &mut ConfigIssues,
+    path: &str,
+    tool: Option<String>,
+    arguments: Option<serde_json::Map<String, serde_json::Value>>,
+) -> Option<McpLookupTool> {
+    let Some(tool) = tool else {
+        if arguments.is_some() {
+            issues.push(
+                format!("{path}.lookup.arguments"),
+                "only an MCP lookup (`lookup.mcp_tool`) takes arguments",
+            );
+        }
+        return None;
+    };
+    if tool.is_empty() {
+        issues.push(format!("{path}.lookup.mcp_tool"), "must not be empty");
+        return None;
+    }
+    let arguments = arguments.unwrap_or_default();
+    for (k, v) in &arguments {
+        check_template(issues, &format!("{path}.lookup.arguments.{k}"), v);
+    }
+    Some(McpLookupTool { tool, arguments })
+}
+
+/// Every string that looks like a placeholder must be one.
+fn check_template(issues: &mut ConfigIssues, path: &str, v: &serde_json::Value) {
+    match v {
+        serde_json::Value::String(s)
+            if s.starts_with('{') && s.ends_with('}') && placeholder(s).is_none() =>
+        {
+            issues.push(
+                path,
+                format!(
+                    "unknown placeholder {s:?} (expected \"{{destination_key}}\", \"{{key}}\", \"{{scope}}\" or \"{{params.FIELD}}\")"
+                ),
+            );
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                check_template(issues, &format!("{path}[{i}]"), x);
+            }
+        }
+        serde_json::Value::Object(o) => {
+            for (k, x) in o {
+                check_template(issues, &format!("{path}.{k}"), x);
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,122 @@
+//! `[mcp]` and `[actions.NAME] mcp = {...}`: every mistake names its field.
+
+use handover_router::config::{Config, LookupValues, McpServer};
+use serde_json::json;
+
+const BASE: &str = r#"
+[mcp]
+scope = "agent-1"
+[mcp.servers.shipping]
+command = "python3"
+args = ["server.py"]
+
+[actions.create_shipment]
+mcp = { server = "shipping", tool = "create_shipment", key_from = ["order_id"], key_argument = "reference" }
+[actions.create_shipment.lookup]
+visibility_lag = "2s"
+mcp_tool = "find_shipment"
+arguments = { reference = "{destination_key}", order = "{params.order_id}", limit = 5 }
+"#;
+
+fn err(text: &str) -> String {
+    Config::parse(text, &|_| None).unwrap_err().to_string()
+}
+
+#[test]
+fn a_valid_mcp_section_resolves_servers_tools_and_the_lookup_template() {
+    let config = Config::parse(BASE, &|_| None).unwrap();
+    let mcp = config.mcp().unwrap();
+    assert_eq!(mcp.scope, "agent-1");
+    assert_eq!(
+        mcp.servers["shipping"],
+        McpServer::Command {
+            command: "python3".into(),
+            args: vec!["server.py".into()]
+        }
+    );
+    let tool = mcp.action_for("shipping", "create_shipment").unwrap();
+    assert_eq!(tool.action, "create_shipment");
+    assert_eq!(tool.key_from, ["order_id"]);
+    assert_eq!(tool.key_argument.as_deref(), Some("reference"));
+    assert!(mcp.action_for("shipping", "get_rate").is_none());
+    let lookup = tool.lookup.as_ref().unwrap();
+    assert_eq!(lookup.tool, "find_shipment");
+    let args = lookup.arguments_for(LookupValues {
+        scope: "s",
+        key: "k",
+        destination_key: "ho1-abc",
+        params: &json!({"order_id": "A-1"}),
+    });
+    assert_eq!(
+        serde_json::Value::Object(args),
+        json!({"reference": "ho1-abc", "order": "A-1", "limit": 5})
+    );
+    // The action's write contract is the usual one.
+    assert!(config.action("create_shipment").unwrap().lookup.is_some());
+}
+
+#[test]
+fn no_mcp_section_means_no_mcp_settings() {
+    let config = Config::parse("[ledger]\nbackend = \"memory\"", &|_| None).unwrap();
+    assert!(config.mcp().is_none());
+}
+
+#[test]
+fn mistakes_name_their_field() {
+    let cases = [
+        (
+            BASE.replace(r#"server = "shipping""#, r#"server = "shiping""#),
+            r#"actions.create_shipment.mcp.server: unknown MCP server "shiping""#,
+        ),
+        (
+            BASE.replace(r#"command = "python3""#, r#"url = "ftp://x""#),
+            "mcp.servers.shipping.url: \"ftp://x\" is not an http:// or https:// URL",
+        ),
+        (
+            BASE.replace(r#"args = ["server.py"]"#, r#"url = "http://x""#),
+            "mcp.servers.shipping: set either `command` (stdio) or `url`, not both",
+        ),
+        (
+            BASE.replace(r#""{destination_key}""#, r#""{destination}""#),
+            "actions.create_shipment.lookup.arguments.reference: unknown placeholder \"{destination}\"",
+        ),
+        (
+            BASE.replace(
+                r#"key_from = ["order_id"]"#,
+                r#"key_from = ["order_id", "order_id"]"#,
+            ),
+            "actions.create_shipment.mcp.key_from[1]",
+        ),
+        (
+            BASE.replace(
+                "tool = \"create_shipment\",",
+                "tool = \"create_shipment\", tol = 1,",
+            ),
+            "actions.create_shipment.mcp",
+        ),
+        (
+            BASE.replace("scope = \"agent-1\"", "scope = \"agent 1\""),
+            "mcp.scope: invalid scope",
+        ),
+        (
+            BASE.replace("mcp = { server", "# mcp = { server"),
+            "actions.create_shipment.lookup.mcp_tool: an MCP lookup needs the action's MCP tool",
+        ),
+    ];
+    for (text, expected) in cases {
+        let e = err(&text);
+        assert!(e.contains(expected), "expected {expected:?} in:\n{e}");
+    }
+}
+
+#[test]
+fn one_tool_is_one_action() {
+    let text = format!(
+        "{BASE}\n[actions.ship_again]\nmcp = {{ server = \"shipping\", tool = \"create_shipment\" }}\n"
+    );
+    let e = err(&text);
+    assert!(
+        e.contains("actions.ship_again.mcp.tool: tool \"create_shipment\" of server \"shipping\" is already action \"create_shipment\""),
+        "{e}"
+    );
+}
