@@ -133,6 +133,7 @@ pub struct HandoverOptions {
     clock: Arc<dyn Clock>,
     env: Env,
     holder: Option<String>,
+    read_only: bool,
 }
 
 impl fmt::Debug for HandoverOptions {
@@ -157,6 +158,7 @@ impl HandoverOptions {
             clock: Arc::new(SystemClock),
             env: Arc::new(|var| std::env::var(var).ok()),
             holder: None,
+            read_only: false,
         }
     }
 
@@ -171,6 +173,14 @@ impl HandoverOptions {
     /// process environment).
     pub fn env(mut self, env: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
         self.env = Arc::new(env);
+        self
+    }
+
+    /// For [`HandoverOptions::open_ledger`] on SQLite: open an existing
+    /// ledger for reading only (nothing created, migrated or written; a
+    /// file that is not a Handover ledger refused). For inspection tools.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
         self
     }
 
@@ -222,6 +232,7 @@ impl HandoverOptions {
                     clock,
                     retention,
                     limits,
+                    read_only: self.read_only,
                     ..Default::default()
                 };
                 Arc::new(handover_ledger::SqliteLedger::open(path, opts).await?)
@@ -231,6 +242,7 @@ impl HandoverOptions {
                 url_env,
                 pool_size,
                 statement_timeout,
+                call_timeout,
             } => {
                 let url = (self.env)(url_env)
                     .filter(|u| !u.trim().is_empty())
@@ -243,6 +255,7 @@ impl HandoverOptions {
                     limits,
                     max_connections: *pool_size,
                     statement_timeout: *statement_timeout,
+                    call_timeout: *call_timeout,
                     ..Default::default()
                 };
                 Arc::new(handover_ledger::PostgresLedger::connect(&url, opts).await?)

@@ -28,12 +28,12 @@ use tokio::sync::mpsc;
 use crate::stats::{Samples, emit, round2};
 use crate::{BenchResult, args::Args, mock_http};
 
-type Err = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type Err = Box<dyn std::error::Error + Send + Sync>;
 
-const TOKEN: &str = "bench-client-token";
+pub(crate) const TOKEN: &str = "bench-client-token";
 
 /// Starts a gateway over the mock on its own thread; returns its base URL.
-fn start_gateway(mock: &str) -> Result<String, Err> {
+pub(crate) fn start_gateway(mock: &str) -> Result<String, Err> {
     let config = Config::parse(
         &format!(
             r#"
@@ -50,6 +50,9 @@ max_queue = 4096
 chain = ["mock"]
 [gateway]
 listen = "127.0.0.1:0"
+# One client sends everything: its in-flight limit is not what is measured.
+max_in_flight_per_client = 4096
+max_connections = 4096
 [gateway.routes]
 "bench-*" = {{ chain = ["mock/{{model}}"], policy = "default" }}
 [gateway.clients.bench]
@@ -94,7 +97,7 @@ scope = "bench"
 }
 
 /// Resident and peak resident set size of this process, in KiB.
-fn rss_kib() -> (u64, u64) {
+pub(crate) fn rss_kib() -> (u64, u64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let field = |name: &str| {
         status

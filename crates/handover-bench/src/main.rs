@@ -13,6 +13,7 @@
 mod adapter;
 mod args;
 mod gateway;
+mod gateway_soak;
 mod ledger;
 mod ledger_pg;
 mod mcp;
@@ -39,6 +40,7 @@ fn main() -> BenchResult {
         "perform" => runtime.block_on(perform::run(rest)),
         "router" => runtime.block_on(router::run(rest)),
         "gateway" => runtime.block_on(gateway::run(rest)),
+        "gateway-soak" => runtime.block_on(gateway_soak::run(rest)),
         "task" => runtime.block_on(task::run(rest)),
         "mcp" => runtime.block_on(mcp::run(rest)),
         // The two processes `mcp` starts: a minimal upstream and the proxy.
@@ -49,5 +51,5 @@ fn main() -> BenchResult {
 }
 
 fn usage() -> String {
-    "usage: handover-bench <ledger|adapter|router|perform|gateway|task|mcp> [--backend B] [--concurrency N] [--ops N]".to_owned()
+    "usage: handover-bench <ledger|adapter|router|perform|gateway|gateway-soak|task|mcp> [--backend B] [--concurrency N] [--ops N]".to_owned()
 }

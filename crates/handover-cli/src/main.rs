@@ -13,6 +13,7 @@
 mod chat;
 mod check;
 mod demo;
+mod logging;
 mod mcp;
 mod open;
 mod ops;
@@ -33,6 +34,9 @@ use clap::{Args, Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log line format on stderr (filter with RUST_LOG, e.g. `RUST_LOG=handover=debug`).
+    #[arg(long, value_enum, global = true, default_value = "text")]
+    log_format: logging::LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
@@ -81,6 +85,11 @@ pub(crate) struct LedgerSource {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let default_filter = match cli.command {
+        Command::Serve(_) => "info",
+        _ => "warn",
+    };
+    logging::init(cli.log_format, default_filter);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -104,8 +113,23 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", report(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// `e` and its causes on one line, each said once: library errors often
+/// include their source's text in their own, so printing every link of
+/// the chain would repeat the cause.
+fn report(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }

@@ -31,13 +31,25 @@ pub(crate) fn read_config(path: &Path) -> anyhow::Result<Config> {
     Ok(config)
 }
 
+/// How an `ops` command uses the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// `list`, `show`: nothing is written, not even a lease expiry.
+    ReadOnly,
+    /// `resolve`, `purge`: an existing Handover ledger, written.
+    ReadWrite,
+}
+
 /// Opens the ledger named by `src`. Never creates a ledger file: a path
-/// that does not exist is an error (an operator looking at an empty new file
-/// would conclude there is nothing to review).
-pub(crate) async fn open(src: &LedgerSource) -> anyhow::Result<Opened> {
+/// that does not exist, an empty file or a file that is not a Handover
+/// ledger is an error (an operator looking at an empty new file would
+/// conclude there is nothing to review; another application's database
+/// must not gain our tables). A SQLite file is always checked read-only
+/// first, so a refused file is left byte for byte as it was.
+pub(crate) async fn open(src: &LedgerSource, access: Access) -> anyhow::Result<Opened> {
     if let Some(path) = &src.ledger {
         let abs = existing_file(path)?;
-        let ledger = SqliteLedger::open(&abs, SqliteOptions::default())
+        let ledger = open_sqlite(&abs, access)
             .await
             .with_context(|| format!("cannot open the ledger at {}", abs.display()))?;
         return Ok(Opened {
@@ -62,7 +74,18 @@ pub(crate) async fn open(src: &LedgerSource) -> anyhow::Result<Opened> {
         // The URL is never printed (it may carry a password).
         LedgerBackend::Postgres { url_env, .. } => format!("postgres ${url_env}"),
     };
-    let ledger = HandoverOptions::new()
+    let options = HandoverOptions::new();
+    if matches!(settings.backend, LedgerBackend::Sqlite { .. }) {
+        // Checked as a Handover ledger before any read-write open.
+        options
+            .clone()
+            .read_only(true)
+            .open_ledger(&config)
+            .await
+            .with_context(|| format!("cannot open the ledger ({description})"))?;
+    }
+    let ledger = options
+        .read_only(access == Access::ReadOnly)
         .open_ledger(&config)
         .await
         .with_context(|| format!("cannot open the ledger ({description})"))?;
@@ -76,6 +99,20 @@ pub(crate) async fn open(src: &LedgerSource) -> anyhow::Result<Opened> {
     })
 }
 
+/// A SQLite ledger file opened for `access`, checked read-only first.
+async fn open_sqlite(path: &Path, access: Access) -> anyhow::Result<SqliteLedger> {
+    let read_only = SqliteOptions {
+        read_only: true,
+        ..SqliteOptions::default()
+    };
+    let checked = SqliteLedger::open(path, read_only).await?;
+    if access == Access::ReadOnly {
+        return Ok(checked);
+    }
+    checked.close().await;
+    Ok(SqliteLedger::open(path, SqliteOptions::default()).await?)
+}
+
 /// `path` made absolute (against the current directory, as the library
 /// does), if a file is there.
 fn existing_file(path: &Path) -> anyhow::Result<PathBuf> {
@@ -83,6 +120,12 @@ fn existing_file(path: &Path) -> anyhow::Result<PathBuf> {
     if !abs.is_file() {
         bail!(
             "no ledger file at {} (relative paths are resolved against the current directory)",
+            abs.display()
+        );
+    }
+    if abs.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
+        bail!(
+            "{} is empty: not a Handover ledger (nothing was written to it)",
             abs.display()
         );
     }

@@ -1,5 +1,7 @@
 //! `handover serve`: the OpenAI-compatible gateway and operations API
-//! (`handover-gateway`), until Ctrl-C; in-flight requests are finished.
+//! (`handover-gateway`), until SIGTERM (what docker, Kubernetes and systemd
+//! send) or SIGINT (Ctrl-C); in-flight requests are finished within
+//! `gateway.shutdown_grace`, then the process exits 0.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,20 +21,46 @@ pub(crate) struct ServeArgs {
     listen: Option<SocketAddr>,
 }
 
-/// Runs the gateway until Ctrl-C.
+/// Runs the gateway until SIGTERM or SIGINT.
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = handover::Config::load(&args.config)
         .with_context(|| format!("{}", args.config.display()))?;
     let gateway = handover_gateway::Gateway::bind(config, args.listen).await?;
     eprintln!(
-        "handover serve: listening on http://{} (Ctrl-C finishes in-flight requests and stops)",
+        "handover serve: listening on http://{} (SIGTERM or Ctrl-C finishes in-flight requests and stops)",
         gateway.local_addr()?
     );
+    let stop = stop_signal()?;
     gateway
-        .run(async {
-            let _ = tokio::signal::ctrl_c().await;
+        .run(async move {
+            let name = stop.await;
+            eprintln!("handover serve: {name} received; finishing in-flight requests");
         })
         .await?;
     eprintln!("handover serve: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Completes with the signal's name on the first SIGTERM or SIGINT.
+/// Installed before serving, so a signal that comes early is not lost.
+#[cfg(unix)]
+fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = &'static str>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot install the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot install the SIGINT handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        }
+    })
+}
+
+/// Completes on Ctrl-C (no SIGTERM outside Unix).
+#[cfg(not(unix))]
+fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = &'static str>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    })
 }

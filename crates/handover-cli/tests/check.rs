@@ -150,3 +150,61 @@ fn model_flag_prints_what_a_name_runs_and_fails_on_names_that_resolve_to_nothing
         "{text}"
     );
 }
+
+/// What `serve` refuses (or would fail on per request), `check` refuses
+/// too, naming the path: an overflowing duration, a URL with no host, a
+/// gateway nobody may call. Each alone, so one cannot mask another.
+#[test]
+fn check_refuses_what_serve_refuses_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = |ledger_extra: &str, base_url: &str, gateway: &str| {
+        format!(
+            "[ledger]\nbackend = \"memory\"\n{ledger_extra}\n[providers.p]\nkind = \"openai_compatible\"\nbase_url = \"{base_url}\"\nmodel = \"m\"\n[policies.default]\nchain = [\"p\"]\n{gateway}"
+        )
+    };
+    let client = "[gateway]\n[gateway.clients.a]\ntoken_sha256 = \"50f88aa457efc9d22985f9f0efd335f30b8fd187a999b69a70f11e6a8be39f4f\"\nscope = \"t\"\n";
+    let cases = [
+        (
+            base("lease = \"500000000000y\"", "http://127.0.0.1:9/v1", client),
+            "ledger.lease: duration \"500000000000y\" is too long",
+        ),
+        (
+            base("", "http://", client),
+            "providers.p.base_url: \"http://\" is not a valid URL",
+        ),
+        (
+            base(
+                "",
+                "http://127.0.0.1:9/v1",
+                "[gateway]\nlisten = \"127.0.0.1:0\"\n",
+            ),
+            "gateway.clients: the gateway needs at least one client",
+        ),
+    ];
+    for (i, (text, expected)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("case{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let out = run(&["check", "--config", path.to_str().unwrap()]);
+        assert!(!out.status.success(), "case {i} passed check:\n{text}");
+        let err = stderr(&out);
+        assert!(err.contains(expected), "case {i}: {err}");
+        // And `serve` refuses it the same way, before binding anything.
+        let out = run(&[
+            "serve",
+            "--config",
+            path.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        assert!(!out.status.success(), "case {i} was served");
+        assert!(
+            stderr(&out).contains(expected),
+            "case {i}: {}",
+            stderr(&out)
+        );
+    }
+    // The valid variant passes both ways (serve is not started here).
+    let path = dir.path().join("ok.toml");
+    std::fs::write(&path, base("", "http://127.0.0.1:9/v1", client)).unwrap();
+    ok(&run(&["check", "--config", path.to_str().unwrap()]));
+}

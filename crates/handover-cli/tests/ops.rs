@@ -296,3 +296,140 @@ async fn ops_open_the_ledger_a_config_names_and_never_create_one() {
         "ops", "list", "--ledger", "a.db", "--config", "b.toml",
     ]));
 }
+
+/// Another application's SQLite database, an empty file, a missing one:
+/// `ops list|show` refuse them and leave them exactly as they were (no
+/// tables added, nothing created); `resolve|purge` too.
+#[tokio::test]
+async fn ops_refuse_files_that_are_not_handover_ledgers_and_change_nothing() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("crm.db");
+    let url = format!("sqlite://{}?mode=rwc", foreign.display());
+    let mut c = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers (name) VALUES ('Ada');")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+    let before = std::fs::read(&foreign).unwrap();
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let text = dir.path().join("notes.db");
+    std::fs::write(&text, b"not a database at all, just some text").unwrap();
+
+    for cmd in [
+        vec!["ops", "list"],
+        vec!["ops", "show", "s", "k"],
+        vec!["ops", "purge"],
+    ] {
+        for (file, expect) in [
+            (&foreign, "not a Handover ledger"),
+            (&empty, "is empty"),
+            (&text, "not a Handover ledger"),
+        ] {
+            let mut args = cmd.clone();
+            args.extend(["--ledger", file.to_str().unwrap()]);
+            let err = failed(&run(&args));
+            assert!(err.contains(expect), "{args:?}: {err}");
+            assert!(!err.contains("code:"), "driver code in {err}");
+        }
+    }
+    assert_eq!(
+        std::fs::read(&foreign).unwrap(),
+        before,
+        "the foreign file changed"
+    );
+    assert_eq!(
+        std::fs::read(&empty).unwrap(),
+        b"",
+        "the empty file changed"
+    );
+}
+
+/// `ops list|show` write nothing, not even a lease expiry they display:
+/// the database file and its write-ahead log are byte for byte the same
+/// afterwards.
+#[tokio::test]
+async fn ops_list_and_show_read_without_writing() {
+    use handover::ledger::{
+        BeginOptions, BeginOutcome, Dispatch, Limits, ManualClock, OperationRequest, Timestamp,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    // A dispatch whose holder vanished long ago: due to become `unknown`.
+    let clock = std::sync::Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
+    let ledger = SqliteLedger::open(
+        &path,
+        SqliteOptions {
+            clock,
+            ..SqliteOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let req =
+        OperationRequest::new(SCOPE, "K-9", "ship", &json!({"n": 1}), &Limits::default()).unwrap();
+    let opts = BeginOptions::new("gone", std::time::Duration::from_secs(30));
+    let BeginOutcome::Started(claim) = ledger.begin(&req, &opts).await.unwrap() else {
+        panic!("fresh ledger")
+    };
+    ledger
+        .mark_dispatched(
+            &claim,
+            Dispatch {
+                executor: "gone".into(),
+                metadata: None,
+            },
+        )
+        .await
+        .unwrap();
+    ledger.close().await;
+    let files = || {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            // SQLite's shared-memory index: every reader marks it.
+            .filter(|p| !p.to_string_lossy().ends_with("-shm"))
+            .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = files();
+
+    let listed = ok(&run(&[
+        "ops",
+        "list",
+        "--ledger",
+        path.to_str().unwrap(),
+        "--json",
+    ]));
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed[0]["state"]["state"], "unknown", "{listed}");
+    let shown = ok(&run(&[
+        "ops",
+        "show",
+        "--ledger",
+        path.to_str().unwrap(),
+        SCOPE,
+        "K-9",
+    ]));
+    assert!(shown.contains("unknown"), "{shown}");
+    let after = files();
+    let names = |v: &[(String, Vec<u8>)]| {
+        v.iter()
+            .map(|(n, b)| format!("{n} {}", b.len()))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        after == before,
+        "a read-only inspection changed the ledger's files: {:?} -> {:?}",
+        names(&before),
+        names(&after)
+    );
+
+    // `purge` opens it read-write and records the expiry.
+    ok(&run(&["ops", "purge", "--ledger", path.to_str().unwrap()]));
+    assert!(files() != before);
+}

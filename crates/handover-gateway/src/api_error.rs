@@ -7,6 +7,11 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use handover_ledger::LedgerError;
 
+/// Where a 503 `ledger_unavailable` is explained: per call, what may have
+/// been recorded and what to do.
+const UNAVAILABLE_MEANS: &str =
+    "what may have been recorded is listed in docs/gateway.md, \"When the ledger does not answer\"";
+
 /// A JSON error answer.
 ///
 /// `code` is the stable machine-readable part; `message` is for humans.
@@ -89,6 +94,9 @@ impl ApiError {
     }
 
     /// Maps a ledger error to its HTTP meaning (see `docs/gateway.md`).
+    /// A store failure is described without the driver's own text (logged
+    /// here instead): clients get what happened, not SQLite or PostgreSQL
+    /// codes.
     pub(crate) fn ledger(e: &LedgerError) -> Self {
         let msg = e.to_string();
         match e {
@@ -119,18 +127,25 @@ impl ApiError {
                 "illegal_transition",
                 msg,
             ),
-            e if e.is_unavailable() => Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "server_error",
-                "ledger_unavailable",
-                msg,
-            ),
-            _ => Self::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "server_error",
-                "ledger_error",
-                msg,
-            ),
+            LedgerError::Unavailable { context, .. } => {
+                tracing::warn!(error = %e, "ledger unavailable");
+                Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_error",
+                    "ledger_unavailable",
+                    format!("the ledger did not answer while {context}; {UNAVAILABLE_MEANS}"),
+                )
+                .with_header("retry-after", HeaderValue::from_static("1"))
+            }
+            _ => {
+                tracing::error!(error = %e, "ledger error");
+                Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "server_error",
+                    "ledger_error",
+                    "the ledger returned data this gateway cannot interpret; see the gateway's log",
+                )
+            }
         }
     }
 

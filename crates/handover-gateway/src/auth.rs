@@ -7,10 +7,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
+use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use handover_ledger::Scope;
 use handover_router::config::GatewaySettings;
 use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
 
 use crate::api_error::ApiError;
 use crate::state::GatewayState;
@@ -34,8 +36,15 @@ pub fn hash_token(token: &str) -> String {
 /// Who a token belongs to.
 #[derive(Debug, Clone)]
 pub(crate) enum Principal {
-    Client { name: String, scope: Scope },
-    Operator { name: String },
+    Client {
+        name: String,
+        scope: Scope,
+        /// Its requests in flight (`gateway.max_in_flight_per_client`).
+        slots: Arc<Semaphore>,
+    },
+    Operator {
+        name: String,
+    },
 }
 
 /// Token hash → principal.
@@ -51,6 +60,7 @@ impl Tokens {
             let p = Principal::Client {
                 name: c.name.clone(),
                 scope,
+                slots: Arc::new(Semaphore::new(s.max_in_flight_per_client as usize)),
             };
             map.insert(c.token_sha256, Arc::new(p));
         }
@@ -70,7 +80,15 @@ impl Tokens {
 }
 
 fn principal(parts: &Parts, state: &GatewayState) -> Result<Arc<Principal>, ApiError> {
-    let Some(value) = parts.headers.get(axum::http::header::AUTHORIZATION) else {
+    principal_of(&parts.headers, state)
+}
+
+/// Who sent a request with these headers.
+pub(crate) fn principal_of(
+    headers: &HeaderMap,
+    state: &GatewayState,
+) -> Result<Arc<Principal>, ApiError> {
+    let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
         return Err(ApiError::unauthorized(
             "missing bearer token (send `Authorization: Bearer <token>`)",
         ));
@@ -108,7 +126,7 @@ impl FromRequestParts<GatewayState> for Client {
         state: &GatewayState,
     ) -> Result<Self, Self::Rejection> {
         match &*principal(parts, state)? {
-            Principal::Client { name, scope } => Ok(Client {
+            Principal::Client { name, scope, .. } => Ok(Client {
                 name: name.clone(),
                 scope: scope.clone(),
             }),

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use crate::api_error::ApiError;
+use crate::conn::body::BodyTimedOut;
 
 /// A JSON body of type `T`.
 #[derive(Debug)]
@@ -26,7 +27,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 /// The whole body, within the configured limit.
 pub(crate) async fn read<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     Bytes::from_request(req, state).await.map_err(|r| {
-        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        if timed_out(&r) {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_request_error",
+                "body_timeout",
+                "request body not received within gateway.body_read_timeout",
+            )
+        } else if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "invalid_request_error",
@@ -42,6 +50,18 @@ pub(crate) async fn read<S: Send + Sync>(req: Request, state: &S) -> Result<Byte
             )
         }
     })
+}
+
+/// The body stopped arriving: [`BodyTimedOut`] is somewhere in the chain.
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        if e.is::<BodyTimedOut>() {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
 }
 
 /// Parses `bytes` as `T`; the error names the path of the problem.

@@ -39,7 +39,9 @@
 mod api_error;
 mod auth;
 mod body;
+mod conn;
 mod error;
+mod limits;
 mod metrics;
 mod openai;
 mod ops;
@@ -104,6 +106,10 @@ pub fn app(state: GatewayState) -> axum::Router {
         .route("/metrics", get(metrics::render))
         .fallback(api_error::not_found)
         .method_not_allowed_fallback(api_error::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            limits::per_client,
+        ))
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(axum::extract::DefaultBodyLimit::max(limit))
         .with_state(state)

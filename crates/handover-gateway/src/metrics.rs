@@ -10,6 +10,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tracing::Instrument;
 
 use crate::api_error::ApiError;
 use crate::state::GatewayState;
@@ -27,22 +28,64 @@ pub(crate) fn install() -> Option<PrometheusHandle> {
         .clone()
 }
 
-/// Counts requests by route and status and records their duration.
+/// Per request: counts it by route and status, records its duration, and
+/// logs one `info` line (target `handover::request`): method, route
+/// template (never the raw path, which carries operation keys), status,
+/// latency to the response head, and for chat completions the policy, the
+/// provider that answered and the attempts. Never a header value, a token
+/// or a body. Handlers add `policy` to the request span (`record_policy`).
 pub(crate) async fn track(req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map_or("unmatched", |p| p.as_str())
         .to_owned();
+    let span = tracing::info_span!(
+        "request",
+        method = %req.method(),
+        route = %route,
+        policy = tracing::field::Empty,
+    );
     let start = Instant::now();
-    let resp = next.run(req).await;
-    let status = resp.status().as_u16().to_string();
-    metrics::counter!("handover_gateway_requests_total", "route" => route.clone(), "status" => status)
+    let resp = next.run(req).instrument(span.clone()).await;
+    let latency = start.elapsed();
+    let status = resp.status().as_u16();
+    let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok());
+    span.in_scope(|| {
+        tracing::info!(
+            target: "handover::request",
+            status,
+            latency_ms = latency.as_secs_f64() * 1e3,
+            provider = header("x-handover-provider"),
+            attempts = header("x-handover-attempts"),
+            "request"
+        );
+    });
+    metrics::counter!("handover_gateway_requests_total", "route" => route.clone(), "status" => status.to_string())
         .increment(1);
     metrics::histogram!("handover_gateway_request_duration_seconds", "route" => route)
-        .record(start.elapsed().as_secs_f64());
+        .record(latency.as_secs_f64());
     resp
 }
+
+/// Names the policy serving the current request in its log line.
+pub(crate) fn record_policy(policy: &str) {
+    tracing::Span::current().record("policy", policy);
+}
+
+/// Drains histograms into their summaries every few seconds, so memory
+/// stays flat when nobody scrapes `/metrics` (the recorder built with
+/// `build_recorder` only does this on render otherwise).
+pub(crate) async fn upkeep(handle: PrometheusHandle) {
+    let mut tick = tokio::time::interval(UPKEEP_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        handle.run_upkeep();
+    }
+}
+
+const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub(crate) async fn healthz() -> impl IntoResponse {
     axum::Json(serde_json::json!({"status": "ok"}))

@@ -9,11 +9,9 @@
 //! sent) returns to `planned` when its lease passes, and a `dispatched` one
 //! becomes `unknown`, never `planned`.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use handover::HandoverOptions;
 use handover_router::config::Config;
 use tokio::net::TcpListener;
@@ -39,7 +37,11 @@ impl Gateway {
             .holder(format!("gateway-{}", uuid::Uuid::now_v7()))
             .open(&config)
             .await
-            .map_err(GatewayError::Router)?;
+            .map_err(|e| match e {
+                // Named for what failed: the ledger, not "the router".
+                handover_router::RouterError::Ledger(l) => GatewayError::Ledger(l),
+                e => GatewayError::Router(e),
+            })?;
         Self::with_state(GatewayState::new(handover)?, listen).await
     }
 
@@ -71,7 +73,9 @@ impl Gateway {
     }
 
     /// Serves until `shutdown` completes, then stops accepting and waits up
-    /// to `gateway.shutdown_grace` for in-flight requests to finish.
+    /// to `gateway.shutdown_grace` for in-flight requests (streams
+    /// included) to finish. Connection limits and deadlines: see
+    /// `docs/gateway.md`, "Operating it".
     ///
     /// Meanwhile the reconciler runs a pass every `gateway.reconcile_every`
     /// over the due unknown operations (with the configured HTTP lookups),
@@ -82,7 +86,7 @@ impl Gateway {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), GatewayError> {
-        let grace: Duration = self.state.settings().shutdown_grace;
+        let grace = self.state.settings().shutdown_grace;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let Self {
             listener,
@@ -96,7 +100,10 @@ impl Gateway {
         let reconciling = tokio::spawn(reconciler.run(every, async move {
             let _ = stop_rx.await;
         }));
-        let served = serve_until(listener, state, grace, shutdown).await;
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(%addr, "handover gateway listening");
+        }
+        let served = crate::conn::run(listener, state, shutdown).await;
         let _ = stop_tx.send(());
         if tokio::time::timeout(grace, reconciling).await.is_err() {
             tracing::warn!(
@@ -105,44 +112,6 @@ impl Gateway {
             );
         }
         served
-    }
-}
-
-async fn serve_until(
-    listener: TcpListener,
-    state: GatewayState,
-    grace: Duration,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), GatewayError> {
-    let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
-    let app = crate::app(state);
-    tracing::info!(addr = ?listener.local_addr().ok(), "handover gateway listening");
-    // Small writes (SSE chunks, short answers) go out at once, not
-    // after a delayed ACK.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let server = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = fired_tx.send(());
-        })
-        .into_future();
-    let mut server = std::pin::pin!(server);
-    tokio::select! {
-        r = &mut server => return r.map_err(GatewayError::Serve),
-        Ok(()) = fired_rx => {}
-    }
-    tracing::info!(?grace, "shutting down: finishing in-flight requests");
-    match tokio::time::timeout(grace, server).await {
-        Ok(r) => r.map_err(GatewayError::Serve),
-        Err(_) => {
-            tracing::warn!(
-                ?grace,
-                "shutdown grace elapsed; dropping the remaining requests"
-            );
-            Ok(())
-        }
     }
 }
 

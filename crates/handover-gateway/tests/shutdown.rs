@@ -3,60 +3,8 @@
 
 mod support;
 
-use handover_testkit::{Flavor, bodies};
 use serde_json::{Value, json};
-use support::{CLIENT_A, Running};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
-
-/// A provider that reports each request and answers only when released.
-async fn held_provider() -> (String, mpsc::Receiver<oneshot::Sender<()>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let (tx, rx) = mpsc::channel(4);
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                // Read headers and the Content-Length body.
-                loop {
-                    let n = sock.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    let text = String::from_utf8_lossy(&buf).to_string();
-                    if let Some(end) = text.find("\r\n\r\n") {
-                        let len = text[..end]
-                            .lines()
-                            .find_map(|l| {
-                                l.to_ascii_lowercase()
-                                    .strip_prefix("content-length:")
-                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                            })
-                            .unwrap_or(0);
-                        if buf.len() >= end + 4 + len {
-                            break;
-                        }
-                    }
-                }
-                let (release, released) = oneshot::channel();
-                let _ = tx.send(release).await;
-                let _ = released.await;
-                let body = bodies::answer(Flavor::OpenAi, "finished after the signal").to_string();
-                let resp = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = sock.write_all(resp.as_bytes()).await;
-            });
-        }
-    });
-    (url, rx)
-}
+use support::{CLIENT_A, Running, held_provider};
 
 #[tokio::test]
 async fn an_in_flight_request_finishes_after_the_shutdown_signal() {

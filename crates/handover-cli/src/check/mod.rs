@@ -57,6 +57,15 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
+    // What `serve` and the library build next from a valid file: the
+    // providers. Unset key variables were reported above; stand-ins let
+    // the build go on so every other refusal is found now.
+    let with_stand_ins = |var: &str| env(var).or_else(|| Some("unset".to_owned()));
+    if let Err(e) = handover::router::route::Router::with_env(&config, &with_stand_ins) {
+        eprintln!("{path}: 1 problem(s):");
+        eprintln!("  {path}: {e}");
+        return Ok(ExitCode::FAILURE);
+    }
     for issue in missing.iter() {
         eprintln!("warning: {path}: {issue} (the router will refuse to start without it)");
     }
@@ -127,8 +136,15 @@ fn render(out: &mut String, config: &Config, env: &dyn Fn(&str) -> Option<String
     for a in config.actions().values() {
         action(out, a);
     }
-    if let Some(g) = config.gateway() {
-        gateway(out, g, s);
+    match config.gateway() {
+        Some(g) => gateway(out, g, s),
+        None => {
+            let _ = writeln!(
+                out,
+                "\n{}\n  (none: `handover serve` needs a [gateway] section)",
+                s.bold("gateway")
+            );
+        }
     }
     names(out, config, s);
 }
@@ -143,6 +159,15 @@ fn gateway(out: &mut String, g: &GatewaySettings, s: Style) {
         d(g.keepalive),
         d(g.shutdown_grace),
         d(g.reconcile_every)
+    );
+    let _ = writeln!(
+        out,
+        "  connections at most {}, header within {}, body within {}, idle at most {}, {} request(s) in flight per client",
+        g.max_connections,
+        d(g.header_read_timeout),
+        d(g.body_read_timeout),
+        d(g.idle_timeout),
+        g.max_in_flight_per_client
     );
     // Token hashes are never printed, only who may call and in which scope.
     for c in g.clients.values() {
@@ -166,14 +191,16 @@ fn ledger(out: &mut String, l: &LedgerSettings, s: Style) {
             url_env,
             pool_size,
             statement_timeout,
+            call_timeout,
         } => format!(
-            "postgres (URL from ${url_env}, {}), pool {pool_size}, statement timeout {}",
+            "postgres (URL from ${url_env}, {}), pool {pool_size}, statement timeout {}, call deadline {}",
             if std::env::var_os(url_env).is_some() {
                 "set"
             } else {
                 "not set"
             },
-            d(*statement_timeout)
+            d(*statement_timeout),
+            d(*call_timeout)
         ),
     };
     let _ = writeln!(out, "  backend    {backend}");

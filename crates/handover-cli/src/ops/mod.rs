@@ -13,7 +13,7 @@ use handover::ledger::{ListFilter, OperationId, Resolution, ResolvedAs, Scope, S
 use serde_json::json;
 
 use crate::LedgerSource;
-use crate::open::open;
+use crate::open::{Access, open};
 use crate::term::Style;
 
 /// `handover ops` subcommands.
@@ -163,7 +163,7 @@ fn filter(args: &ListArgs) -> anyhow::Result<ListFilter> {
 
 async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     let f = filter(&args)?;
-    let opened = open(&args.source).await?;
+    let opened = open(&args.source, Access::ReadOnly).await?;
     let records = opened.ledger.list(&f).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&records)?);
@@ -183,7 +183,7 @@ async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
 
 async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     let id = args.op.id()?;
-    let opened = open(&args.source).await?;
+    let opened = open(&args.source, Access::ReadOnly).await?;
     let Some(record) = opened.ledger.get(&id).await? else {
         eprintln!(
             "error: no operation {} {} in {}",
@@ -240,7 +240,7 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<ExitCode> {
                 .unwrap_or_else(|| "not applied (operator)".to_owned()),
         }
     };
-    let opened = open(&args.source).await?;
+    let opened = open(&args.source, Access::ReadWrite).await?;
     let Some(before) = opened.ledger.get(&id).await? else {
         eprintln!(
             "error: refused: no operation {} {} in {}",
@@ -287,7 +287,7 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn purge(args: PurgeArgs) -> anyhow::Result<ExitCode> {
-    let opened = open(&args.source).await?;
+    let opened = open(&args.source, Access::ReadWrite).await?;
     let report = opened.ledger.purge().await?;
     if args.json {
         let doc = json!({

@@ -133,6 +133,7 @@ pub(crate) async fn start(
         ));
     }
     let route = state.config().route(model).map_err(|e| router_error(&e))?;
+    crate::metrics::record_policy(route.policy.as_deref().unwrap_or(&route.name));
     crate::task::open(state, &route, client, headers).await
 }
 

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use handover::{Config, HandoverOptions};
 use handover_gateway::{Gateway, GatewayState, hash_token};
 use handover_ledger::{Ledger, ListFilter};
-use tokio::sync::oneshot;
+use handover_testkit::{Flavor, bodies};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
 
 pub(crate) const CLIENT_A: &str = "token-client-a";
 pub(crate) const CLIENT_B: &str = "token-client-b";
@@ -16,13 +19,21 @@ pub(crate) const OPERATOR: &str = "token-operator";
 
 /// The `[gateway]` section every test uses (plus `extra`, e.g. aliases).
 pub(crate) fn gateway_section(max_body: usize, keepalive: &str, extra: &str) -> String {
+    gateway_section_with(
+        &format!("max_body_bytes = {max_body}\nkeepalive = \"{keepalive}\""),
+        extra,
+    )
+}
+
+/// The `[gateway]` section with `settings` (lines of `[gateway]` itself,
+/// e.g. limits) and `extra` (further tables).
+pub(crate) fn gateway_section_with(settings: &str, extra: &str) -> String {
     format!(
         r#"
 [gateway]
 listen = "127.0.0.1:0"
-max_body_bytes = {max_body}
-keepalive = "{keepalive}"
 shutdown_grace = "10s"
+{settings}
 
 [gateway.clients.a]
 token_sha256 = "{a}"
@@ -45,6 +56,7 @@ token_sha256 = "{o}"
 /// A running gateway.
 pub(crate) struct Running {
     pub(crate) base: String,
+    pub(crate) addr: std::net::SocketAddr,
     pub(crate) ledger: Arc<dyn Ledger>,
     pub(crate) http: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
@@ -100,6 +112,17 @@ impl Running {
         Self::start_with(ledger, config_text, dir, opts).await
     }
 
+    /// [`Running::start_on`] with environment variables from `env` (e.g. a
+    /// PostgreSQL ledger's `url_env`).
+    pub(crate) async fn start_with_env(
+        ledger: &str,
+        config_text: &str,
+        dir: tempfile::TempDir,
+        env: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        Self::start_with(ledger, config_text, dir, HandoverOptions::new().env(env)).await
+    }
+
     async fn start_with(
         ledger: &str,
         config_text: &str,
@@ -124,6 +147,7 @@ impl Running {
         }));
         Self {
             base: format!("http://{addr}"),
+            addr,
             ledger,
             http: reqwest::Client::new(),
             stop: Some(tx),
@@ -200,4 +224,52 @@ initial = "1ms"
 max = "2ms"
 "#
     )
+}
+
+/// A provider that reports each request and answers only when released.
+pub(crate) async fn held_provider() -> (String, mpsc::Receiver<oneshot::Sender<()>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel(4);
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // Read headers and the Content-Length body.
+                loop {
+                    let n = sock.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                let (release, released) = oneshot::channel();
+                let _ = tx.send(release).await;
+                let _ = released.await;
+                let body = bodies::answer(Flavor::OpenAi, "finished after the signal").to_string();
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    (url, rx)
 }

@@ -33,6 +33,14 @@ pub struct PostgresOptions {
     pub statement_timeout: Duration,
     /// How long to wait for a connection, including (re)connecting (default 5 s).
     pub connect_timeout: Duration,
+    /// Client-side deadline of one ledger call, from start to answer,
+    /// whatever the network does (default 10 s). Past it the call fails with
+    /// `Unavailable` and its connection is closed, so the server rolls back
+    /// whatever it has not committed. Without it a partition that swallows
+    /// packets on a connection already in use would hold the call until TCP
+    /// gives up (minutes). A COMMIT that was already on its way may still
+    /// land: see `docs/ledger.md`, "When PostgreSQL does not answer".
+    pub call_timeout: Duration,
     /// Schema holding the ledger's tables (created if missing); `None` uses
     /// the server's `search_path` (normally `public`). Lowercase ASCII
     /// letters, digits and `_`, at most 63 bytes, not starting with a digit.
@@ -48,6 +56,7 @@ impl Default for PostgresOptions {
             max_connections: 8,
             statement_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(10),
             schema: None,
         }
     }
@@ -84,6 +93,9 @@ pub(super) async fn open(url: &str, opts: &PostgresOptions) -> Result<Conns, Led
     }
     if opts.statement_timeout.is_zero() {
         return Err(ValidationError::new("statement_timeout", "must be positive").into());
+    }
+    if opts.call_timeout.is_zero() {
+        return Err(ValidationError::new("call_timeout", "must be positive").into());
     }
     // The URL is not echoed: it may carry a password.
     let base = PgConnectOptions::from_str(url)

@@ -30,6 +30,9 @@ mod sql;
 mod store;
 mod tx;
 
+use std::future::Future;
+use std::time::Duration;
+
 use sqlx::QueryBuilder;
 
 use cache::Cache;
@@ -71,6 +74,7 @@ pub struct PostgresLedger {
     pool: Conns,
     cfg: Config,
     cache: Cache,
+    call_timeout: Duration,
 }
 
 impl PostgresLedger {
@@ -85,6 +89,7 @@ impl PostgresLedger {
         let pool = connect::open(url, &opts).await?;
         Ok(Self {
             pool,
+            call_timeout: opts.call_timeout,
             cache: Cache::default(),
             cfg: Config {
                 clock: opts.clock,
@@ -133,9 +138,36 @@ fn list_query(filter: &ListFilter, now: Timestamp) -> QueryBuilder<sqlx::Postgre
     q
 }
 
+impl PostgresLedger {
+    /// `call` within `call_timeout`. On expiry `call` is dropped, and with
+    /// it the connection it holds (closed, never reused: see `conns`), so
+    /// the server rolls back whatever it had not committed.
+    async fn within<T>(
+        &self,
+        context: &'static str,
+        call: impl Future<Output = Result<T, LedgerError>>,
+    ) -> Result<T, LedgerError> {
+        tokio::time::timeout(self.call_timeout, call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(LedgerError::unavailable(
+                    context,
+                    format_args!(
+                        "no answer from PostgreSQL within ledger.call_timeout ({} ms)",
+                        self.call_timeout.as_millis()
+                    ),
+                ))
+            })
+    }
+}
+
 impl Backend for PostgresLedger {
     async fn run<J: Job + 'static>(&self, job: J) -> Result<J::Output, LedgerError> {
-        tx::run(&self.pool, &self.cfg, &self.cache, &job).await
+        self.within(
+            "running a ledger command",
+            tx::run(&self.pool, &self.cfg, &self.cache, &job),
+        )
+        .await
     }
 
     /// Without a lock unless a lease expiry must be recorded (see `tx`).
@@ -144,6 +176,17 @@ impl Backend for PostgresLedger {
     }
 
     async fn list_records(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
+        self.within("listing operations", self.list_now(filter))
+            .await
+    }
+
+    async fn attempt_log(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {
+        self.within("reading attempts", self.attempts_of(id)).await
+    }
+}
+
+impl PostgresLedger {
+    async fn list_now(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>, LedgerError> {
         let now = self.cfg.clock.now();
         let mut conn = self.pool.get().await?;
         let due = sqlx::query(sql::ANY_DUE)
@@ -166,7 +209,7 @@ impl Backend for PostgresLedger {
         rows.into_iter().map(OperationRow::into_record).collect()
     }
 
-    async fn attempt_log(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {
+    async fn attempts_of(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {
         self.get_record(id).await?;
         let mut conn = self.pool.get().await?;
         let rows = sqlx::query_as::<_, AttemptRow>(sql::ATTEMPTS)

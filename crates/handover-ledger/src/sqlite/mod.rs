@@ -7,6 +7,7 @@
 //! Several `SqliteLedger`s (in one process or many) may open the same file:
 //! every check-and-claim runs under SQLite's write lock.
 
+mod read_only;
 mod store;
 mod writer;
 
@@ -56,6 +57,13 @@ pub struct SqliteOptions {
     pub group_commit: bool,
     /// Largest group-commit batch (default 256).
     pub max_batch: usize,
+    /// Open an existing ledger for reading only (default off): nothing is
+    /// created, migrated or written, a file that is not a current Handover
+    /// ledger is refused, and writes fail with `Unavailable`. Reads show
+    /// records as a read-write open would settle them (a passed lease after
+    /// dispatch reads as `unknown`) without recording it. For inspection
+    /// tools (`handover ops list|show`), including on read-only media.
+    pub read_only: bool,
 }
 
 impl Default for SqliteOptions {
@@ -68,6 +76,7 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(5),
             group_commit: true,
             max_batch: 256,
+            read_only: false,
         }
     }
 }
@@ -100,11 +109,17 @@ pub struct SqliteLedger {
     pool: SqlitePool,
     writes: Writes,
     cfg: Config,
+    read_only: bool,
 }
 
 impl SqliteLedger {
-    /// Opens (creating if missing) the ledger file at `path` and applies migrations.
+    /// Opens (creating if missing) the ledger file at `path` and applies
+    /// migrations; with [`SqliteOptions::read_only`], opens an existing
+    /// ledger for reading only.
     pub async fn open(path: impl AsRef<Path>, opts: SqliteOptions) -> Result<Self, LedgerError> {
+        if opts.read_only {
+            return Self::open_read_only(path.as_ref(), opts).await;
+        }
         let connect = SqliteConnectOptions::new()
             .filename(path.as_ref())
             .create_if_missing(true)
@@ -141,7 +156,36 @@ impl SqliteLedger {
         } else {
             Writes::Direct
         };
-        Ok(Self { pool, writes, cfg })
+        Ok(Self {
+            pool,
+            writes,
+            cfg,
+            read_only: false,
+        })
+    }
+
+    async fn open_read_only(path: &Path, opts: SqliteOptions) -> Result<Self, LedgerError> {
+        let connect = SqliteConnectOptions::new()
+            .filename(path)
+            .read_only(true)
+            .create_if_missing(false)
+            .busy_timeout(opts.busy_timeout);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(opts.max_connections.max(1))
+            .connect_with(connect)
+            .await
+            .map_err(|e| map_err("opening the ledger file read-only", e))?;
+        read_only::verify(&pool, &MIGRATOR).await?;
+        Ok(Self {
+            pool,
+            writes: Writes::Direct,
+            cfg: Config {
+                clock: opts.clock,
+                retention: opts.retention,
+                limits: opts.limits,
+            },
+            read_only: true,
+        })
     }
 
     /// Closes the pool (the group-commit task ends when the ledger is dropped).
@@ -152,6 +196,9 @@ impl SqliteLedger {
 
 impl Backend for SqliteLedger {
     async fn run<J: Job + 'static>(&self, job: J) -> Result<J::Output, LedgerError> {
+        if self.read_only {
+            return Err(read_only::refused());
+        }
         match &self.writes {
             Writes::Direct => writer::run_pooled(&self.pool, &job, &self.cfg).await,
             Writes::Batched(tx) => {
@@ -179,6 +226,9 @@ impl Backend for SqliteLedger {
             conn: &mut conn,
             cache: None,
         };
+        if self.read_only {
+            return read_only::answer(&job, &mut store, &self.cfg).await;
+        }
         match answer_read_only(&job, &mut store, &self.cfg).await {
             Some(answer) => answer,
             None => {
@@ -195,16 +245,22 @@ impl Backend for SqliteLedger {
             .fetch_optional(&self.pool)
             .await
             .map_err(|e| map_err("listing operations", e))?;
-        if due.is_some() {
+        if due.is_some() && !self.read_only {
             self.run(SettleDue).await?;
         }
-        store::list_query(filter, now)
+        let records = store::list_query(filter, now)
             .fetch_all(&self.pool)
             .await
             .map_err(|e| map_err("listing operations", e))?
             .into_iter()
-            .map(crate::row::OperationRow::into_record)
-            .collect()
+            .map(crate::row::OperationRow::into_record);
+        if self.read_only {
+            // Settled in memory only; the filter ran on the stored state.
+            return records
+                .map(|r| r.map(|r| read_only::settled(r, &self.cfg)))
+                .collect();
+        }
+        records.collect()
     }
 
     async fn attempt_log(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {

@@ -18,6 +18,8 @@ pub const MAX_PARAMS_DEPTH: usize = 32;
 pub const PG_POOL_SIZE: u32 = 8;
 /// Default PostgreSQL statement timeout.
 pub const PG_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default client-side deadline of one PostgreSQL ledger call.
+pub const PG_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Default connect timeout.
 pub const CONNECT: Duration = Duration::from_secs(5);
@@ -69,6 +71,20 @@ pub const GATEWAY_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 pub const GATEWAY_KEEPALIVE: Duration = Duration::from_secs(5);
 /// Default time graceful shutdown waits for in-flight requests.
 pub const GATEWAY_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// Default time a client has, from the first byte of a request, to send
+/// its whole header (slowloris defence).
+pub const GATEWAY_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time a client has, from the end of the header, to send its
+/// whole body.
+pub const GATEWAY_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time a connection may sit idle between requests. Longer than
+/// the common load-balancer idle timeout (60 s), so the balancer, not the
+/// gateway, closes idle pooled connections.
+pub const GATEWAY_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
+/// Default cap on open client connections.
+pub const GATEWAY_MAX_CONNECTIONS: u32 = 1024;
+/// Default cap on requests one client token has in flight at once.
+pub const GATEWAY_MAX_IN_FLIGHT_PER_CLIENT: u32 = 64;
 
 /// The default action for each error class (every class the adapters
 /// produce). `rate_limited` waits for Retry-After only when it fits the

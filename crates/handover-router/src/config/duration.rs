@@ -18,11 +18,24 @@ pub(crate) fn parse_or(
     }
 }
 
+/// The longest duration any setting accepts: 100 years. Every duration is
+/// added to clock readings (deadlines, leases, retention cut-offs); a
+/// bound keeps that arithmetic far from overflow in every backend's
+/// timestamp type.
+pub(crate) const MAX: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// Parses a required duration at `path`.
 pub(crate) fn parse(issues: &mut ConfigIssues, path: &str, text: &str) -> Option<Duration> {
     match humantime::parse_duration(text.trim()) {
         Ok(d) if d.is_zero() => {
             issues.push(path, format!("duration {text:?} must be greater than zero"));
+            None
+        }
+        Ok(d) if d > MAX => {
+            issues.push(
+                path,
+                format!("duration {text:?} is too long (at most 100 years)"),
+            );
             None
         }
         Ok(d) => Some(d),

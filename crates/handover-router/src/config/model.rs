@@ -23,8 +23,11 @@ pub enum LedgerBackend {
         url_env: String,
         /// Maximum pool connections.
         pool_size: u32,
-        /// Per-statement timeout.
+        /// Per-statement timeout (server side).
         statement_timeout: Duration,
+        /// Client-side deadline of one ledger call, however the network
+        /// behaves (a partition answers `Unavailable` within it).
+        call_timeout: Duration,
     },
 }
 
@@ -287,6 +290,20 @@ pub struct GatewaySettings {
     pub keepalive: Duration,
     /// How long graceful shutdown waits for in-flight requests.
     pub shutdown_grace: Duration,
+    /// From the first byte of a request, how long the client has to send
+    /// the whole header; then the connection is closed.
+    pub header_read_timeout: Duration,
+    /// From the end of the header, how long the client has to send the
+    /// whole body; then the answer is 408 and the connection is closed.
+    pub body_read_timeout: Duration,
+    /// How long a connection may sit idle between requests before the
+    /// gateway closes it.
+    pub idle_timeout: Duration,
+    /// Open connections at most; one more is answered 503 and closed.
+    pub max_connections: u32,
+    /// Requests one client token may have in flight at once (a stream
+    /// counts until it ends); one more is answered 429.
+    pub max_in_flight_per_client: u32,
     /// Client tokens, by name; each maps to one operation scope.
     pub clients: BTreeMap<String, GatewayClient>,
     /// Operator tokens, by name.

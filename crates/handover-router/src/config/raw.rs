@@ -30,6 +30,7 @@ pub(crate) struct RawLedger {
     pub(crate) url_env: Option<String>,
     pub(crate) pool_size: Option<u32>,
     pub(crate) statement_timeout: Option<String>,
+    pub(crate) call_timeout: Option<String>,
     pub(crate) lease: Option<String>,
     pub(crate) replay_window: Option<String>,
     pub(crate) tombstone_horizon: Option<String>,
@@ -234,6 +235,11 @@ pub(crate) struct RawGateway {
     pub(crate) max_body_bytes: Option<u64>,
     pub(crate) keepalive: Option<String>,
     pub(crate) shutdown_grace: Option<String>,
+    pub(crate) header_read_timeout: Option<String>,
+    pub(crate) body_read_timeout: Option<String>,
+    pub(crate) idle_timeout: Option<String>,
+    pub(crate) max_connections: Option<u64>,
+    pub(crate) max_in_flight_per_client: Option<u64>,
     #[serde(default)]
     pub(crate) clients: BTreeMap<String, RawGatewayClient>,
     #[serde(default)]

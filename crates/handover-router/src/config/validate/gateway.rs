@@ -11,7 +11,7 @@ use super::super::model::{
     GatewayClient, GatewayOperator, GatewaySettings, PolicySettings, ProviderConfig,
 };
 use super::super::raw::{RawGateway, RawGatewayClient, RawGatewayOperator};
-use super::{name_ok, positive, routes};
+use super::{name_ok, positive, positive_u32, routes};
 
 pub(super) fn validate(
     issues: &mut ConfigIssues,
@@ -51,7 +51,46 @@ pub(super) fn validate(
         raw.shutdown_grace.as_deref(),
         d::GATEWAY_SHUTDOWN_GRACE,
     );
+    let timeout = |issues: &mut ConfigIssues, name: &str, raw: Option<&str>, default| {
+        parse_or(issues, &format!("gateway.{name}"), raw, default)
+    };
+    let header_read_timeout = timeout(
+        issues,
+        "header_read_timeout",
+        raw.header_read_timeout.as_deref(),
+        d::GATEWAY_HEADER_READ_TIMEOUT,
+    );
+    let body_read_timeout = timeout(
+        issues,
+        "body_read_timeout",
+        raw.body_read_timeout.as_deref(),
+        d::GATEWAY_BODY_READ_TIMEOUT,
+    );
+    let idle_timeout = timeout(
+        issues,
+        "idle_timeout",
+        raw.idle_timeout.as_deref(),
+        d::GATEWAY_IDLE_TIMEOUT,
+    );
+    let max_connections = positive_u32(
+        issues,
+        "gateway.max_connections",
+        raw.max_connections,
+        d::GATEWAY_MAX_CONNECTIONS,
+    );
+    let max_in_flight_per_client = positive_u32(
+        issues,
+        "gateway.max_in_flight_per_client",
+        raw.max_in_flight_per_client,
+        d::GATEWAY_MAX_IN_FLIGHT_PER_CLIENT,
+    );
     let mut tokens = Tokens::default();
+    if raw.clients.is_empty() {
+        issues.push(
+            "gateway.clients",
+            "the gateway needs at least one client ([gateway.clients.NAME] with token_sha256 and scope)",
+        );
+    }
     let clients = clients(issues, &mut tokens, raw.clients);
     let operators = operators(issues, &mut tokens, raw.operators);
     aliases(issues, policies, &raw.models);
@@ -67,6 +106,11 @@ pub(super) fn validate(
         max_body_bytes,
         keepalive,
         shutdown_grace,
+        header_read_timeout,
+        body_read_timeout,
+        idle_timeout,
+        max_connections,
+        max_in_flight_per_client,
         clients,
         operators,
         models: raw.models,

@@ -120,5 +120,11 @@ fn postgres(issues: &mut ConfigIssues, raw: &RawLedger) -> LedgerBackend {
             raw.statement_timeout.as_deref(),
             d::PG_STATEMENT_TIMEOUT,
         ),
+        call_timeout: parse_or(
+            issues,
+            "ledger.call_timeout",
+            raw.call_timeout.as_deref(),
+            d::PG_CALL_TIMEOUT,
+        ),
     }
 }

@@ -69,10 +69,11 @@ pub(super) fn validate(
 /// `base_url` (an http(s) URL, required for `openai_compatible`) and `model`.
 fn endpoint(issues: &mut ConfigIssues, path: &str, kind: ProviderKind, raw: &RawProvider) {
     match &raw.base_url {
-        Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => issues.push(
-            format!("{path}.base_url"),
-            format!("{url:?} is not an http(s) URL"),
-        ),
+        Some(url) => {
+            if let Err(why) = http_url(url) {
+                issues.push(format!("{path}.base_url"), format!("{url:?} {why}"));
+            }
+        }
         None if kind == ProviderKind::OpenAiCompatible => issues.push(
             format!("{path}.base_url"),
             "required for kind \"openai_compatible\"",
@@ -82,6 +83,21 @@ fn endpoint(issues: &mut ConfigIssues, path: &str, kind: ProviderKind, raw: &Raw
     if raw.model.trim().is_empty() {
         issues.push(format!("{path}.model"), "must not be empty");
     }
+}
+
+/// An absolute http(s) URL with a host, as every request is built on it.
+fn http_url(text: &str) -> Result<(), &'static str> {
+    let url = reqwest::Url::parse(text).map_err(|_| "is not a valid URL")?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err("is not an http(s) URL");
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("has no host");
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err("must not have a query or fragment (paths are appended to it)");
+    }
+    Ok(())
 }
 
 /// `api_key_env` must name a variable; an unset one is reported apart

@@ -1,0 +1,192 @@
+//! The accept loop: HTTP/1.1 connections with bounded header, body and
+//! idle times, a cap on open connections, and a graceful drain.
+//!
+//! Why our own loop rather than `axum::serve`: a production gateway meets
+//! slow and vanished clients, and `axum::serve` has no header, body or idle
+//! deadline and no connection cap (a slowloris client or a flood of idle
+//! sockets holds file descriptors until the process runs out).
+//!
+//! * **Connection cap** (`max_connections`): one more connection is
+//!   answered `503` with `connection: close` (written without waiting: a
+//!   client that does not read it loses it) and closed at once.
+//! * **Idle** (`idle_timeout`): hyper's header timer, which starts when a
+//!   connection begins waiting for a request.
+//! * **Header** (`header_read_timeout`): from the first byte of a request
+//!   (see [`io`]).
+//! * **Body** (`body_read_timeout`): from the end of the header; the answer
+//!   is `408` (see [`body`]).
+//! * **Shutdown**: stop accepting, ask every connection to finish its
+//!   current request (idle ones close at once, streams run to their end),
+//!   wait up to `shutdown_grace`, then drop what is left.
+
+pub(crate) mod body;
+mod io;
+
+use std::future::Future;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use self::body::{DeadlineBody, Held};
+use self::io::{ConnState, HeaderDeadline};
+use crate::error::GatewayError;
+use crate::state::GatewayState;
+
+/// The answer to a connection over `max_connections`, in the gateway's
+/// usual error shape.
+static REFUSAL: LazyLock<Vec<u8>> = LazyLock::new(|| {
+    let body = serde_json::json!({"error": {
+        "message": "too many open connections (gateway.max_connections); retry shortly",
+        "type": "server_error",
+        "param": null,
+        "code": "too_many_connections",
+    }})
+    .to_string();
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+});
+
+/// How long accepting pauses after an accept error (e.g. out of file
+/// descriptors) before trying again.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// Serves `state` on `listener` until `shutdown` completes, then drains.
+pub(crate) async fn run(
+    listener: TcpListener,
+    state: GatewayState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), GatewayError> {
+    let settings = state.settings().clone();
+    let upkeep = state
+        .metrics()
+        .cloned()
+        .map(|h| tokio::spawn(crate::metrics::upkeep(h)));
+    let app = crate::app(state);
+    let slots = Arc::new(Semaphore::new(settings.max_connections as usize));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut conns = JoinSet::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(settings.idle_timeout)
+        .keep_alive(true);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed; pausing");
+                    metrics::counter!("handover_gateway_accept_errors_total").increment(1);
+                    if tokio::time::timeout(ACCEPT_PAUSE, &mut shutdown).await.is_ok() {
+                        break;
+                    }
+                    continue;
+                }
+            },
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            refuse(&tcp);
+            tracing::debug!(%peer, "connection refused: gateway.max_connections reached");
+            continue;
+        };
+        // Small writes (SSE chunks, short answers) go out at once, not
+        // after a delayed ACK.
+        let _ = tcp.set_nodelay(true);
+        let conn = serve_connection(tcp, http.clone(), app.clone(), &settings, stop_rx.clone());
+        conns.spawn(async move {
+            conn.await;
+            drop(slot);
+        });
+    }
+    drop(listener);
+    let open = conns.len();
+    let grace = settings.shutdown_grace;
+    tracing::info!(?grace, open, "shutting down: finishing in-flight requests");
+    let _ = stop_tx.send(true);
+    let drained =
+        tokio::time::timeout(grace, async { while conns.join_next().await.is_some() {} }).await;
+    if drained.is_err() {
+        tracing::warn!(
+            ?grace,
+            left = conns.len(),
+            "shutdown grace elapsed; dropping the remaining connections"
+        );
+        conns.shutdown().await;
+    }
+    if let Some(upkeep) = upkeep {
+        upkeep.abort();
+    }
+    Ok(())
+}
+
+/// Writes the refusal if the socket takes it now, then closes.
+fn refuse(tcp: &TcpStream) {
+    metrics::counter!("handover_gateway_connections_refused_total").increment(1);
+    let _ = tcp.try_write(&REFUSAL);
+}
+
+/// One connection: the service with its deadlines, until it closes or the
+/// drain asks it to finish.
+fn serve_connection(
+    tcp: TcpStream,
+    http: hyper::server::conn::http1::Builder,
+    app: axum::Router,
+    settings: &handover_router::config::GatewaySettings,
+    mut stop: watch::Receiver<bool>,
+) -> impl Future<Output = ()> + Send + 'static {
+    let conn_state = Arc::new(ConnState::default());
+    let io = TokioIo::new(HeaderDeadline::new(
+        tcp,
+        conn_state.clone(),
+        settings.header_read_timeout,
+    ));
+    let body_timeout = settings.body_read_timeout;
+    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        conn_state.request_started();
+        let finished = Finished(conn_state.clone());
+        let req: Request = req.map(|b| Body::new(DeadlineBody::new(b, body_timeout)));
+        let mut app = app.clone();
+        async move {
+            let resp = tower::Service::call(&mut app, req).await?;
+            Ok::<_, std::convert::Infallible>(resp.map(|b| Held::new(b, finished)))
+        }
+    });
+    async move {
+        let conn = http.serve_connection(io, service);
+        let mut conn = std::pin::pin!(conn);
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "connection closed with an error");
+                }
+                return;
+            }
+            _ = stop.wait_for(|s| *s) => {}
+        }
+        conn.as_mut().graceful_shutdown();
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "connection closed with an error while draining");
+        }
+    }
+}
+
+/// Marks the connection idle again when the response is done.
+struct Finished(Arc<ConnState>);
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        self.0.request_finished();
+    }
+}

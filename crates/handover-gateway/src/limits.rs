@@ -1,0 +1,44 @@
+//! Per-client concurrency: a client token may have at most
+//! `gateway.max_in_flight_per_client` requests in flight (a stream counts
+//! until its last byte is written or the client goes away). One more is
+//! answered `429` at once, with `Retry-After`, so one busy agent backend
+//! cannot take every connection, ledger slot and provider slot from the
+//! others. Unauthenticated requests are refused by their handlers; operator
+//! requests are not limited here.
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::api_error::ApiError;
+use crate::auth::{Principal, principal_of};
+use crate::conn::body::Held;
+use crate::state::GatewayState;
+
+/// Holds a slot of the calling client for as long as its response runs.
+pub(crate) async fn per_client(
+    State(state): State<GatewayState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let slots = match principal_of(req.headers(), &state).as_deref() {
+        Ok(Principal::Client { slots, .. }) => slots.clone(),
+        _ => return next.run(req).await,
+    };
+    let Ok(slot) = slots.try_acquire_owned() else {
+        metrics::counter!("handover_gateway_client_limited_total").increment(1);
+        return ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_error",
+            "client_concurrency_limit",
+            "this client already has gateway.max_in_flight_per_client requests in flight; retry when one finishes",
+        )
+        .with_header("retry-after", HeaderValue::from_static("1"))
+        .into_response();
+    };
+    next.run(req)
+        .await
+        .map(|body| Body::new(Held::new(body, slot)))
+}

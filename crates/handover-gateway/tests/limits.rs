@@ -1,0 +1,210 @@
+//! Slow, idle and greedy clients against the real server socket: a
+//! trickled header, a stalled body, an idle keep-alive connection, one
+//! connection too many, one request too many for a client. Each limit is
+//! set short in the config; the test's own deadline is far longer, so a
+//! missing limit fails the test instead of hanging it.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::{CLIENT_A, CLIENT_B, Running, held_provider};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Far longer than any limit under test, far shorter than the defaults.
+const DEADLINE: Duration = Duration::from_secs(5);
+
+async fn gateway(settings: &str) -> Running {
+    let mut c = support::provider("p", "http://127.0.0.1:9/v1");
+    c.push_str(&support::policy("default", &["p"], "first_token"));
+    c.push_str(&support::gateway_section_with(settings, ""));
+    Running::start(&c).await
+}
+
+/// Reads until the peer closes (or resets) the connection; what it sent.
+async fn read_to_close(sock: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let closed = tokio::time::timeout(DEADLINE, async {
+        loop {
+            match sock.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the gateway kept the connection open past the limit"
+    );
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+const HEALTH: &[u8] = b"GET /healthz HTTP/1.1\r\nhost: gw\r\n\r\n";
+
+/// One keep-alive request on `sock`; the response head and body.
+async fn health_on(sock: &mut TcpStream) -> String {
+    sock.write_all(HEALTH).await.unwrap();
+    let mut buf = [0u8; 4096];
+    let n = tokio::time::timeout(DEADLINE, sock.read(&mut buf))
+        .await
+        .expect("an answer")
+        .unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[tokio::test]
+async fn a_trickled_header_is_cut_off_after_header_read_timeout() {
+    let gw = gateway("header_read_timeout = \"300ms\"\nidle_timeout = \"60s\"").await;
+    let mut sock = TcpStream::connect(gw.addr).await.unwrap();
+    let (mut rd, mut wr) = sock.split();
+    // One header byte every 50 ms: each byte arrives well within any
+    // per-read timeout, but the header never completes.
+    let header = b"GET /healthz HTTP/1.1\r\nhost: gw\r\nx-slow: ".repeat(8);
+    let trickle = async {
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        for b in &header {
+            tick.tick().await;
+            if wr.write_all(&[*b]).await.is_err() {
+                return true;
+            }
+        }
+        false
+    };
+    let mut buf = [0u8; 64];
+    let closed = async {
+        loop {
+            match rd.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    let cut = tokio::time::timeout(DEADLINE, async {
+        tokio::select! {
+            () = closed => true,
+            write_failed = trickle => write_failed,
+        }
+    })
+    .await;
+    assert_eq!(
+        cut,
+        Ok(true),
+        "a client trickling its header was not cut off"
+    );
+    // The gateway still serves everyone else.
+    let mut fresh = TcpStream::connect(gw.addr).await.unwrap();
+    assert!(health_on(&mut fresh).await.starts_with("HTTP/1.1 200"));
+}
+
+#[tokio::test]
+async fn a_stalled_body_is_answered_408_and_nothing_is_recorded() {
+    let gw = gateway("body_read_timeout = \"300ms\"").await;
+    let mut sock = TcpStream::connect(gw.addr).await.unwrap();
+    let head = format!(
+        "POST /v1/operations HTTP/1.1\r\nhost: gw\r\nauthorization: Bearer {CLIENT_A}\r\n\
+         idempotency-key: K-1\r\ncontent-type: application/json\r\ncontent-length: 200\r\n\r\n"
+    );
+    sock.write_all(head.as_bytes()).await.unwrap();
+    sock.write_all(br#"{"action": "ship", "#).await.unwrap();
+    let answer = read_to_close(&mut sock).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"body_timeout\""), "{answer}");
+    assert_eq!(gw.all_operations().await, 0);
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_after_idle_timeout() {
+    let gw = gateway("idle_timeout = \"300ms\"").await;
+    let mut sock = TcpStream::connect(gw.addr).await.unwrap();
+    assert!(health_on(&mut sock).await.starts_with("HTTP/1.1 200"));
+    // Kept alive after the answer, then closed once idle for too long.
+    assert_eq!(read_to_close(&mut sock).await, "");
+}
+
+#[tokio::test]
+async fn a_connection_over_max_connections_is_refused_with_503() {
+    let gw = gateway("max_connections = 2").await;
+    let mut first = TcpStream::connect(gw.addr).await.unwrap();
+    let mut second = TcpStream::connect(gw.addr).await.unwrap();
+    assert!(health_on(&mut first).await.starts_with("HTTP/1.1 200"));
+    assert!(health_on(&mut second).await.starts_with("HTTP/1.1 200"));
+
+    let mut third = TcpStream::connect(gw.addr).await.unwrap();
+    let refusal = read_to_close(&mut third).await;
+    assert!(refusal.starts_with("HTTP/1.1 503"), "{refusal}");
+    assert!(refusal.contains("\"too_many_connections\""), "{refusal}");
+
+    // A slot comes back when a connection closes.
+    drop(first);
+    let served = tokio::time::timeout(DEADLINE, async {
+        loop {
+            let mut next = TcpStream::connect(gw.addr).await.unwrap();
+            next.write_all(HEALTH).await.unwrap();
+            let mut buf = [0u8; 512];
+            let n = next.read(&mut buf).await.unwrap_or(0);
+            if buf[..n].starts_with(b"HTTP/1.1 200") {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(served.is_ok(), "the freed slot was never reused");
+}
+
+#[tokio::test]
+async fn a_client_over_its_in_flight_limit_gets_429_and_others_do_not() {
+    let (url, mut arrivals) = held_provider().await;
+    let mut c = support::provider("held", &url);
+    c.push_str(&support::policy("default", &["held"], "first_token"));
+    c.push_str(&support::gateway_section_with(
+        "max_in_flight_per_client = 1",
+        "",
+    ));
+    let gw = Running::start(&c).await;
+    let ask = json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]});
+    let send = |token: &'static str| {
+        let req = gw
+            .http
+            .post(gw.url("/v1/chat/completions"))
+            .bearer_auth(token)
+            .json(&ask);
+        tokio::spawn(req.send())
+    };
+
+    let a1 = send(CLIENT_A);
+    let release_a1 = arrivals.recv().await.expect("a1 reached the provider");
+    let a2 = send(CLIENT_A).await.unwrap().unwrap();
+    assert_eq!(a2.status(), 429);
+    assert_eq!(a2.headers()["retry-after"], "1");
+    let body: serde_json::Value = a2.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "client_concurrency_limit");
+    assert!(
+        arrivals.try_recv().is_err(),
+        "the refused request reached the provider"
+    );
+
+    // Another client is not held back by A.
+    let b1 = send(CLIENT_B);
+    let release_b1 = arrivals.recv().await.expect("b1 reached the provider");
+    release_a1.send(()).unwrap();
+    release_b1.send(()).unwrap();
+    let a1 = a1.await.unwrap().unwrap();
+    assert_eq!(a1.status(), 200);
+    a1.text().await.unwrap();
+    assert_eq!(b1.await.unwrap().unwrap().status(), 200);
+
+    // A's slot came back with its answer.
+    let a3 = send(CLIENT_A);
+    arrivals
+        .recv()
+        .await
+        .expect("a3 reached the provider")
+        .send(())
+        .unwrap();
+    assert_eq!(a3.await.unwrap().unwrap().status(), 200);
+}

@@ -1,0 +1,64 @@
+//! A ledger opened for reading only (`SqliteOptions::read_only`): what it
+//! checks on open, and how reads answer without recording anything.
+
+use sqlx::SqlitePool;
+use sqlx::migrate::Migrator;
+
+use super::store::SqlStore;
+use crate::driver::{Config, Job};
+use crate::error::{LedgerError, ValidationError};
+use crate::model::OperationRecord;
+
+/// The file is a Handover ledger with every migration this version knows
+/// applied; anything else is refused, naming `path` (never "empty ledger").
+pub(super) async fn verify(pool: &SqlitePool, migrator: &Migrator) -> Result<(), LedgerError> {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('operations', 'attempts', '_sqlx_migrations')",
+    )
+    .fetch_all(pool)
+    .await
+    .map_err(|_| not_a_ledger("the file is not a SQLite database"))?;
+    if tables.len() < 3 {
+        return Err(not_a_ledger(
+            "the file has no Handover ledger tables (operations, attempts)",
+        ));
+    }
+    let applied: Option<i64> =
+        sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(pool)
+            .await
+            .map_err(|e| super::map_err("reading the ledger's schema version", e))?;
+    let known = migrator.iter().map(|m| m.version).max();
+    if applied < known {
+        return Err(not_a_ledger(
+            "the ledger's schema is older than this version (open it read-write once to migrate it)",
+        ));
+    }
+    Ok(())
+}
+
+fn not_a_ledger(why: &str) -> LedgerError {
+    ValidationError::new("path", format!("not a Handover ledger: {why}")).into()
+}
+
+/// Every write on a read-only ledger.
+pub(super) fn refused() -> LedgerError {
+    LedgerError::unavailable("writing", "the ledger was opened read-only")
+}
+
+/// `job`'s answer from the stored rows, whatever it would write.
+pub(super) async fn answer<J: Job>(
+    job: &J,
+    store: &mut SqlStore<'_>,
+    cfg: &Config,
+) -> Result<J::Output, LedgerError> {
+    job.plan(store, cfg.ctx()).await.map(|change| change.answer)
+}
+
+/// `rec` as a read-write open would settle it now (lease expiries), unrecorded.
+pub(super) fn settled(rec: OperationRecord, cfg: &Config) -> OperationRecord {
+    match crate::machine::get(Some(&rec), cfg.ctx()) {
+        Ok(change) => change.answer.unwrap_or(rec),
+        Err(_) => rec,
+    }
+}
