@@ -16,7 +16,7 @@ const UNAVAILABLE_MEANS: &str =
 ///
 /// `code` is the stable machine-readable part; `message` is for humans.
 #[derive(Debug, Clone)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     /// HTTP status.
     pub status: StatusCode,
     /// OpenAI-style error type (`invalid_request_error`, `authentication_error`, ...).
@@ -32,7 +32,7 @@ pub struct ApiError {
 
 impl ApiError {
     /// An error with no parameter.
-    pub fn new(
+    pub(crate) fn new(
         status: StatusCode,
         kind: &'static str,
         code: &'static str,
@@ -49,7 +49,7 @@ impl ApiError {
     }
 
     /// 400 `invalid_request_error` naming `param`.
-    pub fn invalid(
+    pub(crate) fn invalid(
         code: &'static str,
         param: impl Into<String>,
         message: impl Into<String>,
@@ -64,7 +64,7 @@ impl ApiError {
     }
 
     /// Names the offending parameter.
-    pub fn with_param(mut self, param: impl Into<String>) -> Self {
+    pub(crate) fn with_param(mut self, param: impl Into<String>) -> Self {
         self.param = Some(param.into());
         self
     }
@@ -159,7 +159,7 @@ impl ApiError {
     }
 
     /// The JSON body.
-    pub fn body(&self) -> serde_json::Value {
+    pub(crate) fn body(&self) -> serde_json::Value {
         serde_json::json!({"error": {
             "message": self.message,
             "type": self.kind,

@@ -49,7 +49,6 @@ mod serve;
 mod state;
 mod task;
 
-pub use api_error::ApiError;
 pub use auth::hash_token;
 pub use error::GatewayError;
 pub use serve::{Gateway, serve};

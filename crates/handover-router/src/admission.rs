@@ -13,7 +13,7 @@ use crate::budget::{Budget, Exhausted};
 
 /// Why no slot was granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// Too many requests are already waiting for this provider.
     QueueFull,
     /// The task's budget ran out while waiting.
@@ -23,14 +23,14 @@ pub enum Refused {
 /// A granted place among the provider's concurrent requests; dropping it
 /// frees the place.
 #[derive(Debug)]
-pub struct Permit {
+pub(crate) struct Permit {
     _all: OwnedSemaphorePermit,
     _failover: Option<OwnedSemaphorePermit>,
 }
 
 /// The admission control of one provider.
 #[derive(Debug)]
-pub struct Admission {
+pub(crate) struct Admission {
     all: Arc<Semaphore>,
     failover: Arc<Semaphore>,
     waiting: AtomicUsize,
@@ -41,7 +41,7 @@ impl Admission {
     /// Admission with `max_concurrency` slots, of which at most
     /// `ceil(share × max_concurrency)` may be held by failed-over traffic, and
     /// at most `max_queue` waiters.
-    pub fn new(max_concurrency: usize, max_queue: usize, failover_share: f64) -> Self {
+    pub(crate) fn new(max_concurrency: usize, max_queue: usize, failover_share: f64) -> Self {
         let failover = ((max_concurrency as f64) * failover_share).ceil() as usize;
         Self {
             all: Arc::new(Semaphore::new(max_concurrency)),
@@ -52,13 +52,14 @@ impl Admission {
     }
 
     /// Slots free right now.
-    pub fn available(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn available(&self) -> usize {
         self.all.available_permits()
     }
 
     /// Waits for a slot within the budget. `failover` marks traffic that
     /// arrives because an earlier provider in the chain failed.
-    pub async fn acquire(&self, failover: bool, budget: &Budget) -> Result<Permit, Refused> {
+    pub(crate) async fn acquire(&self, failover: bool, budget: &Budget) -> Result<Permit, Refused> {
         let immediate = |sem: &Arc<Semaphore>| sem.clone().try_acquire_owned().ok();
         let fast_failover = if failover {
             immediate(&self.failover)

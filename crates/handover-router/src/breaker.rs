@@ -18,7 +18,7 @@ use crate::config::BreakerSettings;
 
 /// What kind of failure an attempt had, from the breaker's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// A failure that may pass (5xx, 429, 503, timeout, broken stream):
     /// counts toward the threshold.
     Ordinary,
@@ -56,40 +56,17 @@ enum Inner {
     HalfOpen { in_flight: u32 },
 }
 
-/// A circuit breaker for one provider.
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() {
-/// use std::time::Duration;
-/// use handover_router::breaker::{Breaker, BreakerState, Failure};
-/// use handover_router::config::BreakerSettings;
-///
-/// let b = Breaker::new(BreakerSettings {
-///     failure_threshold: 2,
-///     open_for: Duration::from_secs(30),
-///     half_open_probes: 1,
-/// });
-/// b.record_failure(Failure::Ordinary); // a 503: one of two
-/// assert_eq!(b.state(), BreakerState::Closed);
-/// b.record_failure(Failure::Ordinary);
-/// assert_eq!(b.state(), BreakerState::Open);
-/// assert!(!b.try_acquire());
-/// tokio::time::advance(Duration::from_secs(30)).await;
-/// assert!(b.try_acquire()); // the half-open probe
-/// b.record_success();
-/// assert_eq!(b.state(), BreakerState::Closed);
-/// # }
-/// ```
+/// A circuit breaker for one provider (the life cycle is the unit test
+/// `closed_open_half_open_closed` below).
 #[derive(Debug)]
-pub struct Breaker {
+pub(crate) struct Breaker {
     settings: BreakerSettings,
     inner: Mutex<Inner>,
 }
 
 impl Breaker {
     /// A closed breaker.
-    pub fn new(settings: BreakerSettings) -> Self {
+    pub(crate) fn new(settings: BreakerSettings) -> Self {
         Self {
             settings,
             inner: Mutex::new(Inner::Closed { failures: 0 }),
@@ -102,7 +79,7 @@ impl Breaker {
 
     /// The current state (an open breaker whose period has ended reports
     /// half-open).
-    pub fn state(&self) -> BreakerState {
+    pub(crate) fn state(&self) -> BreakerState {
         match *self.lock() {
             Inner::Closed { .. } => BreakerState::Closed,
             Inner::Open { until } if Instant::now() >= until => BreakerState::HalfOpen,
@@ -114,13 +91,14 @@ impl Breaker {
     /// Whether an attempt may go to this provider now. When half-open, each
     /// `true` is one probe; the caller must report its result (or give the
     /// probe back with [`Breaker::release_probe`]).
-    pub fn try_acquire(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn try_acquire(&self) -> bool {
         self.try_admit().is_some()
     }
 
     /// Like [`Breaker::try_acquire`], telling whether the admission is a
     /// half-open probe (`Some(true)`) or ordinary traffic (`Some(false)`).
-    pub fn try_admit(&self) -> Option<bool> {
+    pub(crate) fn try_admit(&self) -> Option<bool> {
         let mut inner = self.lock();
         match *inner {
             Inner::Closed { .. } => Some(false),
@@ -145,12 +123,12 @@ impl Breaker {
     }
 
     /// Reports a successful attempt: closes the breaker.
-    pub fn record_success(&self) {
+    pub(crate) fn record_success(&self) {
         *self.lock() = Inner::Closed { failures: 0 };
     }
 
     /// Reports a failed attempt.
-    pub fn record_failure(&self, failure: Failure) {
+    pub(crate) fn record_failure(&self, failure: Failure) {
         let mut inner = self.lock();
         let open = Inner::Open {
             until: Instant::now() + self.settings.open_for,
@@ -169,7 +147,7 @@ impl Breaker {
 
     /// Gives back a half-open probe that ended without telling anything about
     /// the provider's health (e.g. the caller's own budget ran out).
-    pub fn release_probe(&self) {
+    pub(crate) fn release_probe(&self) {
         let mut inner = self.lock();
         if let Inner::HalfOpen { in_flight } = *inner {
             *inner = Inner::HalfOpen {
@@ -184,6 +162,24 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn closed_open_half_open_closed() {
+        let b = Breaker::new(BreakerSettings {
+            failure_threshold: 2,
+            open_for: Duration::from_secs(30),
+            half_open_probes: 1,
+        });
+        b.record_failure(Failure::Ordinary); // a 503: one of two
+        assert_eq!(b.state(), BreakerState::Closed);
+        b.record_failure(Failure::Ordinary);
+        assert_eq!(b.state(), BreakerState::Open);
+        assert!(!b.try_acquire());
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert!(b.try_acquire()); // the half-open probe
+        b.record_success();
+        assert_eq!(b.state(), BreakerState::Closed);
+    }
 
     fn breaker(threshold: u32) -> Breaker {
         Breaker::new(BreakerSettings {

@@ -11,9 +11,9 @@
 
 #![forbid(unsafe_code)]
 
-pub mod admission;
+pub(crate) mod admission;
 mod backoff;
-pub mod breaker;
+pub(crate) mod breaker;
 pub mod budget;
 pub mod config;
 mod error;
@@ -24,4 +24,5 @@ pub mod protocol;
 pub mod reconcile;
 pub mod route;
 
+pub use breaker::BreakerState;
 pub use error::RouterError;

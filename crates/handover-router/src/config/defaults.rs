@@ -5,92 +5,92 @@ use std::time::Duration;
 use super::model::{ClassAction, ErrorClass};
 
 /// Default claim lease.
-pub const LEASE: Duration = Duration::from_secs(30);
+pub(crate) const LEASE: Duration = Duration::from_secs(30);
 /// Default replay window for terminal outcomes (72 h).
-pub const REPLAY_WINDOW: Duration = Duration::from_secs(72 * 3600);
+pub(crate) const REPLAY_WINDOW: Duration = Duration::from_secs(72 * 3600);
 /// Default tombstone horizon (30 days).
-pub const TOMBSTONE_HORIZON: Duration = Duration::from_secs(30 * 24 * 3600);
+pub(crate) const TOMBSTONE_HORIZON: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Default maximum canonical parameter size (64 KiB).
-pub const MAX_PARAMS_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_PARAMS_BYTES: usize = 64 * 1024;
 /// Default maximum parameter nesting depth.
-pub const MAX_PARAMS_DEPTH: usize = 32;
+pub(crate) const MAX_PARAMS_DEPTH: usize = 32;
 /// Default PostgreSQL pool size.
-pub const PG_POOL_SIZE: u32 = 8;
+pub(crate) const PG_POOL_SIZE: u32 = 8;
 /// Default PostgreSQL statement timeout.
-pub const PG_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const PG_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default client-side deadline of one PostgreSQL ledger call.
-pub const PG_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const PG_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Default connect timeout.
-pub const CONNECT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT: Duration = Duration::from_secs(5);
 /// Default time to response headers.
-pub const FIRST_BYTE: Duration = Duration::from_secs(30);
+pub(crate) const FIRST_BYTE: Duration = Duration::from_secs(30);
 /// Default time to the first data event of a stream.
-pub const FIRST_TOKEN: Duration = Duration::from_secs(30);
+pub(crate) const FIRST_TOKEN: Duration = Duration::from_secs(30);
 /// Default time between data events of a stream.
-pub const IDLE: Duration = Duration::from_secs(30);
+pub(crate) const IDLE: Duration = Duration::from_secs(30);
 /// Default total time of one call.
-pub const TOTAL: Duration = Duration::from_secs(120);
+pub(crate) const TOTAL: Duration = Duration::from_secs(120);
 
 /// Default provider concurrency cap.
-pub const MAX_CONCURRENCY: usize = 64;
+pub(crate) const MAX_CONCURRENCY: usize = 64;
 /// Default number of requests that may wait for a provider slot.
-pub const MAX_QUEUE: usize = 256;
+pub(crate) const MAX_QUEUE: usize = 256;
 /// Default consecutive failures that open a breaker.
-pub const BREAKER_FAILURES: u32 = 5;
+pub(crate) const BREAKER_FAILURES: u32 = 5;
 /// Default open time of a breaker before a half-open probe.
-pub const BREAKER_OPEN_FOR: Duration = Duration::from_secs(30);
+pub(crate) const BREAKER_OPEN_FOR: Duration = Duration::from_secs(30);
 /// Default half-open probes.
-pub const BREAKER_PROBES: u32 = 1;
+pub(crate) const BREAKER_PROBES: u32 = 1;
 
 /// Default task deadline.
-pub const DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(60);
 /// Default maximum HTTP requests per task.
-pub const MAX_REQUESTS: u32 = 6;
+pub(crate) const MAX_REQUESTS: u32 = 6;
 /// Default attempts on one provider before moving on.
-pub const MAX_ATTEMPTS_PER_PROVIDER: u32 = 2;
+pub(crate) const MAX_ATTEMPTS_PER_PROVIDER: u32 = 2;
 /// Default share of a fallback's capacity usable by failed-over traffic.
-pub const FALLBACK_SHARE: f64 = 0.5;
+pub(crate) const FALLBACK_SHARE: f64 = 0.5;
 /// Default first backoff delay.
-pub const BACKOFF_INITIAL: Duration = Duration::from_millis(200);
+pub(crate) const BACKOFF_INITIAL: Duration = Duration::from_millis(200);
 /// Default largest backoff delay.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// Default action timeout for one executor call.
-pub const ACTION_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const ACTION_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default first reconciliation interval.
-pub const CHECK_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(10);
 /// Default largest reconciliation interval.
-pub const MAX_CHECK_EVERY: Duration = Duration::from_secs(600);
+pub(crate) const MAX_CHECK_EVERY: Duration = Duration::from_secs(600);
 
 /// Default gateway listen address.
-pub const GATEWAY_LISTEN: &str = "127.0.0.1:8787";
+pub(crate) const GATEWAY_LISTEN: &str = "127.0.0.1:8787";
 /// Default largest gateway request body (4 MiB).
-pub const GATEWAY_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const GATEWAY_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// Default SSE keep-alive interval of the gateway.
-pub const GATEWAY_KEEPALIVE: Duration = Duration::from_secs(5);
+pub(crate) const GATEWAY_KEEPALIVE: Duration = Duration::from_secs(5);
 /// Default time graceful shutdown waits for in-flight requests.
-pub const GATEWAY_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+pub(crate) const GATEWAY_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// Default time a client has, from the first byte of a request, to send
 /// its whole header (slowloris defence).
-pub const GATEWAY_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const GATEWAY_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default time a client has, from the end of the header, to send its
 /// whole body.
-pub const GATEWAY_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const GATEWAY_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default time a connection may sit idle between requests. Longer than
 /// the common load-balancer idle timeout (60 s), so the balancer, not the
 /// gateway, closes idle pooled connections.
-pub const GATEWAY_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
+pub(crate) const GATEWAY_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
 /// Default cap on open client connections.
-pub const GATEWAY_MAX_CONNECTIONS: u32 = 1024;
+pub(crate) const GATEWAY_MAX_CONNECTIONS: u32 = 1024;
 /// Default cap on requests one client token has in flight at once.
-pub const GATEWAY_MAX_IN_FLIGHT_PER_CLIENT: u32 = 64;
+pub(crate) const GATEWAY_MAX_IN_FLIGHT_PER_CLIENT: u32 = 64;
 
 /// The default action for each error class (every class the adapters
 /// produce). `rate_limited` waits for Retry-After only when it fits the
 /// budget, and otherwise moves on; `auth`, `billing` and `quota_exhausted`
 /// also open the provider's breaker; `send_refused` means the budget is spent.
-pub fn class_action(class: ErrorClass) -> ClassAction {
+pub(crate) fn class_action(class: ErrorClass) -> ClassAction {
     use ClassAction::{Fail, Next, Retry};
     match class {
         ErrorClass::ConnectBeforeSend => Retry,
@@ -115,4 +115,4 @@ pub fn class_action(class: ErrorClass) -> ClassAction {
 }
 
 /// How often `handover serve` runs a reconciliation pass.
-pub const GATEWAY_RECONCILE_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const GATEWAY_RECONCILE_EVERY: Duration = Duration::from_secs(1);

@@ -10,7 +10,7 @@
 //! ([`Config::check`]).
 
 mod chain;
-pub mod defaults;
+pub(crate) mod defaults;
 mod duration;
 mod issues;
 mod model;
@@ -23,7 +23,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use issues::{ConfigIssue, ConfigIssues};
-pub use model::*;
+pub use model::{
+    ActionContract, BackoffSettings, BlockSetting, BreakerSettings, ClassAction, CommitPoint,
+    ErrorClass, GatewayClient, GatewayOperator, GatewaySettings, Hop, HttpLookupSpec,
+    IdempotencyContract, LedgerBackend, LedgerSettings, LookupContract, LookupHeader, LookupValues,
+    McpLookupTool, McpServer, McpSettings, McpTool, ModelSet, PatternRoute, PolicySettings, Prices,
+    ProviderConfig, ProviderKind, Route, RouteVia, Timeouts,
+};
 
 use crate::error::RouterError;
 
