@@ -42,18 +42,6 @@ pub(crate) async fn completions(
     client: Client,
     headers: HeaderMap,
     JsonBody(body): JsonBody<Value>,
-) -> Response {
-    match run(state, client, headers, body).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn run(
-    state: GatewayState,
-    client: Client,
-    headers: HeaderMap,
-    body: Value,
 ) -> Result<Response, ApiError> {
     let mut parsed = request::parse(body)?;
     let task = start(

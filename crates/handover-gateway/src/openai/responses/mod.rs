@@ -102,18 +102,6 @@ pub(crate) async fn create(
     client: Client,
     headers: HeaderMap,
     JsonBody(body): JsonBody<Value>,
-) -> Response {
-    match run(state, client, headers, body).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn run(
-    state: GatewayState,
-    client: Client,
-    headers: HeaderMap,
-    body: Value,
 ) -> Result<Response, ApiError> {
     let r: ResponsesRequest = from_value(body)?;
     if r.store == Some(true) {
