@@ -4,7 +4,7 @@
 //! A budget lives in this process ([`Budget::new`]) or, for a task whose
 //! calls may be served by several processes (the gateway's
 //! `x-handover-task`), draws from a task budget in the ledger's store
-//! ([`Budget::shared`], see `shared.rs`): the deadline and the cost ceiling
+//! (`Budget::shared`, see `shared.rs`): the deadline and the cost ceiling
 //! are the store's, and every HTTP request is reserved there before it is
 //! sent, so replicas sharing the store never exceed `max_requests` together.
 //!
@@ -67,14 +67,15 @@ pub struct Spent {
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// use std::time::Duration;
-/// use handover_router::budget::{Budget, Exhausted};
+/// use handover_router::budget::Budget;
 ///
+/// // Every task has one (`Task::budget`); the router draws requests, time
+/// // and cost from it, the caller reads what is left.
 /// let budget = Budget::new(Duration::from_secs(10), 2, None);
-/// assert!(budget.try_send().is_ok());
-/// assert!(budget.try_send().is_ok());
-/// assert_eq!(budget.try_send(), Err(Exhausted::Requests));
-/// // An attempt never gets more time than remains.
-/// assert!(budget.attempt_timeout(Duration::from_secs(60)) <= Duration::from_secs(10));
+/// assert!(budget.check().is_ok());
+/// assert_eq!(budget.spent().requests, 0);
+/// tokio::time::advance(Duration::from_secs(4)).await;
+/// assert_eq!(budget.remaining(), Duration::from_secs(6));
 /// # }
 /// ```
 #[derive(Debug)]
@@ -118,7 +119,7 @@ impl Budget {
     }
 
     /// An attempt's timeout: the smaller of its own limit and what remains.
-    pub fn attempt_timeout(&self, own: Duration) -> Duration {
+    pub(crate) fn attempt_timeout(&self, own: Duration) -> Duration {
         own.min(self.remaining())
     }
 
@@ -145,7 +146,7 @@ impl Budget {
 
     /// Takes one HTTP request from the budget; called by the transport right
     /// before a request is written, so it counts requests actually sent.
-    pub fn try_send(&self) -> Result<(), Exhausted> {
+    pub(crate) fn try_send(&self) -> Result<(), Exhausted> {
         if self.remaining().is_zero() {
             return Err(Exhausted::Deadline);
         }
@@ -164,7 +165,7 @@ impl Budget {
 
     /// Returns one request taken by [`Budget::try_send`] that provably never
     /// left (connection refused): it does not count as sent.
-    pub fn give_back(&self) {
+    pub(crate) fn give_back(&self) {
         let _ = self
             .sent
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
@@ -172,7 +173,7 @@ impl Budget {
 
     /// Adds the cost of an answered attempt (for a shared budget, the store
     /// hears of it when the call settles).
-    pub fn charge(&self, usd: f64) {
+    pub(crate) fn charge(&self, usd: f64) {
         if usd.is_finite() && usd > 0.0 {
             *self.cost.lock().unwrap_or_else(|p| p.into_inner()) += usd;
             if let Some(shared) = &self.shared {
@@ -237,6 +238,15 @@ mod tests {
             Err(Exhausted::Deadline)
         );
         assert_eq!(Instant::now(), before);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_run_out_and_attempts_never_outlive_the_deadline() {
+        let budget = Budget::new(Duration::from_secs(10), 2, None);
+        assert!(budget.try_send().is_ok());
+        assert!(budget.try_send().is_ok());
+        assert_eq!(budget.try_send(), Err(Exhausted::Requests));
+        assert!(budget.attempt_timeout(Duration::from_secs(60)) <= Duration::from_secs(10));
     }
 
     #[tokio::test(start_paused = true)]

@@ -77,7 +77,7 @@ impl Budget {
     /// A budget drawn from the task budget `view` (as the store answered
     /// when the call opened or joined the task): the store's deadline and
     /// cost ceiling, and requests reserved in the store one by one.
-    pub fn shared(store: Arc<dyn TaskBudgets>, view: TaskBudget) -> Self {
+    pub(crate) fn shared(store: Arc<dyn TaskBudgets>, view: TaskBudget) -> Self {
         let mut budget = Self::new(view.time_left(), 0, view.max_cost);
         budget.max_requests = view.max_requests;
         *budget.cost.get_mut().unwrap_or_else(|p| p.into_inner()) = view.cost;
