@@ -7,9 +7,6 @@
 
 mod support;
 
-use std::collections::HashMap;
-use std::process::Stdio;
-
 use handover_testkit::{After, Flavor, MockProvider, Plan, Reply, TcpProvider, bodies};
 use serde_json::Value;
 use support::{CLIENT_A, Running};
@@ -83,32 +80,9 @@ async fn the_official_openai_python_client_works_against_the_gateway() {
     c.push_str(&support::gateway_section(1 << 20, "5s", ""));
     let gw = Running::start(&c).await;
 
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/openai_client.py");
-    let out = tokio::process::Command::new(&python)
-        .arg(script)
-        .arg(&gw.base)
-        .arg(CLIENT_A)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap_or_else(|e| panic!("HANDOVER_TEST_PYTHON={python} cannot run: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the python client failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let results: HashMap<String, Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .map(|v| (v["scenario"].as_str().unwrap().to_owned(), v))
-        .collect();
-    let r = |name: &str| {
-        results
-            .get(name)
-            .unwrap_or_else(|| panic!("no result for {name}: {stdout}"))
-    };
+    let scenarios =
+        support::python_scenarios(&python, "openai_client.py", &[&gw.base, CLIENT_A]).await;
+    let r = |name: &str| scenarios.get(name);
 
     let p = r("non_streaming");
     assert_eq!(p["content"], "plain answer");

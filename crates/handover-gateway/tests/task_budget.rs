@@ -7,8 +7,6 @@
 
 mod support;
 
-use std::collections::HashMap;
-use std::process::Stdio;
 use std::time::Duration;
 
 use handover_testkit::{After, Flavor, MockProvider, Plan, Reply, TcpProvider, bodies};
@@ -67,30 +65,9 @@ async fn calls_under_one_task_share_one_budget() {
     c.push_str(&support::gateway_section(1 << 20, "5s", ""));
     let gw = Running::start(&c).await;
 
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/task_budget.py");
-    let out = tokio::process::Command::new(&python)
-        .args([script, &gw.base, CLIENT_A, CLIENT_B])
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap_or_else(|e| panic!("HANDOVER_TEST_PYTHON={python} cannot run: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the python client failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let results: HashMap<String, Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .map(|v| (v["scenario"].as_str().unwrap().to_owned(), v))
-        .collect();
-    let r = |name: &str| {
-        results
-            .get(name)
-            .unwrap_or_else(|| panic!("no result for {name}: {stdout}"))
-    };
+    let scenarios =
+        support::python_scenarios(&python, "task_budget.py", &[&gw.base, CLIENT_A, CLIENT_B]).await;
+    let r = |name: &str| scenarios.get(name);
     let requests_left = |v: &Value| -> String {
         let h = v["remaining"].as_str().unwrap_or_else(|| panic!("{v}"));
         h.split(", ").next().unwrap().to_owned()

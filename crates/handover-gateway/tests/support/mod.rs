@@ -273,3 +273,45 @@ pub(crate) async fn held_provider() -> (String, mpsc::Receiver<oneshot::Sender<(
     });
     (url, rx)
 }
+
+/// What a Python scenario script printed: one JSON object per line, each
+/// naming its `scenario`.
+pub(crate) struct Scenarios {
+    results: std::collections::HashMap<String, serde_json::Value>,
+    stdout: String,
+}
+
+impl Scenarios {
+    /// The result of one scenario (panics with the whole output if absent).
+    pub(crate) fn get(&self, name: &str) -> &serde_json::Value {
+        self.results
+            .get(name)
+            .unwrap_or_else(|| panic!("no result for {name}: {}", self.stdout))
+    }
+}
+
+/// Runs `script` (under the crate's `tests/python`) with the test Python
+/// and `args`; fails the test if the script fails.
+pub(crate) async fn python_scenarios(python: &str, script: &str, args: &[&str]) -> Scenarios {
+    let script = format!("{}/tests/python/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = tokio::process::Command::new(python)
+        .arg(&script)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("HANDOVER_TEST_PYTHON={python} cannot run: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the python client failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|v| (v["scenario"].as_str().unwrap().to_owned(), v))
+        .collect();
+    Scenarios { results, stdout }
+}
