@@ -102,6 +102,7 @@ impl Engine {
             &model,
             req,
             stream,
+            opts.attempt,
         );
         Prepared {
             model,
