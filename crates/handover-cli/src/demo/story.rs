@@ -9,13 +9,13 @@ use anyhow::{Context, bail};
 use handover::Config;
 use handover::ledger::{
     Clock, Ledger, ListFilter, OperationId, OperationRecord, Scope, SqliteLedger, SqliteOptions,
-    StateKind,
+    StateKind, Timestamp,
 };
 use handover::providers::{ChatRequest, Message, Tool, ToolCall};
 use handover::router::gate::{
-    FixedApproval, OperationKey, PerformOptions, PerformOutcome, ProposedCall, WriteGate,
+    Executor, FixedApproval, OperationKey, PerformOptions, PerformOutcome, ProposedCall, WriteGate,
 };
-use handover::router::route::Router;
+use handover::router::route::{Completion, Router, Task};
 use handover_testkit::{Behaviour, Flavor, MockDestination, MockProvider, Reply};
 use serde_json::json;
 
@@ -170,6 +170,41 @@ fn describe(call: &ToolCall) -> String {
 }
 
 impl Cast {
+    /// Asks the model with the shipment tool and takes the tool call it
+    /// proposes (`who` names the model in the error if it proposes none).
+    async fn propose(
+        &mut self,
+        task: &Task,
+        task_start: Timestamp,
+        messages: &[Message],
+        who: &str,
+    ) -> anyhow::Result<(Completion, ToolCall)> {
+        let request = ChatRequest::new(messages.to_vec()).with_tools(vec![tool()]);
+        let completion = self.chat(task, task_start, &request).await?;
+        let Some(call) = completion.response.tool_calls.first().cloned() else {
+            bail!("{who} did not propose the shipment");
+        };
+        Ok((completion, call))
+    }
+
+    /// Hands a proposed call to the write gate under the user's approval,
+    /// drawing on the task's budget.
+    async fn perform(
+        &self,
+        call: &ProposedCall,
+        task: &Task,
+        executor: &impl Executor,
+    ) -> anyhow::Result<PerformOutcome> {
+        let options = PerformOptions {
+            budget: Some(task.budget()),
+            metadata: None,
+        };
+        Ok(self
+            .gate
+            .perform_call(call, &self.approval, executor, options)
+            .await?)
+    }
+
     async fn story(&mut self) -> anyhow::Result<()> {
         self.primary.script([Reply::ToolCall {
             id: "call_oa_7Hq2Lw".to_owned(),
@@ -204,16 +239,9 @@ impl Cast {
             Message::system("You are the support assistant of a web shop."),
             Message::user("Order 1042 arrived broken. Please send a replacement."),
         ];
-        let c1 = self
-            .chat(
-                &task,
-                task_start,
-                &ChatRequest::new(messages.clone()).with_tools(vec![tool()]),
-            )
+        let (c1, tc1) = self
+            .propose(&task, task_start, &messages, "the primary model")
             .await?;
-        let Some(tc1) = c1.response.tool_calls.first().cloned() else {
-            bail!("the primary model did not propose the shipment");
-        };
         self.tl.push(
             Actor::Provider,
             &c1.provider,
@@ -235,18 +263,7 @@ impl Cast {
         // 2. The write gate sends it; the confirmation is lost.
         let call1 = ProposedCall::from_tool_call(&tc1, Some(&c1.provider), Some(&c1.model))?;
         let executor = app::executor(&self.dest);
-        let out1 = self
-            .gate
-            .perform_call(
-                &call1,
-                &self.approval,
-                &executor,
-                PerformOptions {
-                    budget: Some(task.budget()),
-                    metadata: None,
-                },
-            )
-            .await?;
+        let out1 = self.perform(&call1, &task, &executor).await?;
         self.narrate_first_dispatch(&out1).await?;
 
         // 3. The agent asks the model again; the primary fails, the fallback
@@ -256,16 +273,9 @@ impl Cast {
             tc1.id.clone(),
             "error: the connection was lost before the carrier confirmed",
         ));
-        let c2 = self
-            .chat(
-                &task,
-                task_start,
-                &ChatRequest::new(messages.clone()).with_tools(vec![tool()]),
-            )
+        let (c2, tc2) = self
+            .propose(&task, task_start, &messages, "the fallback model")
             .await?;
-        let Some(tc2) = c2.response.tool_calls.first().cloned() else {
-            bail!("the fallback model did not re-propose the shipment");
-        };
         self.tl.push(
             Actor::Provider,
             &c2.provider,
@@ -279,18 +289,7 @@ impl Cast {
         );
         let call2 = ProposedCall::from_tool_call(&tc2, Some(&c2.provider), Some(&c2.model))?;
         let before = self.dest.action_requests().await;
-        let out2 = self
-            .gate
-            .perform_call(
-                &call2,
-                &self.approval,
-                &executor,
-                PerformOptions {
-                    budget: Some(task.budget()),
-                    metadata: None,
-                },
-            )
-            .await?;
+        let out2 = self.perform(&call2, &task, &executor).await?;
         let answered_at = self.clock.now();
         let sent = self.dest.action_requests().await - before;
         match &out2 {
