@@ -205,7 +205,8 @@ impl Cast {
             .await?)
     }
 
-    async fn story(&mut self) -> anyhow::Result<()> {
+    /// What the two models and the destination will do in the story.
+    fn script(&self) {
         self.primary.script([Reply::ToolCall {
             id: "call_oa_7Hq2Lw".to_owned(),
             name: ACTION.to_owned(),
@@ -224,6 +225,10 @@ impl Cast {
             ),
         ]);
         self.dest.script([Behaviour::ApplyAndDrop]);
+    }
+
+    async fn story(&mut self) -> anyhow::Result<()> {
+        self.script();
 
         // 1. The user asks; the primary model proposes the shipment.
         self.tl.push(
@@ -292,33 +297,7 @@ impl Cast {
         let out2 = self.perform(&call2, &task, &executor).await?;
         let answered_at = self.clock.now();
         let sent = self.dest.action_requests().await - before;
-        match &out2 {
-            PerformOutcome::Unresolved(info) => {
-                self.refused += 1;
-                self.tl.push_at(
-                    answered_at,
-                    Actor::Gate,
-                    "write gate",
-                    None,
-                    format!(
-                        "REFUSES to execute it again: {} {} is unknown since {} (owner {}); {sent} request(s) sent",
-                        self.id.scope,
-                        self.id.key,
-                        self.since(info.since),
-                        info.owner
-                    ),
-                    Some("unknown, unchanged"),
-                );
-            }
-            other => self.tl.push_at(
-                answered_at,
-                Actor::Gate,
-                "write gate",
-                None,
-                format!("answered {} ({sent} request(s) sent)", other.as_str()),
-                None,
-            ),
-        }
+        self.narrate_refusal(&out2, answered_at, sent);
 
         // 4. The fallback explains what is pending (it cannot confirm anything).
         messages.push(Message::assistant_tool_calls(None, vec![tc2.clone()]));
@@ -353,10 +332,51 @@ impl Cast {
             "retries: \"Did it go out? Please send it.\"",
             None,
         );
+        self.user_retry(&call2, &executor).await
+    }
+
+    /// Step 3's answer: the gate refuses to send the re-proposal while the
+    /// first dispatch is unknown.
+    fn narrate_refusal(&mut self, out2: &PerformOutcome, answered_at: Timestamp, sent: usize) {
+        match out2 {
+            PerformOutcome::Unresolved(info) => {
+                self.refused += 1;
+                self.tl.push_at(
+                    answered_at,
+                    Actor::Gate,
+                    "write gate",
+                    None,
+                    format!(
+                        "REFUSES to execute it again: {} {} is unknown since {} (owner {}); {sent} request(s) sent",
+                        self.id.scope,
+                        self.id.key,
+                        self.since(info.since),
+                        info.owner
+                    ),
+                    Some("unknown, unchanged"),
+                );
+            }
+            other => self.tl.push_at(
+                answered_at,
+                Actor::Gate,
+                "write gate",
+                None,
+                format!("answered {} ({sent} request(s) sent)", other.as_str()),
+                None,
+            ),
+        }
+    }
+
+    /// Step 6: the user's retry replays the recorded confirmation.
+    async fn user_retry(
+        &mut self,
+        call: &ProposedCall,
+        executor: &impl Executor,
+    ) -> anyhow::Result<()> {
         let before = self.dest.action_requests().await;
         let out3 = self
             .gate
-            .perform_call(&call2, &self.approval, &executor, PerformOptions::default())
+            .perform_call(call, &self.approval, executor, PerformOptions::default())
             .await?;
         let sent = self.dest.action_requests().await - before;
         let what = match &out3 {

@@ -65,15 +65,7 @@ pub(super) fn validate(
         max_in_flight_per_client,
         d::GATEWAY_MAX_IN_FLIGHT_PER_CLIENT
     );
-    let mut tokens = Tokens::default();
-    if raw.clients.is_empty() {
-        issues.push(
-            "gateway.clients",
-            "the gateway needs at least one client ([gateway.clients.NAME] with token_sha256 and scope)",
-        );
-    }
-    let clients = clients(issues, &mut tokens, raw.clients);
-    let operators = operators(issues, &mut tokens, raw.operators);
+    let (clients, operators) = principals(issues, raw.clients, raw.operators);
     aliases(issues, policies, &raw.models);
     if let Some(p) = &raw.direct_policy
         && !policies.contains_key(p)
@@ -98,6 +90,27 @@ pub(super) fn validate(
         direct_policy: raw.direct_policy,
         routes,
     }
+}
+
+/// The clients and operators, each token hash used once across both.
+fn principals(
+    issues: &mut ConfigIssues,
+    clients_raw: BTreeMap<String, RawGatewayClient>,
+    operators_raw: BTreeMap<String, RawGatewayOperator>,
+) -> (
+    BTreeMap<String, GatewayClient>,
+    BTreeMap<String, GatewayOperator>,
+) {
+    let mut tokens = Tokens::default();
+    if clients_raw.is_empty() {
+        issues.push(
+            "gateway.clients",
+            "the gateway needs at least one client ([gateway.clients.NAME] with token_sha256 and scope)",
+        );
+    }
+    let clients = clients(issues, &mut tokens, clients_raw);
+    let operators = operators(issues, &mut tokens, operators_raw);
+    (clients, operators)
 }
 
 /// The token hashes seen so far. One token, one principal: a hash listed
