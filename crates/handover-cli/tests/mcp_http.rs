@@ -68,9 +68,13 @@ impl Listening {
 
     /// One raw HTTP/1.1 exchange; returns the status and the whole answer.
     fn raw(&self, method: &str, headers: &[&str], body: &str) -> (u16, String) {
+        self.raw_at("/mcp", method, headers, body)
+    }
+
+    fn raw_at(&self, path: &str, method: &str, headers: &[&str], body: &str) -> (u16, String) {
         let mut tcp = std::net::TcpStream::connect(&self.addr).unwrap();
         let mut req = format!(
-            "{method} /mcp HTTP/1.1\r\nhost: {}\r\nconnection: close\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\n",
+            "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\n",
             self.addr,
             body.len()
         );
@@ -246,5 +250,10 @@ fn origins_sessions_and_malformed_messages_are_checked() {
     assert_eq!(code, 204);
     let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
     let (code, _) = server.raw("POST", &[&auth, &session], &ping);
+    assert_eq!(code, 404);
+    // Each configured server is also at /mcp/NAME; an unknown name is 404.
+    let (code, answer) = server.raw_at("/mcp/shipping", "POST", &[&auth], &init);
+    assert_eq!(code, 200, "{answer}");
+    let (code, _) = server.raw_at("/mcp/billing", "POST", &[&auth], &init);
     assert_eq!(code, 404);
 }

@@ -112,6 +112,19 @@ impl McpProxy {
         &self.settings
     }
 
+    /// The upstream server this proxy fronts.
+    pub(crate) fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The same proxy in front of another configured server.
+    pub(crate) fn for_server(&self, name: &str) -> Self {
+        Self {
+            server: name.to_owned(),
+            ..self.clone()
+        }
+    }
+
     /// Serves one client on this process's stdin and stdout until the
     /// client closes its side; then waits for guarded calls in flight to be
     /// recorded (each is bounded by its action's timeout).

@@ -22,10 +22,11 @@
 
 mod sessions;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -44,7 +45,10 @@ const SESSION_HEADER: &str = "mcp-session-id";
 #[derive(Clone)]
 pub(crate) struct Http {
     tokens: ClientTokens,
-    registry: Arc<Registry>,
+    /// The default server's sessions (`/mcp`).
+    default: String,
+    /// Every server's sessions (`/mcp/NAME`).
+    registries: Arc<BTreeMap<String, Arc<Registry>>>,
     allowed_origins: Arc<[String]>,
     keepalive: std::time::Duration,
 }
@@ -58,7 +62,19 @@ impl Http {
         let settings = proxy.settings().clone();
         Self {
             tokens,
-            registry: Arc::new(Registry::new(proxy)),
+            default: proxy.server().to_owned(),
+            registries: Arc::new(
+                settings
+                    .servers
+                    .keys()
+                    .map(|name| {
+                        (
+                            name.clone(),
+                            Arc::new(Registry::new(proxy.for_server(name))),
+                        )
+                    })
+                    .collect(),
+            ),
             allowed_origins: settings.allowed_origins.into(),
             keepalive,
         }
@@ -68,19 +84,36 @@ impl Http {
     pub(crate) fn app(&self, max_body_bytes: usize) -> axum::Router {
         axum::Router::new()
             .route("/mcp", axum::routing::post(post).get(get).delete(delete))
+            .route(
+                "/mcp/{server}",
+                axum::routing::post(post).get(get).delete(delete),
+            )
             .layer(axum::extract::DefaultBodyLimit::max(max_body_bytes))
             .with_state(self.clone())
     }
 
     /// Closes every session and waits for their guarded calls to be recorded.
     pub(crate) async fn close(&self) {
-        self.registry.close_all().await;
+        for r in self.registries.values() {
+            r.close_all().await;
+        }
     }
 
-    /// Starts the idle-session reaper; it stops when the registry is closed.
+    /// Starts the idle-session reapers; each stops when its registry is closed.
     pub(crate) fn reap_idle(&self) -> tokio::task::JoinHandle<()> {
-        let registry = self.registry.clone();
-        tokio::spawn(async move { registry.reap_idle().await })
+        let registries = self.registries.clone();
+        tokio::spawn(async move {
+            futures::future::join_all(registries.values().map(|r| r.reap_idle())).await;
+        })
+    }
+
+    /// The sessions of the server a path names (`/mcp`: the default one).
+    fn registry(&self, server: Option<&str>) -> Result<&Arc<Registry>, Refusal> {
+        let name = server.unwrap_or(&self.default);
+        self.registries.get(name).ok_or_else(|| Refusal {
+            status: StatusCode::NOT_FOUND,
+            message: format!("no MCP server {name:?} here (see [mcp.servers])"),
+        })
     }
 
     /// The caller's client name and scope, after the Origin check.
@@ -160,9 +193,18 @@ fn wants_sse(headers: &HeaderMap) -> bool {
         .any(|v| v.contains("text/event-stream"))
 }
 
-async fn post(State(http): State<Http>, headers: HeaderMap, body: Bytes) -> Response {
+async fn post(
+    State(http): State<Http>,
+    server: Option<Path<String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let client = match http.caller(&headers) {
         Ok(c) => c,
+        Err(r) => return r.into_response(),
+    };
+    let registry = match http.registry(server.as_deref().map(String::as_str)) {
+        Ok(r) => r,
         Err(r) => return r.into_response(),
     };
     let Ok(text) = std::str::from_utf8(&body) else {
@@ -183,9 +225,9 @@ async fn post(State(http): State<Http>, headers: HeaderMap, body: Bytes) -> Resp
     };
     let initialize = peek.method.as_deref() == Some("initialize");
     let session = match (session_id(&headers), initialize) {
-        (Some(id), _) => http.registry.find(id, &client.name),
-        (None, true) => http.registry.open(&client).await,
-        (None, false) => http.registry.shared(&client).await,
+        (Some(id), _) => registry.find(id, &client.name),
+        (None, true) => registry.open(&client).await,
+        (None, false) => registry.shared(&client).await,
     };
     let session = match session {
         Ok(s) => s,
@@ -253,9 +295,17 @@ async fn json_answer(
         .into_response()
 }
 
-async fn get(State(http): State<Http>, headers: HeaderMap) -> Response {
+async fn get(
+    State(http): State<Http>,
+    server: Option<Path<String>>,
+    headers: HeaderMap,
+) -> Response {
     let client = match http.caller(&headers) {
         Ok(c) => c,
+        Err(r) => return r.into_response(),
+    };
+    let registry = match http.registry(server.as_deref().map(String::as_str)) {
+        Ok(r) => r,
         Err(r) => return r.into_response(),
     };
     let Some(id) = session_id(&headers) else {
@@ -264,7 +314,7 @@ async fn get(State(http): State<Http>, headers: HeaderMap) -> Response {
             "GET needs an Mcp-Session-Id (sessions begin with initialize)",
         );
     };
-    let session = match http.registry.find(id, &client.name) {
+    let session = match registry.find(id, &client.name) {
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
@@ -276,15 +326,23 @@ async fn get(State(http): State<Http>, headers: HeaderMap) -> Response {
         .into_response()
 }
 
-async fn delete(State(http): State<Http>, headers: HeaderMap) -> Response {
+async fn delete(
+    State(http): State<Http>,
+    server: Option<Path<String>>,
+    headers: HeaderMap,
+) -> Response {
     let client = match http.caller(&headers) {
         Ok(c) => c,
+        Err(r) => return r.into_response(),
+    };
+    let registry = match http.registry(server.as_deref().map(String::as_str)) {
+        Ok(r) => r,
         Err(r) => return r.into_response(),
     };
     let Some(id) = session_id(&headers) else {
         return refusal(StatusCode::BAD_REQUEST, "DELETE needs an Mcp-Session-Id");
     };
-    match http.registry.end(id, &client.name) {
+    match registry.end(id, &client.name) {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => e.into_response(),
     }
