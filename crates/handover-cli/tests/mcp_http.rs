@@ -38,11 +38,16 @@ struct Listening {
 
 impl Listening {
     fn start(w: &World, shipping_mode: &str) -> Self {
+        Self::start_with(w, shipping_mode, &[])
+    }
+
+    fn start_with(w: &World, shipping_mode: &str, env: &[(&str, &std::path::Path)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_handover"))
             .args(["mcp", "--listen", "127.0.0.1:0", "--config"])
             .arg(w.path("handover.toml"))
             .env("SHIPPING_LOG", w.path("shipments.jsonl"))
             .env("SHIPPING_MODE", shipping_mode)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -256,4 +261,65 @@ fn origins_sessions_and_malformed_messages_are_checked() {
     assert_eq!(code, 200, "{answer}");
     let (code, _) = server.raw_at("/mcp/billing", "POST", &[&auth], &init);
     assert_eq!(code, 404);
+}
+
+#[test]
+fn kill_9_between_dispatch_and_answer_over_http_leaves_the_call_unresolved_after_restart() {
+    let Some(python) = python() else { return };
+    let w = world(python, r#"lease = "1s""#, "");
+    let fifo = w.path("applied.fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut server = Listening::start_with(&w, "stall", &[("SHIPPING_APPLIED", &fifo)]);
+    // The agent's call: the upstream applies it and stalls.
+    let mut agent = Command::new(&w.python)
+        .arg(format!("{SCRIPTS}/mcp_client.py"))
+        .args(["calls", &json!([ship("K-1", 1)]).to_string(), &server.url])
+        .env("MCP_TOKEN", TOKEN)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader_fifo = fifo.clone();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let f = std::fs::File::open(reader_fifo).unwrap();
+        BufReader::new(f).read_line(&mut line).unwrap();
+        let _ = tx.send(line);
+    });
+    let upstream_pid = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the upstream applied the shipment");
+    server.child.kill().unwrap(); // SIGKILL between dispatch and answer
+    server.child.wait().unwrap();
+    let killed = Command::new("kill")
+        .args(["-9", upstream_pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let _ = agent.kill();
+    let _ = agent.wait();
+    assert_eq!(w.shipments().len(), 1);
+
+    // Restart with a healthy upstream; the agent retries: in progress while
+    // the dead holder's lease runs, then unknown. Never sent again.
+    let server = Listening::start(&w, "ok");
+    let mut retry = ship("K-1", 1);
+    retry["retry_while"] = json!("in_progress");
+    let r = w.client_with(
+        "ok",
+        &["calls", &json!([retry, ship("K-1", 1)]).to_string()],
+        &[&server.url],
+        &[("MCP_TOKEN", TOKEN)],
+    );
+    for result in &r {
+        assert_eq!(status(result), "outcome_unknown", "{result}");
+    }
+    assert_eq!(w.shipments().len(), 1, "not re-sent after the restart");
 }
