@@ -20,6 +20,9 @@ const TOKEN: &str = "agent-http-token";
 fn world(python: String, action: &str, lookup: &str) -> World {
     let clients = format!(
         r#"
+[gateway]
+max_body_bytes = 4096
+
 [gateway.clients.agent]
 token_sha256 = "{}"
 scope = "http-agent"
@@ -248,6 +251,13 @@ fn origins_sessions_and_malformed_messages_are_checked() {
     assert_eq!(code, 400);
     let (code, _) = server.raw("POST", &[&auth, &session], "{\"x\": 1}");
     assert_eq!(code, 400);
+    // A body over gateway.max_body_bytes is refused before anything is sent.
+    let huge = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "create_shipment", "arguments": {"order_id": "X".repeat(8000), "sku": "KETTLE", "qty": 1}}})
+    .to_string();
+    let (code, _) = server.raw("POST", &[&auth, &session], &huge);
+    assert_eq!(code, 413);
+    assert!(w.shipments().is_empty());
     // GET needs a session; DELETE ends it; then it is gone.
     let (code, _) = server.raw("GET", &[&auth], "");
     assert_eq!(code, 405);
