@@ -47,6 +47,7 @@ mod assemble;
 mod capability;
 mod class;
 mod classify;
+mod dialect;
 mod engine;
 mod error;
 mod gate;

@@ -50,7 +50,7 @@ pub trait Provider: Send + Sync {
 }
 
 macro_rules! adapter {
-    ($(#[$doc:meta])* $name:ident, $kind:expr) => {
+    ($(#[$doc:meta])* $name:ident, $kind:pat) => {
         $(#[$doc])*
         pub struct $name(Engine);
 
@@ -58,7 +58,7 @@ macro_rules! adapter {
             /// Builds the adapter; settings are validated (errors name the field).
             /// `settings.kind` must match this adapter.
             pub fn new(settings: ProviderSettings) -> Result<Self, ProviderError> {
-                if settings.kind != $kind {
+                if !matches!(settings.kind, $kind) {
                     return Err(ProviderError::InvalidSettings {
                         field: "kind".into(),
                         reason: format!("{} cannot serve kind {}", stringify!($name), settings.kind),
@@ -109,8 +109,10 @@ macro_rules! adapter {
 
 adapter!(
     /// OpenAI Chat Completions (no SDK in between: no hidden retries).
+    /// Also serves [`ProviderKind::AzureOpenAi`]: the same API at a
+    /// deployment URL with the `api-version` query and the `api-key` header.
     OpenAiProvider,
-    ProviderKind::OpenAi
+    ProviderKind::OpenAi | ProviderKind::AzureOpenAi
 );
 
 adapter!(
@@ -156,10 +158,21 @@ impl AnyProvider {
     /// Builds the adapter for `settings.kind`.
     pub fn new(settings: ProviderSettings) -> Result<Self, ProviderError> {
         Ok(match settings.kind {
-            ProviderKind::OpenAi => AnyProvider::OpenAi(OpenAiProvider::new(settings)?),
+            ProviderKind::OpenAi | ProviderKind::AzureOpenAi => {
+                AnyProvider::OpenAi(OpenAiProvider::new(settings)?)
+            }
             ProviderKind::DeepSeek => AnyProvider::DeepSeek(DeepSeekProvider::new(settings)?),
             ProviderKind::OpenAiCompatible => {
                 AnyProvider::OpenAiCompatible(OpenAiCompatibleProvider::new(settings)?)
+            }
+            ProviderKind::Anthropic | ProviderKind::Gemini => {
+                return Err(ProviderError::InvalidSettings {
+                    field: "kind".into(),
+                    reason: format!(
+                        "provider kind {} has no adapter in this build",
+                        settings.kind
+                    ),
+                });
             }
         })
     }

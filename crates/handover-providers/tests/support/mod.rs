@@ -27,6 +27,9 @@ pub fn model_for(kind: ProviderKind) -> &'static str {
         ProviderKind::OpenAi => "gpt-4o-mini",
         ProviderKind::DeepSeek => "deepseek-chat",
         ProviderKind::OpenAiCompatible => "Qwen/Qwen2.5-7B-Instruct",
+        ProviderKind::AzureOpenAi => "gpt-4o-mini-deployment",
+        ProviderKind::Anthropic => "claude-sonnet-4-5",
+        ProviderKind::Gemini => "gemini-2.5-flash",
     }
 }
 
