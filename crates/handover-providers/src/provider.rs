@@ -1,4 +1,4 @@
-//! The [`Provider`] trait, the three shipped adapters and [`AnyProvider`].
+//! The [`Provider`] trait, the shipped adapters and [`AnyProvider`].
 
 use std::future::Future;
 
@@ -129,6 +129,15 @@ adapter!(
     ProviderKind::OpenAiCompatible
 );
 
+adapter!(
+    /// Anthropic's Messages API: system prompt, `tool_use` / `tool_result`
+    /// blocks, stop reasons and cache usage translated to and from the
+    /// OpenAI shape; `ping` events are keep-alives, an `error` event breaks
+    /// the stream.
+    AnthropicProvider,
+    ProviderKind::Anthropic
+);
+
 /// The closed set of shipped providers, built from [`ProviderSettings`] and
 /// dispatching [`Provider`] by `match`.
 ///
@@ -152,6 +161,8 @@ pub enum AnyProvider {
     DeepSeek(DeepSeekProvider),
     /// [`OpenAiCompatibleProvider`].
     OpenAiCompatible(OpenAiCompatibleProvider),
+    /// [`AnthropicProvider`].
+    Anthropic(AnthropicProvider),
 }
 
 impl AnyProvider {
@@ -165,7 +176,8 @@ impl AnyProvider {
             ProviderKind::OpenAiCompatible => {
                 AnyProvider::OpenAiCompatible(OpenAiCompatibleProvider::new(settings)?)
             }
-            ProviderKind::Anthropic | ProviderKind::Gemini => {
+            ProviderKind::Anthropic => AnyProvider::Anthropic(AnthropicProvider::new(settings)?),
+            ProviderKind::Gemini => {
                 return Err(ProviderError::InvalidSettings {
                     field: "kind".into(),
                     reason: format!(
@@ -183,6 +195,7 @@ impl AnyProvider {
             AnyProvider::OpenAi(p) => p.settings(),
             AnyProvider::DeepSeek(p) => p.settings(),
             AnyProvider::OpenAiCompatible(p) => p.settings(),
+            AnyProvider::Anthropic(p) => p.settings(),
         }
     }
 }
@@ -205,6 +218,7 @@ impl Provider for AnyProvider {
             AnyProvider::OpenAi(p) => p.chat(req, opts).await,
             AnyProvider::DeepSeek(p) => p.chat(req, opts).await,
             AnyProvider::OpenAiCompatible(p) => p.chat(req, opts).await,
+            AnyProvider::Anthropic(p) => p.chat(req, opts).await,
         }
     }
 
@@ -217,6 +231,7 @@ impl Provider for AnyProvider {
             AnyProvider::OpenAi(p) => p.chat_stream(req, opts).await,
             AnyProvider::DeepSeek(p) => p.chat_stream(req, opts).await,
             AnyProvider::OpenAiCompatible(p) => p.chat_stream(req, opts).await,
+            AnyProvider::Anthropic(p) => p.chat_stream(req, opts).await,
         }
     }
 }

@@ -10,6 +10,8 @@
 //! into [`StreamEvent`]s (or keep-alive, end, in-stream error), and error
 //! bodies into an [`ApiFailure`]. Dialects are pure: no I/O, no clocks.
 
+mod anthropic;
+mod anthropic_stream;
 mod openai;
 
 use std::time::Duration;
@@ -81,7 +83,6 @@ pub(crate) enum Decoded {
     Data,
     /// A vendor keep-alive (Anthropic `ping`): never progress, never resets
     /// a deadline.
-    #[allow(dead_code)] // the Anthropic dialect (next) constructs it
     KeepAlive,
     /// The vendor's end-of-stream marker (`[DONE]`, `message_stop`).
     Done,
@@ -98,7 +99,8 @@ pub(crate) fn for_settings(settings: &ProviderSettings) -> Result<Box<dyn Dialec
         | ProviderKind::DeepSeek
         | ProviderKind::OpenAiCompatible
         | ProviderKind::AzureOpenAi => Ok(Box::new(openai::OpenAiDialect::new(settings))),
-        ProviderKind::Anthropic | ProviderKind::Gemini => Err(ProviderError::InvalidSettings {
+        ProviderKind::Anthropic => Ok(Box::new(anthropic::AnthropicDialect::new(settings))),
+        ProviderKind::Gemini => Err(ProviderError::InvalidSettings {
             field: "kind".into(),
             reason: format!(
                 "provider kind {} has no adapter in this build",

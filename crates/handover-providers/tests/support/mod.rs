@@ -3,6 +3,7 @@
 //! server for streams wiremock cannot produce, and log capture.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod anthropic;
 pub mod bodies;
 pub mod raw;
 
@@ -41,6 +42,27 @@ pub fn relaxed() -> Timeouts {
         first_token: Duration::from_secs(10),
         idle: Duration::from_secs(10),
         total: Duration::from_secs(20),
+    }
+}
+
+/// The path (under the mock's `/v1` base) an adapter of `kind` posts to.
+pub fn endpoint_path(kind: ProviderKind) -> String {
+    match kind {
+        ProviderKind::Anthropic => "/v1/messages".into(),
+        ProviderKind::AzureOpenAi => format!(
+            "/v1/openai/deployments/{}/chat/completions",
+            model_for(kind)
+        ),
+        _ => "/v1/chat/completions".into(),
+    }
+}
+
+/// The authentication header an adapter of `kind` sends with [`KEY`].
+pub fn auth_header(kind: ProviderKind) -> (&'static str, String) {
+    match kind {
+        ProviderKind::Anthropic => ("x-api-key", KEY.into()),
+        ProviderKind::AzureOpenAi => ("api-key", KEY.into()),
+        _ => ("authorization", format!("Bearer {KEY}")),
     }
 }
 
