@@ -154,3 +154,10 @@ pub fn a_tool_stream() -> String {
     ]
     .concat()
 }
+
+/// What the adapter sends for a tool call id Anthropic would refuse: the
+/// id's bytes in hex behind `hx_` (documented in docs/providers.md).
+pub fn hex_id(id: &str) -> String {
+    let hex: String = id.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("hx_{hex}")
+}
