@@ -153,7 +153,9 @@ pub(crate) fn request_body(
         match k.as_str() {
             k if DROPPED.contains(&k) => {}
             "n" if v == &json!(1) => {}
-            "metadata" if body.contains_key("metadata") => {}
+            // OpenAI's `metadata` (stored-completion tags) is not
+            // Anthropic's (only `user_id`).
+            "metadata" if body.contains_key("metadata") || !anthropic_metadata(v) => {}
             _ => {
                 body.insert(k.clone(), v.clone());
             }
@@ -163,6 +165,11 @@ pub(crate) fn request_body(
         body.insert("stream".into(), true.into());
     }
     Ok(Value::Object(body))
+}
+
+fn anthropic_metadata(v: &Value) -> bool {
+    v.as_object()
+        .is_some_and(|m| m.keys().all(|k| k == "user_id"))
 }
 
 /// `tool_choice`, with `parallel_tool_calls: false` as
