@@ -76,8 +76,12 @@ pub struct ProviderConfig {
     pub name: String,
     /// Which implementation.
     pub kind: ProviderKind,
-    /// Base URL (defaults per kind; required for `openai_compatible`).
+    /// Base URL (defaults per kind; required for `openai_compatible` and
+    /// `azure_openai`).
     pub base_url: Option<String>,
+    /// API version pin (Azure `api-version`, Anthropic `anthropic-version`);
+    /// `None` uses the kind's default.
+    pub api_version: Option<String>,
     /// Model requested by default (a chain entry naming only the provider).
     pub model: String,
     /// Every model this provider may serve (the default one included).

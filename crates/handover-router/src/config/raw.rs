@@ -44,6 +44,7 @@ pub(crate) struct RawLedger {
 pub(crate) struct RawProvider {
     pub(crate) kind: String,
     pub(crate) base_url: Option<String>,
+    pub(crate) api_version: Option<String>,
     pub(crate) model: String,
     pub(crate) api_key_env: Option<String>,
     #[serde(default)]
