@@ -8,7 +8,7 @@ mod mcp_world;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
-use mcp_world::{SCRIPTS, World, python, ship, status};
+use mcp_world::{LOOKUP, SCRIPTS, World, assert_replays_the_one_shipment, python, ship, status};
 use serde_json::json;
 
 /// The Python shipping server on Streamable HTTP, killed on drop.
@@ -90,18 +90,7 @@ fn an_http_upstream_passes_through_unchanged() {
 #[test]
 fn a_lost_answer_from_an_http_upstream_is_unknown_then_found_and_replayed() {
     let Some(python) = python() else { return };
-    let w = World::with_lookup(
-        python,
-        r#"timeout = "1s""#,
-        r#"
-[actions.create_shipment.lookup]
-visibility_lag = "30s"
-check_every = "100ms"
-max_check_every = "200ms"
-mcp_tool = "find_shipment"
-arguments = { reference = "{destination_key}" }
-"#,
-    );
+    let w = World::with_lookup(python, r#"timeout = "1s""#, LOOKUP);
     // The server applies, then never answers: the proxy's deadline passes.
     let server = HttpShipping::start(&w, "stall");
     over_http(&w, &server.url);
@@ -109,13 +98,7 @@ arguments = { reference = "{destination_key}" }
     retry["retry_while"] = json!("outcome_unknown");
     let r = w.calls("stall", &json!([ship("U-1", 1), retry]));
     assert_eq!(status(&r[0]), "outcome_unknown", "{}", r[0]);
-    assert_eq!(r[1]["_meta"]["handover"]["replayed"], true, "{}", r[1]);
-    let applied = w.shipments();
-    assert_eq!(applied.len(), 1, "one effect: {applied:?}");
-    assert_eq!(
-        r[1]["structuredContent"]["shipment_id"],
-        applied[0]["shipment_id"]
-    );
+    assert_replays_the_one_shipment(&w, &r[1]);
 }
 
 #[test]
