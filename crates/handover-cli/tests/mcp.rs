@@ -1,131 +1,19 @@
-//! `handover mcp` with real parts: the official MCP Python SDK as the client
-//! and as the upstream server (a small shipping server that writes every
-//! applied shipment to a file before answering), the real binary, a real
-//! SQLite ledger. Effects are counted in the server's file.
+//! `handover mcp` over stdio with real parts: the official MCP Python SDK
+//! as the client and as the upstream server (a small shipping server that
+//! writes every applied shipment to a file before answering), the real
+//! binary, a real SQLite ledger. Effects are counted in the server's file.
 //!
 //! The interpreter comes from `HANDOVER_TEST_PYTHON` (a virtualenv with
 //! `mcp` installed; `.ci/run` creates it). Unset: the tests say they were
 //! skipped; set but broken: they fail.
 
+mod mcp_world;
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::{Value, json};
-
-const SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../handover-mcp/tests/python");
-
-fn python() -> Option<String> {
-    let python = std::env::var("HANDOVER_TEST_PYTHON").ok();
-    if python.is_none() {
-        println!("SKIPPED: set HANDOVER_TEST_PYTHON to a python with the `mcp` package");
-    }
-    python
-}
-
-/// One test's world: a directory with the ledger, the shipping log and the config.
-struct World {
-    dir: tempfile::TempDir,
-    python: String,
-}
-
-impl World {
-    fn new(python: String, action: &str) -> Self {
-        Self::with_lookup(python, action, "")
-    }
-
-    fn with_lookup(python: String, action: &str, lookup: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let server = format!("{SCRIPTS}/shipping_server.py");
-        let config = format!(
-            r#"
-[ledger]
-backend = "sqlite"
-path = "{ledger}"
-
-[mcp]
-scope = "agent-1"
-
-[mcp.servers.shipping]
-command = "{python}"
-args = ["{server}"]
-
-[actions.create_shipment]
-{action}
-mcp = {{ server = "shipping", tool = "create_shipment", key_from = ["order_id"], key_argument = "reference" }}
-{lookup}
-"#,
-            ledger = dir.path().join("ledger.db").display(),
-        );
-        std::fs::write(dir.path().join("handover.toml"), config).unwrap();
-        Self { dir, python }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// Runs the Python client against `server` (a command line) with the
-    /// shipping server in `mode`; returns each printed JSON line's value.
-    fn client(&self, mode: &str, args: &[&str], server: &[&str]) -> Vec<Value> {
-        let out = Command::new(&self.python)
-            .arg(format!("{SCRIPTS}/mcp_client.py"))
-            .args(args)
-            .args(server)
-            .env("SHIPPING_LOG", self.path("shipments.jsonl"))
-            .env("SHIPPING_MODE", mode)
-            .output()
-            .expect("run the MCP Python client");
-        assert!(
-            out.status.success(),
-            "client failed: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["value"].clone())
-            .collect()
-    }
-
-    fn through_handover(&self) -> Vec<String> {
-        vec![
-            env!("CARGO_BIN_EXE_handover").to_owned(),
-            "mcp".into(),
-            "--config".into(),
-            self.path("handover.toml").display().to_string(),
-        ]
-    }
-
-    fn calls(&self, mode: &str, plan: &Value) -> Vec<Value> {
-        let plan = plan.to_string();
-        let server = self.through_handover();
-        let server: Vec<&str> = server.iter().map(String::as_str).collect();
-        self.client(mode, &["calls", &plan], &server)
-    }
-
-    /// What the upstream applied, in order (the effects).
-    fn shipments(&self) -> Vec<Value> {
-        shipments(&self.path("shipments.jsonl"))
-    }
-}
-
-fn shipments(log: &Path) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn ship(order: &str, qty: u32) -> Value {
-    json!({ "tool": "create_shipment", "arguments": { "order_id": order, "sku": "KETTLE", "qty": qty } })
-}
-
-fn status(result: &Value) -> &str {
-    result["structuredContent"]["status"].as_str().unwrap_or("")
-}
+use mcp_world::{SCRIPTS, World, python, ship, status};
+use serde_json::json;
 
 #[test]
 fn tools_prompts_and_resources_pass_through_unchanged() {

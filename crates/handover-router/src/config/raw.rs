@@ -281,6 +281,11 @@ pub(crate) struct RawGatewayOperator {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawMcp {
     pub(crate) scope: Option<String>,
+    pub(crate) listen: Option<String>,
+    #[serde(default)]
+    pub(crate) allowed_origins: Vec<String>,
+    pub(crate) max_sessions: Option<u64>,
+    pub(crate) session_idle: Option<String>,
     #[serde(default)]
     pub(crate) servers: BTreeMap<String, RawMcpServer>,
 }
