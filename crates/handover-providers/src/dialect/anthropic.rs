@@ -32,7 +32,8 @@ use crate::{
 pub(crate) const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// OpenAI parameters with no Messages API counterpart that change nothing
-/// a caller relies on; they are dropped. Every other unknown parameter is
+/// a caller relies on; they are dropped (as are `null`s, `n: 1`,
+/// `logprobs: false` and a `text` response format). Every other unknown parameter is
 /// forwarded, so Anthropic refuses it by name rather than Handover
 /// silently ignoring it.
 const DROPPED: &[&str] = &[
@@ -152,7 +153,12 @@ pub(crate) fn request_body(
     for (k, v) in &req.extra {
         match k.as_str() {
             k if DROPPED.contains(&k) => {}
+            // Explicit "off" values of OpenAI-only parameters (SDKs and
+            // frameworks send them): nothing is asked, nothing is lost.
+            _ if v.is_null() => {}
             "n" if v == &json!(1) => {}
+            "logprobs" if v == &json!(false) => {}
+            "response_format" if v == &json!({"type": "text"}) => {}
             // OpenAI's `metadata` (stored-completion tags) is not
             // Anthropic's (only `user_id`).
             "metadata" if body.contains_key("metadata") || !anthropic_metadata(v) => {}
