@@ -75,7 +75,11 @@ impl ProviderKind {
     /// API has no JSON mode, `response_format` schemas, strict tools, log
     /// probabilities, reasoning effort, audio or file parts; it honours
     /// images (sent as image blocks) and `parallel_tool_calls` (as
-    /// `disable_parallel_tool_use`). Gemini has no adapter yet.
+    /// `disable_parallel_tool_use`). Gemini honours JSON mode
+    /// (`responseMimeType`), images (inline data or file URIs); it does not
+    /// enforce strict tool schemas (so no structured outputs), returns no
+    /// OpenAI-shaped log probabilities, has no reasoning effort, audio or
+    /// file parts here, and no switch to forbid parallel calls.
     pub fn supports(self, c: Capability) -> bool {
         match self {
             ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::AzureOpenAi => {
@@ -85,7 +89,7 @@ impl ProviderKind {
             ProviderKind::Anthropic => {
                 matches!(c, Capability::Images | Capability::ParallelToolCalls)
             }
-            ProviderKind::Gemini => false,
+            ProviderKind::Gemini => matches!(c, Capability::JsonMode | Capability::Images),
         }
     }
 }
