@@ -106,7 +106,7 @@ fn example_resolves_every_section() {
 }
 
 #[test]
-fn anthropic_and_azure_kinds_are_configured_and_gemini_is_reserved() {
+fn anthropic_azure_and_gemini_kinds_are_configured() {
     let text = format!(
         "{BASE}{}",
         r#"
@@ -122,17 +122,23 @@ api_version = "2025-01-01-preview"
 model = "gpt-4o-deployment"
 api_key_env = "AZURE_OPENAI_API_KEY"
 
+[providers.gemini]
+kind = "gemini"
+model = "gemini-2.5-flash"
+api_key_env = "GEMINI_API_KEY"
+
 [policies.cross]
-chain = ["azure", "claude"]
+chain = ["azure", "claude", "gemini"]
 "#
     );
     let config = Config::parse(&text, &all_set).unwrap();
     let azure = &config.providers()["azure"];
     assert_eq!(azure.api_version.as_deref(), Some("2025-01-01-preview"));
     assert_eq!(config.providers()["claude"].base_url, None);
+    assert_eq!(config.providers()["gemini"].base_url, None);
 
-    // Azure has no default endpoint; only Azure and Anthropic pin versions;
-    // Gemini is a known name without an adapter yet.
+    // Azure has no default endpoint; only Azure and Anthropic pin versions
+    // (Gemini's version is its base URL's path: `/v1beta`, `/v1`).
     let e = errors(&text.replace("base_url = \"https://my-resource.openai.azure.com\"\n", ""));
     assert!(
         e.contains(r#"providers.azure.base_url: required for kind "azure_openai""#),
@@ -147,9 +153,12 @@ chain = ["azure", "claude"]
     );
     let e = errors(&text.replace("2025-01-01-preview", "2025 01/01"));
     assert!(e.contains("providers.azure.api_version"), "{e}");
-    let e = errors(&text.replace("kind = \"anthropic\"", "kind = \"gemini\""));
+    let e = errors(&text.replace(
+        "model = \"gemini-2.5-flash\"",
+        "model = \"gemini-2.5-flash\"\napi_version = \"v1\"",
+    ));
     assert!(
-        e.contains(r#"providers.claude.kind: kind "gemini" is reserved"#),
+        e.contains(r#"providers.gemini.api_version: kind "gemini" has no API version to pin"#),
         "{e}"
     );
     let e = errors(&text.replace("kind = \"anthropic\"", "kind = \"claude\""));

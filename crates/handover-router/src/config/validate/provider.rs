@@ -22,13 +22,6 @@ pub(super) fn validate(
     let path = format!("providers.{name}");
     name_ok(issues, &path, name);
     let kind = match raw.kind.parse::<ProviderKind>() {
-        Ok(ProviderKind::Gemini) => {
-            issues.push(
-                format!("{path}.kind"),
-                "kind \"gemini\" is reserved: this build has no Gemini adapter yet",
-            );
-            return None;
-        }
         Ok(kind) => kind,
         Err(_) => {
             let known = ProviderKind::ALL
