@@ -12,7 +12,10 @@ mod support;
 
 use std::process::Command;
 
-use mcp_world::{SCRIPTS, World, python, ship, status};
+use mcp_world::{
+    LOOKUP, SCRIPTS, World, applied_fifo, applied_pid, assert_replays_the_one_shipment, kill_9,
+    python, ship, status,
+};
 use serde_json::json;
 
 #[test]
@@ -152,18 +155,7 @@ fn a_dropped_connection_after_applying_stays_unknown_across_sessions() {
 #[test]
 fn the_lookup_tool_confirms_a_lost_answer_and_the_retry_replays_it() {
     let Some(python) = python() else { return };
-    let w = World::with_lookup(
-        python,
-        r#"timeout = "1s""#,
-        r#"
-[actions.create_shipment.lookup]
-visibility_lag = "30s"
-check_every = "100ms"
-max_check_every = "200ms"
-mcp_tool = "find_shipment"
-arguments = { reference = "{destination_key}" }
-"#,
-    );
+    let w = World::with_lookup(python, r#"timeout = "1s""#, LOOKUP);
     // The answer stalls: unknown. The agent keeps retrying while it is
     // being verified; the proxy's reconciler calls find_shipment, finds the
     // record with the approved arguments, and the retry gets the replay.
@@ -171,24 +163,15 @@ arguments = { reference = "{destination_key}" }
     retry["retry_while"] = json!("outcome_unknown");
     let r = w.calls("stall", &json!([ship("E-1", 1), retry]));
     assert_eq!(status(&r[0]), "outcome_unknown", "{}", r[0]);
-    assert_eq!(r[1]["isError"], false, "{}", r[1]);
-    assert_eq!(r[1]["_meta"]["handover"]["replayed"], true, "{}", r[1]);
-    let applied = w.shipments();
-    assert_eq!(applied.len(), 1, "one effect, found, never re-sent");
-    assert_eq!(
-        r[1]["structuredContent"]["shipment_id"],
-        applied[0]["shipment_id"]
-    );
+    assert_replays_the_one_shipment(&w, &r[1]);
 }
 
 #[test]
 fn kill_9_between_dispatch_and_answer_leaves_the_call_unresolved_after_restart() {
-    use std::io::{BufRead, Write};
+    use std::io::Write;
     let Some(python) = python() else { return };
     let w = World::new(python, r#"lease = "1s""#);
-    let fifo = w.path("applied.fifo");
-    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success());
+    let fifo = applied_fifo(&w);
     let mut proxy = Command::new(env!("CARGO_BIN_EXE_handover"))
         .args(["mcp", "--config"])
         .arg(w.path("handover.toml"))
@@ -215,24 +198,10 @@ fn kill_9_between_dispatch_and_answer_leaves_the_call_unresolved_after_restart()
     }
     stdin.flush().unwrap();
     // The server applied the shipment (its signal); the answer is pending.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader_fifo = fifo.clone();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let f = std::fs::File::open(reader_fifo).unwrap();
-        std::io::BufReader::new(f).read_line(&mut line).unwrap();
-        let _ = tx.send(line);
-    });
-    let server_pid = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the upstream applied the shipment");
+    let upstream_pid = applied_pid(&fifo);
     proxy.kill().unwrap(); // SIGKILL: no drop guard, no cleanup
     proxy.wait().unwrap();
-    let killed = Command::new("kill")
-        .args(["-9", server_pid.trim()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    kill_9(&upstream_pid);
     assert_eq!(w.shipments().len(), 1);
 
     // Restart with a healthy upstream: the agent retries the same call.

@@ -11,7 +11,10 @@ mod mcp_world;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 
-use mcp_world::{SCRIPTS, World, python, ship, status};
+use mcp_world::{
+    LOOKUP, SCRIPTS, World, applied_fifo, applied_pid, assert_replays_the_one_shipment, kill_9,
+    python, ship, status,
+};
 use serde_json::json;
 
 const TOKEN: &str = "agent-http-token";
@@ -20,6 +23,9 @@ const TOKEN: &str = "agent-http-token";
 fn world(python: String, action: &str, lookup: &str) -> World {
     let clients = format!(
         r#"
+[gateway]
+max_body_bytes = 4096
+
 [gateway.clients.agent]
 token_sha256 = "{}"
 scope = "http-agent"
@@ -111,18 +117,7 @@ fn auth() -> String {
 #[test]
 fn the_lost_confirmation_story_over_http() {
     let Some(python) = python() else { return };
-    let w = world(
-        python,
-        "",
-        r#"
-[actions.create_shipment.lookup]
-visibility_lag = "30s"
-check_every = "100ms"
-max_check_every = "200ms"
-mcp_tool = "find_shipment"
-arguments = { reference = "{destination_key}" }
-"#,
-    );
+    let w = world(python, "", LOOKUP);
     // The upstream applies create_shipment, then dies before answering.
     let server = Listening::start(&w, "drop");
     let mut retry = ship("H-1", 1);
@@ -144,14 +139,7 @@ arguments = { reference = "{destination_key}" }
     );
     // Retries (new JSON-RPC ids, on a new upstream connection) send
     // nothing; the lookup finds the shipment; the next call replays it.
-    assert_eq!(r[1]["isError"], false, "{}", r[1]);
-    assert_eq!(r[1]["_meta"]["handover"]["replayed"], true, "{}", r[1]);
-    let applied = w.shipments();
-    assert_eq!(applied.len(), 1, "one effect at the upstream: {applied:?}");
-    assert_eq!(
-        r[1]["structuredContent"]["shipment_id"],
-        applied[0]["shipment_id"]
-    );
+    assert_replays_the_one_shipment(&w, &r[1]);
 }
 
 #[test]
@@ -248,6 +236,13 @@ fn origins_sessions_and_malformed_messages_are_checked() {
     assert_eq!(code, 400);
     let (code, _) = server.raw("POST", &[&auth, &session], "{\"x\": 1}");
     assert_eq!(code, 400);
+    // A body over gateway.max_body_bytes is refused before anything is sent.
+    let huge = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "create_shipment", "arguments": {"order_id": "X".repeat(8000), "sku": "KETTLE", "qty": 1}}})
+    .to_string();
+    let (code, _) = server.raw("POST", &[&auth, &session], &huge);
+    assert_eq!(code, 413);
+    assert!(w.shipments().is_empty());
     // GET needs a session; DELETE ends it; then it is gone.
     let (code, _) = server.raw("GET", &[&auth], "");
     assert_eq!(code, 405);
@@ -267,14 +262,7 @@ fn origins_sessions_and_malformed_messages_are_checked() {
 fn kill_9_between_dispatch_and_answer_over_http_leaves_the_call_unresolved_after_restart() {
     let Some(python) = python() else { return };
     let w = world(python, r#"lease = "1s""#, "");
-    let fifo = w.path("applied.fifo");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    let fifo = applied_fifo(&w);
     let mut server = Listening::start_with(&w, "stall", &[("SHIPPING_APPLIED", &fifo)]);
     // The agent's call: the upstream applies it and stalls.
     let mut agent = Command::new(&w.python)
@@ -285,24 +273,10 @@ fn kill_9_between_dispatch_and_answer_over_http_leaves_the_call_unresolved_after
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader_fifo = fifo.clone();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let f = std::fs::File::open(reader_fifo).unwrap();
-        BufReader::new(f).read_line(&mut line).unwrap();
-        let _ = tx.send(line);
-    });
-    let upstream_pid = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the upstream applied the shipment");
+    let upstream_pid = applied_pid(&fifo);
     server.child.kill().unwrap(); // SIGKILL between dispatch and answer
     server.child.wait().unwrap();
-    let killed = Command::new("kill")
-        .args(["-9", upstream_pid.trim()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    kill_9(&upstream_pid);
     let _ = agent.kill();
     let _ = agent.wait();
     assert_eq!(w.shipments().len(), 1);

@@ -164,18 +164,20 @@ impl McpProxy {
         &self,
         to_client: mpsc::UnboundedSender<String>,
     ) -> Result<Running, McpError> {
-        let (command, args) = match self.settings.servers.get(&self.server) {
-            Some(McpServer::Command { command, args }) => (command.clone(), args.clone()),
-            Some(McpServer::Url(url)) => {
-                return Err(McpError::Config(format!(
-                    "mcp.servers.{}: Streamable HTTP upstreams ({url}) are not supported yet; use `command`",
-                    self.server
-                )));
+        match self.settings.servers.get(&self.server) {
+            Some(McpServer::Command { command, args }) => {
+                let (upstream, child) = Upstream::spawn(&self.server, command, args, to_client)?;
+                Ok(Running {
+                    upstream,
+                    child: Some(child),
+                })
             }
-            None => return Err(McpError::Config("no such server".into())),
-        };
-        let (upstream, child) = Upstream::spawn(&self.server, &command, &args, to_client)?;
-        Ok(Running { upstream, child })
+            Some(McpServer::Url(url)) => Ok(Running {
+                upstream: Upstream::connect(&self.server, url, to_client)?,
+                child: None,
+            }),
+            None => Err(McpError::Config("no such server".into())),
+        }
     }
 
     /// Runs one session: every client line from `lines` is forwarded or
@@ -259,8 +261,10 @@ impl McpProxy {
         }
         drop(to_client);
         drop(upstream);
-        let _ = child.start_kill();
-        let _ = child.wait().await;
+        if let Some(child) = &mut child {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
     }
 
     /// The reconciler for this server's actions with an MCP lookup, and
@@ -325,7 +329,8 @@ impl McpProxy {
 /// A started upstream connection, not yet driven.
 pub(crate) struct Running {
     upstream: Upstream,
-    child: tokio::process::Child,
+    /// The server's process, for a `command` server.
+    child: Option<tokio::process::Child>,
 }
 
 enum Route {

@@ -140,3 +140,68 @@ pub fn ship(order: &str, qty: u32) -> Value {
 pub fn status(result: &Value) -> &str {
     result["structuredContent"]["status"].as_str().unwrap_or("")
 }
+
+/// A lookup through the shipping server's `find_shipment`, checked often.
+pub const LOOKUP: &str = r#"
+[actions.create_shipment.lookup]
+visibility_lag = "30s"
+check_every = "100ms"
+max_check_every = "200ms"
+mcp_tool = "find_shipment"
+arguments = { reference = "{destination_key}" }
+"#;
+
+/// `replay` is the recorded result of the one shipment the server applied.
+pub fn assert_replays_the_one_shipment(w: &World, replay: &Value) {
+    assert_eq!(replay["isError"], false, "{replay}");
+    assert_eq!(replay["_meta"]["handover"]["replayed"], true, "{replay}");
+    let applied = w.shipments();
+    assert_eq!(
+        applied.len(),
+        1,
+        "one effect, found, never re-sent: {applied:?}"
+    );
+    assert_eq!(
+        replay["structuredContent"]["shipment_id"],
+        applied[0]["shipment_id"]
+    );
+}
+
+/// A FIFO the shipping server writes its pid to once it applied a
+/// shipment (`SHIPPING_APPLIED`).
+pub fn applied_fifo(w: &World) -> PathBuf {
+    let fifo = w.path("applied.fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    fifo
+}
+
+/// Waits (bounded) for the shipping server's signal that it applied a
+/// shipment; returns its pid.
+pub fn applied_pid(fifo: &Path) -> String {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let fifo = fifo.to_owned();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let f = std::fs::File::open(fifo).unwrap();
+        std::io::BufReader::new(f).read_line(&mut line).unwrap();
+        let _ = tx.send(line);
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the upstream applied the shipment")
+}
+
+/// SIGKILL to `pid`.
+pub fn kill_9(pid: &str) {
+    let killed = Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+}

@@ -107,6 +107,16 @@ impl Http {
         })
     }
 
+    /// Who calls, and the sessions of the server the path names.
+    fn caller_at(
+        &self,
+        headers: &HeaderMap,
+        server: Option<&String>,
+    ) -> Result<(handover_gateway::AuthenticatedClient, &Arc<Registry>), Refusal> {
+        let client = self.caller(headers)?;
+        Ok((client, self.registry(server.map(String::as_str))?))
+    }
+
     /// The sessions of the server a path names (`/mcp`: the default one).
     fn registry(&self, server: Option<&str>) -> Result<&Arc<Registry>, Refusal> {
         let name = server.unwrap_or(&self.default);
@@ -168,8 +178,7 @@ struct Refusal {
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         let body = error_line(None, &ErrorData::invalid_request(self.message, None));
-        let json = HeaderValue::from_static("application/json");
-        (self.status, [(header::CONTENT_TYPE, json)], body).into_response()
+        (self.status, json_body(body)).into_response()
     }
 }
 
@@ -199,12 +208,8 @@ async fn post(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let client = match http.caller(&headers) {
+    let (client, registry) = match http.caller_at(&headers, server.as_deref()) {
         Ok(c) => c,
-        Err(r) => return r.into_response(),
-    };
-    let registry = match http.registry(server.as_deref().map(String::as_str)) {
-        Ok(r) => r,
         Err(r) => return r.into_response(),
     };
     let Ok(text) = std::str::from_utf8(&body) else {
@@ -245,12 +250,7 @@ async fn post(
         return sessions::Refused::Gone.into_response();
     };
     let mut response = if wants_sse(&headers) {
-        let events = answers.map(|line| {
-            Ok::<_, std::convert::Infallible>(Event::default().event("message").data(line))
-        });
-        Sse::new(events)
-            .keep_alive(KeepAlive::new().interval(http.keepalive))
-            .into_response()
+        sse(answers, http.keepalive)
     } else {
         json_answer(answers, id).await
     };
@@ -271,28 +271,33 @@ async fn json_answer(
     while let Some(line) = answers.next().await {
         let is_answer = Peek::of(&line).is_some_and(|p| p.method.is_none() && p.id.is_some());
         if is_answer {
-            return (
-                [(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                )],
-                line,
-            )
-                .into_response();
+            return json_body(line);
         }
     }
     let e = ErrorData::internal_error(
         "the upstream MCP server closed before answering".to_owned(),
         None,
     );
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        error_line(Some(id), &e),
-    )
+    json_body(error_line(Some(id), &e))
+}
+
+/// Messages as an SSE stream (`event: message`), with keep-alive comments.
+fn sse(
+    lines: impl futures::Stream<Item = String> + Send + 'static,
+    keepalive: std::time::Duration,
+) -> Response {
+    let events = lines.map(|line| {
+        Ok::<_, std::convert::Infallible>(Event::default().event("message").data(line))
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(keepalive))
         .into_response()
+}
+
+/// One message as a JSON body.
+fn json_body(line: String) -> Response {
+    let json = HeaderValue::from_static("application/json");
+    ([(header::CONTENT_TYPE, json)], line).into_response()
 }
 
 async fn get(
@@ -300,12 +305,8 @@ async fn get(
     server: Option<Path<String>>,
     headers: HeaderMap,
 ) -> Response {
-    let client = match http.caller(&headers) {
+    let (client, registry) = match http.caller_at(&headers, server.as_deref()) {
         Ok(c) => c,
-        Err(r) => return r.into_response(),
-    };
-    let registry = match http.registry(server.as_deref().map(String::as_str)) {
-        Ok(r) => r,
         Err(r) => return r.into_response(),
     };
     let Some(id) = session_id(&headers) else {
@@ -318,12 +319,7 @@ async fn get(
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
-    let events = session.listen().map(|line| {
-        Ok::<_, std::convert::Infallible>(Event::default().event("message").data(line))
-    });
-    Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(http.keepalive))
-        .into_response()
+    sse(session.listen(), http.keepalive)
 }
 
 async fn delete(
@@ -331,12 +327,8 @@ async fn delete(
     server: Option<Path<String>>,
     headers: HeaderMap,
 ) -> Response {
-    let client = match http.caller(&headers) {
+    let (client, registry) = match http.caller_at(&headers, server.as_deref()) {
         Ok(c) => c,
-        Err(r) => return r.into_response(),
-    };
-    let registry = match http.registry(server.as_deref().map(String::as_str)) {
-        Ok(r) => r,
         Err(r) => return r.into_response(),
     };
     let Some(id) = session_id(&headers) else {

@@ -85,6 +85,14 @@ struct Waiter {
     opened: u64,
 }
 
+impl Waiter {
+    /// The POST's answer is a JSON-RPC error.
+    fn fail(self, message: &str) {
+        let e = ErrorData::internal_error(message.to_owned(), None);
+        let _ = self.tx.send(error_line(Some(&self.original), &e));
+    }
+}
+
 /// One session: an upstream connection and who may use it.
 pub(crate) struct Session {
     /// The `Mcp-Session-Id` (`None`: a client's shared connection).
@@ -120,6 +128,34 @@ impl Session {
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
             .is_some_and(|tx| tx.send(line).is_ok())
+    }
+
+    fn routes(&self) -> std::sync::MutexGuard<'_, Routes> {
+        self.routes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes over a request another session never sent, with its POST.
+    fn adopt(&self, line: &str, waiter: Waiter) {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let ours = format!("{ID_PREFIX}{n}");
+        let rewritten = RawValue::from_string(serde_json::Value::String(ours.clone()).to_string())
+            .ok()
+            .and_then(|id| with_id(line, &id));
+        let Some(rewritten) = rewritten else {
+            return waiter.fail("unreadable request");
+        };
+        self.routes().waiting.insert(
+            ours.clone(),
+            Waiter {
+                opened: n,
+                ..waiter
+            },
+        );
+        if !self.send(rewritten)
+            && let Some(w) = self.routes().waiting.remove(&ours)
+        {
+            w.fail("the upstream MCP server closed before this request reached it (not sent)");
+        }
     }
 
     /// Sends a request; the stream yields the session's messages for this
@@ -271,7 +307,10 @@ impl Registry {
     }
 
     /// A new session for the caller (its `initialize`).
-    pub(crate) async fn open(&self, client: &AuthenticatedClient) -> Result<Arc<Session>, Refused> {
+    pub(crate) async fn open(
+        self: &Arc<Self>,
+        client: &AuthenticatedClient,
+    ) -> Result<Arc<Session>, Refused> {
         let _one = self.opening.lock().await;
         let id = uuid::Uuid::new_v4().simple().to_string();
         self.start(id.clone(), Some(id), client)
@@ -279,7 +318,7 @@ impl Registry {
 
     /// The caller's shared connection, started on first use.
     pub(crate) async fn shared(
-        &self,
+        self: &Arc<Self>,
         client: &AuthenticatedClient,
     ) -> Result<Arc<Session>, Refused> {
         let key = format!("shared:{}", client.name);
@@ -291,7 +330,7 @@ impl Registry {
     }
 
     fn start(
-        &self,
+        self: &Arc<Self>,
         key: String,
         id: Option<String>,
         client: &AuthenticatedClient,
@@ -307,7 +346,7 @@ impl Registry {
             .proxy
             .start(to_client.clone())
             .map_err(|e| Refused::Upstream(e.to_string()))?;
-        let (input, lines) = mpsc::unbounded_channel::<String>();
+        let (input, mut lines) = mpsc::unbounded_channel::<String>();
         let session = Arc::new(Session {
             fresh: std::sync::atomic::AtomicBool::new(id.is_some()),
             id,
@@ -323,45 +362,71 @@ impl Registry {
             while let Some(line) = from_session.recv().await {
                 route(&routes, line);
             }
-            // The upstream and the session loop are done: a POST still
-            // waiting gets an error, not a silent end.
-            let left = std::mem::take(
-                &mut routes
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .waiting,
-            );
-            for w in left.into_values() {
-                let e = ErrorData::internal_error(
-                    "the upstream MCP server closed before answering".to_owned(),
-                    None,
-                );
-                let _ = w.tx.send(error_line(Some(&w.original), &e));
-            }
         });
         let proxy = self.proxy.clone();
         let scope = client.scope.as_str().to_owned();
-        let registry_session = session.clone();
-        let sessions = self.sessions.clone();
+        let ended = session.clone();
+        let registry = self.clone();
+        let client = client.clone();
         let driver = tokio::spawn(async move {
-            let lines = receiver_stream(lines).map(Ok::<_, std::convert::Infallible>);
-            proxy.drive(running, lines, to_client, scope).await;
-            registry_session.close();
-            {
-                let mut map = sessions.lock().unwrap_or_else(PoisonError::into_inner);
-                if map
-                    .get(&key)
-                    .is_some_and(|s| Arc::ptr_eq(s, &registry_session))
-                {
-                    map.remove(&key);
-                }
-            }
+            let stream = futures::stream::poll_fn(|cx| lines.poll_recv(cx))
+                .map(Ok::<_, std::convert::Infallible>);
+            proxy.drive(running, stream, to_client, scope).await;
+            ended.close();
+            registry.forget(&key, &ended);
             let _ = router.await;
+            // What the session never read was never sent upstream.
+            let mut unsent = Vec::new();
+            while let Ok(line) = lines.try_recv() {
+                unsent.push(line);
+            }
+            registry.after_end(&ended, unsent, &client).await;
         });
         let mut drivers = self.drivers.lock().unwrap_or_else(PoisonError::into_inner);
         drivers.retain(|d| !d.is_finished());
         drivers.push(driver);
         Ok(session)
+    }
+
+    fn forget(&self, key: &str, session: &Arc<Session>) {
+        let mut map = self.map();
+        if map.get(key).is_some_and(|s| Arc::ptr_eq(s, session)) {
+            map.remove(key);
+        }
+    }
+
+    /// A session ended (its upstream closed, or it was closed). Requests
+    /// it never read were never sent: on a client's shared connection they
+    /// go to a new one, as they would have had they come a moment later;
+    /// in an `initialize` session (which ended with its upstream) and for
+    /// requests the upstream did get but did not answer, the POST gets an
+    /// error, not a silent end.
+    async fn after_end(
+        self: &Arc<Self>,
+        ended: &Session,
+        unsent: Vec<String>,
+        client: &AuthenticatedClient,
+    ) {
+        let mut waiting = std::mem::take(&mut ended.routes().waiting);
+        for line in unsent {
+            let ours = Peek::of(&line)
+                .and_then(|p| p.id)
+                .and_then(|id| serde_json::from_str::<String>(id.get()).ok());
+            let Some(w) = ours.and_then(|k| waiting.remove(&k)) else {
+                continue;
+            };
+            let again = match ended.id {
+                None => self.shared(client).await.ok(),
+                Some(_) => None,
+            };
+            match again {
+                Some(next) => next.adopt(&line, w),
+                None => w.fail("the session ended before this request reached the upstream MCP server (not sent); start a new session"),
+            }
+        }
+        for w in waiting.into_values() {
+            w.fail("the upstream MCP server closed before answering");
+        }
     }
 
     /// Closes idle sessions every so often, until [`Registry::close_all`].

@@ -47,8 +47,8 @@ async def calls(params, plan):
     async with Client(params, read_timeout_seconds=30) as client:
         for call in plan:
             # "retry_while": an agent that keeps retrying (same arguments, new
-            # JSON-RPC id) while the answer has that status, at most 50 times.
-            for _ in range(50):
+            # JSON-RPC id) while the answer has that status, for up to 30 s.
+            for _ in range(300):
                 result = await client.call_tool(call["tool"], call.get("arguments"), meta=call.get("meta"))
                 status = (result.structured_content or {}).get("status") if isinstance(result.structured_content, dict) else None
                 if "retry_while" not in call or status != call["retry_while"]:
