@@ -65,18 +65,14 @@ fn paired_history() -> Value {
     })
 }
 
-async fn gateway(primary: &MockServer, claude: &MockServer) -> Running {
-    fallback_gateway(primary, "claude", "anthropic", claude, "claude-sonnet-4-5").await
-}
+/// A fallback provider: configured name, kind, model.
+type Fallback = (&'static str, &'static str, &'static str);
+const TO_CLAUDE: Fallback = ("claude", "anthropic", "claude-sonnet-4-5");
+const TO_GEMINI: Fallback = ("gemini", "gemini", "gemini-2.5-flash");
 
-/// An OpenAI primary, then the fallback `name` of `kind`.
-async fn fallback_gateway(
-    primary: &MockServer,
-    name: &str,
-    kind: &str,
-    fallback: &MockServer,
-    model: &str,
-) -> Running {
+/// An OpenAI primary, then the fallback.
+async fn gateway(primary: &MockServer, fallback: &MockServer, to: Fallback) -> Running {
+    let (name, kind, model) = to;
     let c = format!(
         r#"
 [providers.primary]
@@ -98,9 +94,14 @@ model = "{model}"
 }
 
 /// Sends the conversation through a gateway over both mocks; checks that
-/// the answer is a 200 from `claude`.
-async fn ask(primary: &MockServer, claude: &MockServer, stream: bool) -> reqwest::Response {
-    let gw = gateway(primary, claude).await;
+/// the answer is a 200 from the fallback.
+async fn ask(
+    primary: &MockServer,
+    fallback: &MockServer,
+    to: Fallback,
+    stream: bool,
+) -> reqwest::Response {
+    let gw = gateway(primary, fallback, to).await;
     let resp = gw
         .http
         .post(gw.url("/v1/chat/completions"))
@@ -110,7 +111,7 @@ async fn ask(primary: &MockServer, claude: &MockServer, stream: bool) -> reqwest
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(resp.headers()["x-handover-provider"], "claude");
+    assert_eq!(resp.headers()["x-handover-provider"], to.0);
     resp
 }
 
@@ -149,7 +150,7 @@ async fn anthropic_fallback_answers_a_tool_using_conversation_in_openai_shape() 
         "usage": {"input_tokens": 100, "cache_read_input_tokens": 20, "output_tokens": 12}
     })))
     .await;
-    let resp = ask(&primary, &claude, false).await;
+    let resp = ask(&primary, &claude, TO_CLAUDE, false).await;
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["object"], "chat.completion");
     assert_eq!(body["model"], CLAUDE);
@@ -198,7 +199,7 @@ async fn anthropic_stream_reaches_an_openai_streaming_client_as_chunks() {
             .set_body_string(events),
     )
     .await;
-    let resp = ask(&primary, &claude, true).await;
+    let resp = ask(&primary, &claude, TO_CLAUDE, true).await;
     let text = resp.text().await.unwrap();
     let chunks: Vec<Value> = text
         .split("\n\n")
@@ -282,20 +283,6 @@ async fn gemini(stream: bool, answer: ResponseTemplate) -> MockServer {
     server
 }
 
-async fn ask(gw: &Running, stream: bool) -> reqwest::Response {
-    let resp = gw
-        .http
-        .post(gw.url("/v1/chat/completions"))
-        .bearer_auth(CLIENT_A)
-        .json(&conversation(stream))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(resp.headers()["x-handover-provider"], "gemini");
-    resp
-}
-
 #[tokio::test]
 async fn gemini_fallback_answers_with_an_openai_tool_call() {
     let primary = failing_primary().await;
@@ -304,9 +291,11 @@ async fn gemini_fallback_answers_with_an_openai_tool_call() {
         ResponseTemplate::new(200).set_body_json(gemini_call()),
     )
     .await;
-    let gw = fallback_gateway(&primary, "gemini", "gemini", &g, "gemini-2.5-flash").await;
-
-    let body: Value = ask(&gw, false).await.json().await.unwrap();
+    let body: Value = ask(&primary, &g, TO_GEMINI, false)
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_eq!(body["object"], "chat.completion");
     assert_eq!(body["model"], GEMINI);
     assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
@@ -337,9 +326,11 @@ async fn gemini_stream_reaches_an_openai_streaming_client_as_tool_call_chunks() 
             .set_body_string(events),
     )
     .await;
-    let gw = fallback_gateway(&primary, "gemini", "gemini", &g, "gemini-2.5-flash").await;
-
-    let text = ask(&gw, true).await.text().await.unwrap();
+    let text = ask(&primary, &g, TO_GEMINI, true)
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
     let chunks: Vec<Value> = text
         .split("\n\n")

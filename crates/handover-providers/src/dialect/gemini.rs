@@ -26,6 +26,7 @@ use super::{
     gemini_answer::{Envelope, WireAnswer, retry_delay, wire_error},
     gemini_stream::ChunkDecoder,
     path_segment, secret_header,
+    translate::{call_arguments, data_url, invalid, is_off},
 };
 use crate::{
     classify,
@@ -114,10 +115,6 @@ impl Dialect for GeminiDialect {
     }
 }
 
-fn invalid(what: String) -> serde_json::Error {
-    <serde_json::Error as serde::ser::Error>::custom(what)
-}
-
 /// The `generateContent` body for `req` (the model is in the URL).
 pub(crate) fn request_body(req: &ChatRequest) -> Result<Value, serde_json::Error> {
     let mut body = Map::new();
@@ -149,7 +146,8 @@ pub(crate) fn request_body(req: &ChatRequest) -> Result<Value, serde_json::Error
     }
     for (k, v) in &req.extra {
         match k.as_str() {
-            k if DROPPED.contains(&k) || CONFIG.iter().any(|(o, _)| *o == k) => {}
+            k if DROPPED.contains(&k) || is_off(k, v) => {}
+            k if CONFIG.iter().any(|(o, _)| *o == k) => {}
             "response_format" | "n" => {}
             _ => {
                 body.insert(k.clone(), v.clone());
@@ -266,20 +264,7 @@ fn contents(msgs: &[Message]) -> Result<(Vec<Value>, Vec<Value>), serde_json::Er
 fn model_parts(m: &Message, i: usize) -> Result<Vec<Value>, serde_json::Error> {
     let mut out = parts(m.content.as_ref(), i)?;
     for (j, c) in m.tool_calls.iter().enumerate() {
-        let args: Value = if c.arguments.trim().is_empty() {
-            json!({})
-        } else {
-            serde_json::from_str(&c.arguments).map_err(|_| {
-                invalid(format!(
-                    "messages[{i}].tool_calls[{j}].function.arguments is not JSON"
-                ))
-            })?
-        };
-        if !args.is_object() {
-            return Err(invalid(format!(
-                "messages[{i}].tool_calls[{j}].function.arguments is not a JSON object"
-            )));
-        }
+        let args = call_arguments(c, i, j)?;
         out.push(json!({"functionCall": {"name": c.name, "args": args}}));
     }
     Ok(out)
@@ -351,8 +336,8 @@ fn parts(content: Option<&Content>, i: usize) -> Result<Vec<Value>, serde_json::
 /// `fileData` (media type from the file extension, else `image/jpeg`).
 fn image(p: &ContentPart) -> Option<Value> {
     let url = p.extra.get("image_url")?.get("url")?.as_str()?;
-    if let Some(rest) = url.strip_prefix("data:") {
-        let (mime, data) = rest.split_once(";base64,")?;
+    if url.starts_with("data:") {
+        let (mime, data) = data_url(url)?;
         return Some(json!({"inlineData": {"mimeType": mime, "data": data}}));
     }
     if !(url.starts_with("https://") || url.starts_with("http://")) {

@@ -17,6 +17,7 @@ mod gemini;
 mod gemini_answer;
 mod gemini_stream;
 mod openai;
+mod translate;
 
 use std::time::Duration;
 
