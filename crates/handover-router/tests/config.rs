@@ -471,3 +471,74 @@ Authorization = {{ env = "SHIP_TOKEN", prefix = "Bearer " }}
     assert_eq!(spec.method, "GET");
     assert_eq!(spec.not_found_status, [404]);
 }
+
+#[test]
+fn telemetry_section_is_validated_naming_each_field() {
+    let ok = Config::parse(
+        &format!(
+            "{BASE}\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\nexport_timeout = \"2s\"\n[telemetry.headers]\nx-api-key = {{ env = \"OTLP_KEY\" }}\n"
+        ),
+        &all_set,
+    )
+    .unwrap();
+    let t = ok.telemetry().expect("exported");
+    assert_eq!(t.otlp_endpoint, "http://127.0.0.1:4318/v1/traces");
+    assert_eq!(t.service_name, "handover");
+    assert_eq!(t.export_timeout, Duration::from_secs(2));
+    // A URL with a path is used as written; no endpoint: nothing exported.
+    let with_path =
+        format!("{BASE}\n[telemetry]\notlp_endpoint = \"https://c.example/otlp/traces\"\n");
+    let c = Config::parse(&with_path, &all_set).unwrap();
+    assert_eq!(
+        c.telemetry().unwrap().otlp_endpoint,
+        "https://c.example/otlp/traces"
+    );
+    let off = Config::parse(
+        &format!("{BASE}\n[telemetry]\nservice_name = \"x\"\n"),
+        &all_set,
+    )
+    .unwrap();
+    assert!(off.telemetry().is_none());
+
+    for (field, expect) in [
+        (
+            "otlp_endpoint = \"http://\"",
+            "telemetry.otlp_endpoint: \"http://\" is not a valid URL",
+        ),
+        (
+            "otlp_endpoint = \"grpc://c:4317\"",
+            "telemetry.otlp_endpoint: \"grpc://c:4317\" is not an http(s) URL",
+        ),
+        (
+            "export_timeout = \"500000000000y\"",
+            "telemetry.export_timeout: duration",
+        ),
+        (
+            "export_interval = \"0s\"",
+            "telemetry.export_interval: duration \"0s\" must be greater than zero",
+        ),
+        (
+            "max_queued_spans = 0",
+            "telemetry.max_queued_spans: must be greater than zero",
+        ),
+        (
+            "service_name = \"\"",
+            "telemetry.service_name: must be 1-255",
+        ),
+        ("endpoint = \"http://c\"", "unknown field `endpoint`"),
+    ] {
+        let e = errors(&format!("{BASE}\n[telemetry]\n{field}\n"));
+        assert!(e.contains(expect), "{field}: {e}");
+    }
+    let no_key = format!(
+        "{BASE}\n[telemetry]\notlp_endpoint = \"http://c:4318\"\n[telemetry.headers]\nauthorization = {{ env = \"OTLP_KEY\", prefix = \"Bearer \" }}\n"
+    );
+    let e = match Config::parse(&no_key, &|v| (v == "DS_KEY").then(|| "k".to_owned())) {
+        Err(RouterError::Config(issues)) => issues.to_string(),
+        other => panic!("expected a config error, got {other:?}"),
+    };
+    assert!(
+        e.contains("telemetry.headers.authorization.env: environment variable OTLP_KEY is not set"),
+        "{e}"
+    );
+}

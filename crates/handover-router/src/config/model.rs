@@ -322,6 +322,27 @@ pub struct GatewaySettings {
     pub routes: Vec<PatternRoute>,
 }
 
+/// `[telemetry]`: export of the process's spans (the providers' GenAI
+/// attempt spans, the router's task spans, the gateway's request spans)
+/// over OTLP/HTTP. Present only when `otlp_endpoint` is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TelemetrySettings {
+    /// Where spans are POSTed (OTLP/HTTP JSON): the collector's traces
+    /// URL, `/v1/traces` appended when the configured URL has no path.
+    pub otlp_endpoint: String,
+    /// The `service.name` resource attribute.
+    pub service_name: String,
+    /// Deadline of one export request (and of the flush at shutdown).
+    pub export_timeout: Duration,
+    /// How often queued spans are sent.
+    pub export_interval: Duration,
+    /// Finished spans that may wait for export; past it they are dropped
+    /// and counted, never waited for.
+    pub max_queued_spans: u32,
+    /// Extra request headers (e.g. a collector's API key from the environment).
+    pub headers: Vec<(String, LookupHeader)>,
+}
+
 /// The models a provider entry may serve.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelSet {

@@ -111,7 +111,7 @@ fn version_byte(b: u8) -> bool {
 }
 
 /// An absolute http(s) URL with a host, as every request is built on it.
-fn http_url(text: &str) -> Result<(), &'static str> {
+pub(super) fn http_url(text: &str) -> Result<(), &'static str> {
     let url = reqwest::Url::parse(text).map_err(|_| "is not a valid URL")?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err("is not an http(s) URL");
