@@ -85,6 +85,23 @@ model = "claude-sonnet-4-5"
     Running::start(&c).await
 }
 
+/// Sends the conversation through a gateway over both mocks; checks that
+/// the answer is a 200 from `claude`.
+async fn ask(primary: &MockServer, claude: &MockServer, stream: bool) -> reqwest::Response {
+    let gw = gateway(primary, claude).await;
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(CLIENT_A)
+        .json(&conversation(stream))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["x-handover-provider"], "claude");
+    resp
+}
+
 async fn failing_primary() -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
@@ -120,18 +137,7 @@ async fn anthropic_fallback_answers_a_tool_using_conversation_in_openai_shape() 
         "usage": {"input_tokens": 100, "cache_read_input_tokens": 20, "output_tokens": 12}
     })))
     .await;
-    let gw = gateway(&primary, &claude).await;
-
-    let resp = gw
-        .http
-        .post(gw.url("/v1/chat/completions"))
-        .bearer_auth(CLIENT_A)
-        .json(&conversation(false))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(resp.headers()["x-handover-provider"], "claude");
+    let resp = ask(&primary, &claude, false).await;
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["object"], "chat.completion");
     assert_eq!(body["model"], CLAUDE);
@@ -180,18 +186,7 @@ async fn anthropic_stream_reaches_an_openai_streaming_client_as_chunks() {
             .set_body_string(events),
     )
     .await;
-    let gw = gateway(&primary, &claude).await;
-
-    let resp = gw
-        .http
-        .post(gw.url("/v1/chat/completions"))
-        .bearer_auth(CLIENT_A)
-        .json(&conversation(true))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(resp.headers()["x-handover-provider"], "claude");
+    let resp = ask(&primary, &claude, true).await;
     let text = resp.text().await.unwrap();
     let chunks: Vec<Value> = text
         .split("\n\n")

@@ -80,6 +80,11 @@ async fn tool_using_history_becomes_paired_tool_use_and_tool_result_blocks() {
     req.extra.insert("parallel_tool_calls".into(), json!(false));
     req.extra.insert("top_k".into(), json!(5));
     req.extra.insert("presence_penalty".into(), json!(0.5));
+    req.extra.insert("logprobs".into(), json!(false));
+    req.extra.insert("n".into(), json!(1));
+    req.extra
+        .insert("response_format".into(), json!({"type": "text"}));
+    req.extra.insert("top_logprobs".into(), Value::Null);
     let resp = p.chat(&req, &CallOptions::default()).await.unwrap();
     assert_eq!(resp.model, "claude-sonnet-4-5-20250929");
     let bodies = sent(&server).await;
@@ -126,7 +131,16 @@ async fn tool_using_history_becomes_paired_tool_use_and_tool_result_blocks() {
         .keys()
         .map(|k| k.as_str())
         .collect();
-    for absent in ["parallel_tool_calls", "presence_penalty", "stream", "user"] {
+    for absent in [
+        "parallel_tool_calls",
+        "presence_penalty",
+        "stream",
+        "user",
+        "logprobs",
+        "n",
+        "response_format",
+        "top_logprobs",
+    ] {
         assert!(!keys.contains(&absent), "{absent} sent: {keys:?}");
     }
     assert!((body["temperature"].as_f64().unwrap() - 0.2).abs() < 1e-6);

@@ -11,6 +11,7 @@
 //! bodies into an [`ApiFailure`]. Dialects are pure: no I/O, no clocks.
 
 mod anthropic;
+mod anthropic_request;
 mod anthropic_stream;
 mod openai;
 

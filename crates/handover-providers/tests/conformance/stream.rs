@@ -6,14 +6,14 @@ use futures::StreamExt;
 use handover_providers::ProviderError;
 use handover_providers::{
     CallOptions, ErrorClass, FinishReason, Provider, ProviderKind, StreamAssembler, StreamEvent,
-    TimeoutPhase, Timeouts, Tool, ToolCall,
+    TimeoutPhase, Tool, ToolCall,
 };
 use serde_json::json;
 use wiremock::ResponseTemplate;
 
 use crate::{
     base, collect, request, sent_body, server_with, sse,
-    support::{bodies, provider, raw},
+    support::{self, bodies, provider, raw},
 };
 
 pub(crate) async fn stream_with_keepalives_assembles(kind: ProviderKind) {
@@ -235,21 +235,10 @@ pub(crate) async fn stream_error_status_sends_once(kind: ProviderKind) {
     server.verify().await;
 }
 
-/// Raw-server deadlines (paused time): first token 2 s, idle 1 s.
-fn tight() -> Timeouts {
-    Timeouts {
-        connect: Duration::from_secs(5),
-        first_byte: Duration::from_secs(5),
-        first_token: Duration::from_secs(2),
-        idle: Duration::from_secs(1),
-        total: Duration::from_secs(60),
-    }
-}
-
 /// Drains a stream from the raw server; returns the text and the end.
 async fn drain_raw(kind: ProviderKind, base: &str) -> (String, Result<(), ProviderError>) {
     let p = provider(kind, base);
-    let opts = CallOptions::default().with_timeouts(tight());
+    let opts = CallOptions::default().with_timeouts(support::tight());
     let mut s = p.chat_stream(&request(), &opts).await.unwrap();
     let mut text = String::new();
     while let Some(item) = s.next().await {

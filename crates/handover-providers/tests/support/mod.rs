@@ -66,6 +66,18 @@ pub fn auth_header(kind: ProviderKind) -> (&'static str, String) {
     }
 }
 
+/// Deadlines for raw-server streams under paused time: first token 2 s,
+/// idle 1 s, total 60 s.
+pub fn tight() -> Timeouts {
+    Timeouts {
+        connect: Duration::from_secs(5),
+        first_byte: Duration::from_secs(5),
+        first_token: Duration::from_secs(2),
+        idle: Duration::from_secs(1),
+        total: Duration::from_secs(60),
+    }
+}
+
 pub fn settings(kind: ProviderKind, base: &str) -> ProviderSettings {
     ProviderSettings::new(format!("{kind}-test"), kind, model_for(kind))
         .with_base_url(base)
