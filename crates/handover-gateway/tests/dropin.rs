@@ -215,6 +215,7 @@ async fn stream_chunks_pass_through_with_one_model_and_id() {
             "every chunk, the first included: {c}"
         );
         assert_eq!(c["id"], "chatcmpl-upstream-2", "{c}");
+        assert_eq!(c["created"], 1_764_000_001, "the provider's: {c}");
         assert_eq!(c["system_fingerprint"], "fp_abc", "{c}");
         assert_eq!(c["service_tier"], "default", "{c}");
     }
@@ -223,6 +224,17 @@ async fn stream_chunks_pass_through_with_one_model_and_id() {
         .filter_map(|c| c["choices"][0]["logprobs"]["content"][0]["token"].as_str())
         .collect();
     assert_eq!(tokens, ["Hel", "lo"]);
+    // Each piece's log probabilities travel in the chunk with its text, as
+    // the provider sent them.
+    let paired: Vec<(&str, &str)> = chunks
+        .iter()
+        .filter_map(|c| {
+            let choice = &c["choices"][0];
+            let token = choice["logprobs"]["content"][0]["token"].as_str()?;
+            Some((choice["delta"]["content"].as_str()?, token))
+        })
+        .collect();
+    assert_eq!(paired, [("Hel", "Hel"), ("lo", "lo")]);
     let usage = chunks.iter().find_map(|c| c.get("usage")).unwrap();
     assert_eq!(
         usage["completion_tokens_details"]["accepted_prediction_tokens"], 0,
