@@ -110,16 +110,15 @@ def openai_logprobs(base, key):
     }
 
 
-def openai_stream_chunks(base, key):
+def openai_stream_chunks(base, key, **kwargs):
     """Every chunk whole (but for the gateway's own `handover` object on the
     first): ids, model, fingerprint, logprobs, usage, in order."""
     stream = openai_client(base, key).chat.completions.create(
         model="default",
-        messages=[{"role": "user", "content": "hi"}],
+        messages=[{"role": "user", "content": kwargs.pop("prompt", "hi")}],
         stream=True,
         stream_options={"include_usage": True},
-        logprobs=True,
-        top_logprobs=1,
+        **(kwargs or {"logprobs": True, "top_logprobs": 1}),
     )
     chunks = []
     for chunk in stream:
@@ -127,6 +126,14 @@ def openai_stream_chunks(base, key):
         d.pop("handover", None)
         chunks.append(d)
     return chunks
+
+
+def openai_stream_tool_chunks(base, key):
+    tool = {"type": "function", "function": {"name": "get_weather", "strict": True, "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+        "required": ["city", "country"], "additionalProperties": False}}}
+    return openai_stream_chunks(base, key, prompt="CASE:tool weather in Oslo?", tools=[tool],
+                                parallel_tool_calls=False)
 
 
 # ---- the OpenAI Agents SDK ----
@@ -271,6 +278,7 @@ run("openai_strict_tools", openai_strict_tools)
 run("openai_reasoning_effort", openai_reasoning_effort)
 run("openai_logprobs", openai_logprobs)
 run("openai_stream_chunks", openai_stream_chunks)
+run("openai_stream_tool_chunks", openai_stream_tool_chunks)
 run("agents_responses_tool", agents_responses_tool, vias=("gateway",))
 run("agents_responses_output_type", agents_responses_output_type, vias=("gateway",))
 run("agents_responses_streamed", agents_responses_streamed, vias=("gateway",))
