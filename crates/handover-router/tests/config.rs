@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use handover_providers::Capability;
 use handover_router::RouterError;
 use handover_router::config::{
     BlockSetting, ClassAction, CommitPoint, Config, ErrorClass, LedgerBackend,
@@ -167,6 +168,48 @@ chain = ["azure", "claude", "gemini"]
         e.contains(r#""anthropic""#),
         "the error lists the kinds: {e}"
     );
+}
+
+#[test]
+fn declared_capabilities_override_the_kinds_and_unknown_names_are_errors() {
+    let text = BASE.replace(
+        "data_classes = [\"public\"]\n",
+        "data_classes = [\"public\"]\nsupports = { structured_outputs = false, logprobs = true }\n",
+    );
+    let text = text.replace(
+        "api_key_env = \"DS_KEY\"\n",
+        "api_key_env = \"DS_KEY\"\nsupports = { reasoning_effort = true }\n",
+    );
+    let config = Config::parse(&text, &all_set).unwrap();
+    let (a, b) = (&config.providers()["a"], &config.providers()["b"]);
+    assert!(!a.supports(Capability::StructuredOutputs), "declared off");
+    assert!(a.supports(Capability::Logprobs));
+    assert!(a.supports(Capability::Images), "undeclared: the kind's");
+    assert!(b.supports(Capability::ReasoningEffort), "declared on");
+    assert!(
+        !b.supports(Capability::StructuredOutputs),
+        "DeepSeek's default"
+    );
+
+    let e = errors(&BASE.replace(
+        "model = \"m\"\n",
+        "model = \"m\"\nsupports = { structured_output = false }\n",
+    ));
+    assert!(
+        e.contains(
+            r#"providers.a.supports.structured_output: unknown capability "structured_output""#
+        ),
+        "{e}"
+    );
+    assert!(
+        e.contains("structured_outputs, json_mode"),
+        "lists the names: {e}"
+    );
+    let e = errors(&BASE.replace(
+        "model = \"m\"\n",
+        "model = \"m\"\nsupports = { logprobs = \"yes\" }\n",
+    ));
+    assert!(e.contains("supports"), "{e}");
 }
 
 #[test]

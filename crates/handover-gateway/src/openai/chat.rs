@@ -61,6 +61,7 @@ pub(crate) async fn completions(
             model: String::new(),
             include_usage: parsed.include_usage,
             top: serde_json::Map::new(),
+            pending: None,
         };
         return Ok(super::stream::respond(state, task, parsed.request, chunker).await);
     }
