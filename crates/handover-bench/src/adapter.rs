@@ -10,6 +10,11 @@
 //! * `chat`: [`Provider::chat`] (one request through our transport, decode);
 //! * `chat_stream`: [`Provider::chat_stream`] consumed to the end.
 //!
+//! `--kind openai|anthropic` picks the adapter (default `openai`); the mock
+//! then answers in that vendor's shape and the baseline posts the very body
+//! the adapter sends (Anthropic: a Messages API body with `x-api-key` and
+//! `anthropic-version`) to the same URL.
+//!
 //! Prints one JSON line per mode with p50/p99, baseline and ratios. The
 //! streaming line also carries `parse_baseline_p50_us` / `_p99_us`: reqwest
 //! plus eventsource-stream plus `serde_json::Value` per event, i.e. the least
@@ -32,6 +37,7 @@ use crate::{
 };
 
 fn report(
+    kind: ProviderKind,
     mode: &str,
     mut adapter: Samples,
     mut baseline: Samples,
@@ -43,6 +49,7 @@ fn report(
     let (b50, b99) = (baseline.quantile_us(0.50), baseline.quantile_us(0.99));
     let mut line = serde_json::json!({
         "bench": "adapter",
+        "kind": kind.as_str(),
         "mode": mode,
         "backend": "local-mock-http1",
         "concurrency": 1,
@@ -70,37 +77,34 @@ fn report(
 pub(crate) async fn run(args: Args) -> BenchResult {
     let ops = args.number("ops", 10_000)? as usize;
     let warmup = (ops / 10).clamp(100, 1_000);
-    let base = format!("{}/v1", mock_http::start(mock_http::llm_answers())?);
+    let kind = match args.string("kind", "openai").as_str() {
+        "openai" => ProviderKind::OpenAi,
+        "anthropic" => ProviderKind::Anthropic,
+        other => return Err(format!("--kind: expected openai or anthropic, got {other:?}").into()),
+    };
+    let wire = Wire::of(kind);
+    let base = format!("{}/v1", mock_http::start(wire.answers())?);
     let key = "sk-bench-not-a-real-key";
     let provider = AnyProvider::new(
-        ProviderSettings::new("bench", ProviderKind::OpenAi, "gpt-4o-mini")
+        ProviderSettings::new("bench", kind, wire.model)
             .with_base_url(&base)
             .with_api_key(SecretString::from(key)),
     )?;
     let raw = reqwest::Client::new();
-    let url = format!("{base}/chat/completions");
+    let url = format!("{base}{}", wire.path);
+    let headers = wire.headers(key)?;
     let req = ChatRequest::new(vec![
         Message::system("You are a helpful assistant."),
         Message::user("Hello!"),
     ]);
-    let body = |stream: bool| {
-        serde_json::json!({
-            "model": "gpt-4o-mini",
-            "messages": [
-                {"role": "system", "content": "You are a helpful assistant."},
-                {"role": "user", "content": "Hello!"}
-            ],
-            "stream": stream,
-        })
-    };
-    let (json_body, stream_body) = (body(false), body(true));
+    let (json_body, stream_body) = (wire.body(false), wire.body(true));
     let opts = CallOptions::default();
 
     let baseline_chat = || async {
         let t = Instant::now();
         let bytes = raw
             .post(&url)
-            .bearer_auth(key)
+            .headers(headers.clone())
             .json(&json_body)
             .send()
             .await?
@@ -115,7 +119,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         let t = Instant::now();
         let mut s = raw
             .post(&url)
-            .bearer_auth(key)
+            .headers(headers.clone())
             .json(&stream_body)
             .send()
             .await?
@@ -133,7 +137,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         let t = Instant::now();
         let mut s = raw
             .post(&url)
-            .bearer_auth(key)
+            .headers(headers.clone())
             .json(&stream_body)
             .send()
             .await?
@@ -187,7 +191,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
             b.push(baseline_chat().await?);
         }
     }
-    report("chat", a, b, None, adapter_wall.as_secs_f64());
+    report(kind, "chat", a, b, None, adapter_wall.as_secs_f64());
 
     for _ in 0..warmup {
         baseline_stream().await?;
@@ -223,6 +227,79 @@ pub(crate) async fn run(args: Args) -> BenchResult {
             }
         }
     }
-    report("chat_stream", a, b, Some(pb), adapter_wall.as_secs_f64());
+    report(
+        kind,
+        "chat_stream",
+        a,
+        b,
+        Some(pb),
+        adapter_wall.as_secs_f64(),
+    );
     Ok(())
+}
+
+/// What the baseline sends for one adapter kind: the same URL, headers and
+/// body as the adapter.
+struct Wire {
+    kind: ProviderKind,
+    model: &'static str,
+    path: &'static str,
+}
+
+impl Wire {
+    fn of(kind: ProviderKind) -> Self {
+        match kind {
+            ProviderKind::Anthropic => Wire {
+                kind,
+                model: "claude-sonnet-4-5",
+                path: "/messages",
+            },
+            _ => Wire {
+                kind,
+                model: "gpt-4o-mini",
+                path: "/chat/completions",
+            },
+        }
+    }
+
+    fn answers(&self) -> mock_http::Answers {
+        match self.kind {
+            ProviderKind::Anthropic => mock_http::anthropic_answers(),
+            _ => mock_http::llm_answers(),
+        }
+    }
+
+    fn headers(&self, key: &str) -> Result<reqwest::header::HeaderMap, crate::gateway::Err> {
+        let mut h = reqwest::header::HeaderMap::new();
+        if self.kind == ProviderKind::Anthropic {
+            h.insert("x-api-key", key.parse()?);
+            h.insert("anthropic-version", "2023-06-01".parse()?);
+        } else {
+            h.insert("authorization", format!("Bearer {key}").parse()?);
+        }
+        Ok(h)
+    }
+
+    fn body(&self, stream: bool) -> serde_json::Value {
+        let mut body = match self.kind {
+            ProviderKind::Anthropic => serde_json::json!({
+                "model": self.model,
+                "max_tokens": 4096,
+                "system": [{"type": "text", "text": "You are a helpful assistant."}],
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "Hello!"}]}],
+            }),
+            _ => serde_json::json!({
+                "model": self.model,
+                "messages": [
+                    {"role": "system", "content": "You are a helpful assistant."},
+                    {"role": "user", "content": "Hello!"}
+                ],
+                "stream": stream,
+            }),
+        };
+        if stream && self.kind == ProviderKind::Anthropic {
+            body["stream"] = true.into();
+        }
+        body
+    }
 }

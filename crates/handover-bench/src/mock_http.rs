@@ -47,6 +47,50 @@ pub(crate) fn llm_answers() -> Answers {
     }
 }
 
+const MESSAGE: &str = r#"{"id":"msg_013Zva2CMHLNnXjNJJKqJ2EF","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[{"type":"text","text":"Hello! How can I assist you today?"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":19,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":10,"service_tier":"standard"}}"#;
+
+fn anthropic_sse_body() -> String {
+    let event = |name: &str, data: &str| format!("event: {name}\ndata: {data}\n\n");
+    let mut s = event(
+        "message_start",
+        r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5-20250929","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":19,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}}"#,
+    );
+    s.push_str(&event(
+        "content_block_start",
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+    ));
+    s.push_str(&event("ping", r#"{"type":"ping"}"#));
+    let words = [
+        "Hello", "!", " How", " can", " I", " assist", " you", " today", "?",
+    ];
+    for w in words {
+        s.push_str(&event(
+            "content_block_delta",
+            &format!(
+                r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{w}"}}}}"#
+            ),
+        ));
+    }
+    s.push_str(&event(
+        "content_block_stop",
+        r#"{"type":"content_block_stop","index":0}"#,
+    ));
+    s.push_str(&event(
+        "message_delta",
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":10}}"#,
+    ));
+    s.push_str(&event("message_stop", r#"{"type":"message_stop"}"#));
+    s
+}
+
+/// A Messages API answer and its streamed form, as Anthropic sends them.
+pub(crate) fn anthropic_answers() -> Answers {
+    Answers {
+        json: MESSAGE.as_bytes().into(),
+        sse: anthropic_sse_body().into_bytes().into(),
+    }
+}
+
 /// Starts the server; returns `http://127.0.0.1:PORT`.
 pub(crate) fn start(answers: Answers) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
     let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;

@@ -44,7 +44,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 /// Completes with the signal's name on the first SIGTERM or SIGINT.
 /// Installed before serving, so a signal that comes early is not lost.
 #[cfg(unix)]
-fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = &'static str>> {
+pub(crate) fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = &'static str>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("cannot install the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot install the SIGINT handler")?;
@@ -58,7 +58,7 @@ fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = &'static st
 
 /// Completes on Ctrl-C (no SIGTERM outside Unix).
 #[cfg(not(unix))]
-fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = &'static str>> {
+pub(crate) fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = &'static str>> {
     Ok(async {
         let _ = tokio::signal::ctrl_c().await;
         "Ctrl-C"

@@ -68,14 +68,24 @@ pub struct Need {
 }
 
 impl ProviderKind {
-    /// Whether providers of this kind honour `c`. OpenAI honours them all;
-    /// an OpenAI-compatible endpoint is taken to speak the whole API (it
-    /// receives the request as sent); DeepSeek documents JSON mode and log
-    /// probabilities only.
+    /// Whether providers of this kind honour `c`. OpenAI (and Azure
+    /// OpenAI) honour them all; an OpenAI-compatible endpoint is taken to
+    /// speak the whole API (it receives the request as sent); DeepSeek
+    /// documents JSON mode and log probabilities only. Anthropic's Messages
+    /// API has no JSON mode, `response_format` schemas, strict tools, log
+    /// probabilities, reasoning effort, audio or file parts; it honours
+    /// images (sent as image blocks) and `parallel_tool_calls` (as
+    /// `disable_parallel_tool_use`). Gemini has no adapter yet.
     pub fn supports(self, c: Capability) -> bool {
         match self {
-            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => true,
+            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::AzureOpenAi => {
+                true
+            }
             ProviderKind::DeepSeek => matches!(c, Capability::JsonMode | Capability::Logprobs),
+            ProviderKind::Anthropic => {
+                matches!(c, Capability::Images | Capability::ParallelToolCalls)
+            }
+            ProviderKind::Gemini => false,
         }
     }
 }

@@ -28,7 +28,7 @@ struct StreamOptions {
 
 /// How a request is shaped for one provider kind.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Dialect {
+pub(crate) struct Shape {
     pub(crate) kind: ProviderKind,
     pub(crate) passback: ReasoningPassback,
     pub(crate) stream_usage: bool,
@@ -41,7 +41,7 @@ pub(crate) struct Dialect {
 pub(crate) fn request_body(
     req: &ChatRequest,
     model: &str,
-    d: Dialect,
+    d: Shape,
     stream: bool,
 ) -> Result<Vec<u8>, serde_json::Error> {
     let out = Outgoing {

@@ -106,6 +106,61 @@ fn example_resolves_every_section() {
 }
 
 #[test]
+fn anthropic_and_azure_kinds_are_configured_and_gemini_is_reserved() {
+    let text = format!(
+        "{BASE}{}",
+        r#"
+[providers.claude]
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+api_key_env = "ANTHROPIC_API_KEY"
+
+[providers.azure]
+kind = "azure_openai"
+base_url = "https://my-resource.openai.azure.com"
+api_version = "2025-01-01-preview"
+model = "gpt-4o-deployment"
+api_key_env = "AZURE_OPENAI_API_KEY"
+
+[policies.cross]
+chain = ["azure", "claude"]
+"#
+    );
+    let config = Config::parse(&text, &all_set).unwrap();
+    let azure = &config.providers()["azure"];
+    assert_eq!(azure.api_version.as_deref(), Some("2025-01-01-preview"));
+    assert_eq!(config.providers()["claude"].base_url, None);
+
+    // Azure has no default endpoint; only Azure and Anthropic pin versions;
+    // Gemini is a known name without an adapter yet.
+    let e = errors(&text.replace("base_url = \"https://my-resource.openai.azure.com\"\n", ""));
+    assert!(
+        e.contains(r#"providers.azure.base_url: required for kind "azure_openai""#),
+        "{e}"
+    );
+    let e = errors(&BASE.replace("model = \"m\"", "model = \"m\"\napi_version = \"v1\""));
+    assert!(
+        e.contains(
+            r#"providers.a.api_version: kind "openai_compatible" has no API version to pin"#
+        ),
+        "{e}"
+    );
+    let e = errors(&text.replace("2025-01-01-preview", "2025 01/01"));
+    assert!(e.contains("providers.azure.api_version"), "{e}");
+    let e = errors(&text.replace("kind = \"anthropic\"", "kind = \"gemini\""));
+    assert!(
+        e.contains(r#"providers.claude.kind: kind "gemini" is reserved"#),
+        "{e}"
+    );
+    let e = errors(&text.replace("kind = \"anthropic\"", "kind = \"claude\""));
+    assert!(e.contains(r#"unknown provider kind "claude""#), "{e}");
+    assert!(
+        e.contains(r#""anthropic""#),
+        "the error lists the kinds: {e}"
+    );
+}
+
+#[test]
 fn unknown_provider_in_chain_names_index_and_value() {
     let text = BASE.replace(r#"chain = ["a", "b"]"#, r#"chain = ["a", "deepsek"]"#);
     assert!(errors(&text).contains(r#"policies.default.chain[1]: unknown provider "deepsek""#));

@@ -229,9 +229,15 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
         Some(var) => format!("${var} (NOT SET)"),
         None => "none".to_owned(),
     };
+    let version = p
+        .api_version
+        .as_deref()
+        .or(p.kind.default_api_version())
+        .map(|v| format!(", api version {v}"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "  {}  kind {}, model {}, base_url {base}",
+        "  {}  kind {}, model {}, base_url {base}{version}",
         p.name, p.kind, p.model
     );
     let _ = writeln!(out, "      api key: {key}");

@@ -116,3 +116,8 @@ pub(crate) fn class_action(class: ErrorClass) -> ClassAction {
 
 /// How often `handover serve` runs a reconciliation pass.
 pub(crate) const GATEWAY_RECONCILE_EVERY: Duration = Duration::from_secs(1);
+
+/// `[mcp] max_sessions`.
+pub(crate) const MCP_MAX_SESSIONS: u32 = 64;
+/// `[mcp] session_idle`.
+pub(crate) const MCP_SESSION_IDLE: Duration = Duration::from_secs(15 * 60);

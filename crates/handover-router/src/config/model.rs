@@ -76,8 +76,12 @@ pub struct ProviderConfig {
     pub name: String,
     /// Which implementation.
     pub kind: ProviderKind,
-    /// Base URL (defaults per kind; required for `openai_compatible`).
+    /// Base URL (defaults per kind; required for `openai_compatible` and
+    /// `azure_openai`).
     pub base_url: Option<String>,
+    /// API version pin (Azure `api-version`, Anthropic `anthropic-version`);
+    /// `None` uses the kind's default.
+    pub api_version: Option<String>,
     /// Model requested by default (a chain entry naming only the provider).
     pub model: String,
     /// Every model this provider may serve (the default one included).
@@ -442,6 +446,20 @@ pub struct McpSettings {
     /// Operation scope of a stdio session: the process that started
     /// `handover mcp` is one principal.
     pub scope: String,
+    /// Streamable HTTP address of `handover mcp` (`--listen` overrides);
+    /// `None`: stdio. Over HTTP the scope comes from the caller's
+    /// `[gateway.clients]` token instead of `scope`.
+    pub listen: Option<SocketAddr>,
+    /// Browser origins allowed to call the HTTP endpoint besides the
+    /// loopback ones (`http://localhost:*`, `http://127.0.0.1:*`,
+    /// `http://[::1]:*`); a request with any other `Origin` is refused 403
+    /// (DNS-rebinding protection, as the MCP specification asks).
+    pub allowed_origins: Vec<String>,
+    /// Open HTTP sessions at most (each has its own upstream connection:
+    /// for a `command` server, a child process); one more is answered 503.
+    pub max_sessions: u32,
+    /// An HTTP session unused this long is closed (its upstream too).
+    pub session_idle: Duration,
     /// Upstream servers, by name.
     pub servers: BTreeMap<String, McpServer>,
     /// Guarded tools, by action name.

@@ -44,6 +44,7 @@ pub(crate) struct RawLedger {
 pub(crate) struct RawProvider {
     pub(crate) kind: String,
     pub(crate) base_url: Option<String>,
+    pub(crate) api_version: Option<String>,
     pub(crate) model: String,
     pub(crate) api_key_env: Option<String>,
     #[serde(default)]
@@ -280,6 +281,11 @@ pub(crate) struct RawGatewayOperator {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawMcp {
     pub(crate) scope: Option<String>,
+    pub(crate) listen: Option<String>,
+    #[serde(default)]
+    pub(crate) allowed_origins: Vec<String>,
+    pub(crate) max_sessions: Option<u64>,
+    pub(crate) session_idle: Option<String>,
     #[serde(default)]
     pub(crate) servers: BTreeMap<String, RawMcpServer>,
 }

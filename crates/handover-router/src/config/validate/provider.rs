@@ -21,13 +21,26 @@ pub(super) fn validate(
 ) -> Option<ProviderConfig> {
     let path = format!("providers.{name}");
     name_ok(issues, &path, name);
-    let Ok(kind) = raw.kind.parse::<ProviderKind>() else {
-        let other = &raw.kind;
-        issues.push(
-            format!("{path}.kind"),
-            format!("unknown provider kind {other:?} (expected \"openai\", \"deepseek\" or \"openai_compatible\")"),
-        );
-        return None;
+    let kind = match raw.kind.parse::<ProviderKind>() {
+        Ok(ProviderKind::Gemini) => {
+            issues.push(
+                format!("{path}.kind"),
+                "kind \"gemini\" is reserved: this build has no Gemini adapter yet",
+            );
+            return None;
+        }
+        Ok(kind) => kind,
+        Err(_) => {
+            let known = ProviderKind::ALL
+                .map(|k| format!("{:?}", k.as_str()))
+                .join(", ");
+            let other = &raw.kind;
+            issues.push(
+                format!("{path}.kind"),
+                format!("unknown provider kind {other:?} (expected one of {known})"),
+            );
+            return None;
+        }
     };
     endpoint(issues, &path, kind, &raw);
     api_key(issues, missing_keys, env, &path, raw.api_key_env.as_deref());
@@ -47,6 +60,7 @@ pub(super) fn validate(
         name: name.to_owned(),
         kind,
         base_url: raw.base_url,
+        api_version: raw.api_version,
         model: raw.model,
         models,
         api_key_env: raw.api_key_env,
@@ -66,7 +80,9 @@ pub(super) fn validate(
     })
 }
 
-/// `base_url` (an http(s) URL, required for `openai_compatible`) and `model`.
+/// `base_url` (an http(s) URL, required where the kind has no default:
+/// `openai_compatible`, `azure_openai`), `api_version` (only where the kind
+/// pins one) and `model`.
 fn endpoint(issues: &mut ConfigIssues, path: &str, kind: ProviderKind, raw: &RawProvider) {
     match &raw.base_url {
         Some(url) => {
@@ -74,15 +90,31 @@ fn endpoint(issues: &mut ConfigIssues, path: &str, kind: ProviderKind, raw: &Raw
                 issues.push(format!("{path}.base_url"), format!("{url:?} {why}"));
             }
         }
-        None if kind == ProviderKind::OpenAiCompatible => issues.push(
+        None if kind.default_base_url().is_none() => issues.push(
             format!("{path}.base_url"),
-            "required for kind \"openai_compatible\"",
+            format!("required for kind {:?}", kind.as_str()),
+        ),
+        _ => {}
+    }
+    match &raw.api_version {
+        Some(_) if kind.default_api_version().is_none() => issues.push(
+            format!("{path}.api_version"),
+            format!("kind {:?} has no API version to pin", kind.as_str()),
+        ),
+        Some(v) if v.is_empty() || !v.bytes().all(version_byte) => issues.push(
+            format!("{path}.api_version"),
+            format!("{v:?} is not a version like \"2024-10-21\""),
         ),
         _ => {}
     }
     if raw.model.trim().is_empty() {
         issues.push(format!("{path}.model"), "must not be empty");
     }
+}
+
+/// Characters of an API version (`2024-10-21`, `2025-01-01-preview`).
+fn version_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._".contains(&b)
 }
 
 /// An absolute http(s) URL with a host, as every request is built on it.
