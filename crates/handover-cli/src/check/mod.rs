@@ -270,10 +270,7 @@ fn policy(out: &mut String, p: &PolicySettings) {
         d(p.backoff.initial),
         d(p.backoff.max),
         if p.backoff.jitter { " with jitter" } else { "" },
-        match p.commit_point {
-            handover::router::config::CommitPoint::FirstToken => "first_token",
-            handover::router::config::CommitPoint::Complete => "complete",
-        },
+        p.commit_point.as_str(),
         list(&p.data_classes)
     );
     if let Some(h) = p.abandon_after {

@@ -167,6 +167,24 @@ pub enum CommitPoint {
     Complete,
 }
 
+impl CommitPoint {
+    /// Its name in configuration and in the gateway's
+    /// `x-handover-commit-point` header.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FirstToken => "first_token",
+            Self::Complete => "complete",
+        }
+    }
+
+    /// The commit point named `name` (`first_token` or `complete`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::FirstToken, Self::Complete]
+            .into_iter()
+            .find(|p| p.as_str() == name)
+    }
+}
+
 /// Backoff between retries of one provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BackoffSettings {
