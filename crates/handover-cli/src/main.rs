@@ -17,6 +17,7 @@ mod logging;
 mod mcp;
 mod open;
 mod ops;
+mod otlp;
 mod serve;
 mod term;
 

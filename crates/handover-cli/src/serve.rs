@@ -1,7 +1,9 @@
 //! `handover serve`: the OpenAI-compatible gateway and operations API
 //! (`handover-gateway`), until SIGTERM (what docker, Kubernetes and systemd
 //! send) or SIGINT (Ctrl-C); in-flight requests are finished within
-//! `gateway.shutdown_grace`, then the process exits 0.
+//! `gateway.shutdown_grace`, then the process exits 0. With `[telemetry]
+//! otlp_endpoint`, spans are exported meanwhile and flushed at the end
+//! (within `export_timeout`, at most `shutdown_grace`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,6 +27,9 @@ pub(crate) struct ServeArgs {
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = handover::Config::load(&args.config)
         .with_context(|| format!("{}", args.config.display()))?;
+    let grace = config.gateway().map(|g| g.shutdown_grace);
+    let exporter = config.telemetry().map(crate::otlp::start).transpose()?;
+    let flush = config.telemetry().map(|t| t.export_timeout);
     let gateway = handover_gateway::Gateway::bind(config, args.listen).await?;
     eprintln!(
         "handover serve: listening on http://{} (SIGTERM or Ctrl-C finishes in-flight requests and stops)",
@@ -37,6 +42,11 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             eprintln!("handover serve: {name} received; finishing in-flight requests");
         })
         .await?;
+    if let (Some(exporter), Some(flush)) = (exporter, flush) {
+        exporter
+            .shutdown(grace.map_or(flush, |g| flush.min(g)))
+            .await;
+    }
     eprintln!("handover serve: stopped");
     Ok(ExitCode::SUCCESS)
 }

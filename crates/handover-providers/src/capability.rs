@@ -13,7 +13,7 @@ use crate::{
 };
 
 /// A request feature not every provider honours.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Capability {
     /// `response_format: json_schema`, `tools[].function.strict: true`.
@@ -35,6 +35,24 @@ pub enum Capability {
 }
 
 impl Capability {
+    /// Every capability, in the order errors list them.
+    pub const ALL: [Capability; 8] = [
+        Self::StructuredOutputs,
+        Self::JsonMode,
+        Self::Logprobs,
+        Self::ReasoningEffort,
+        Self::Images,
+        Self::Audio,
+        Self::Files,
+        Self::ParallelToolCalls,
+    ];
+
+    /// The capability named `name` (its [`Capability::as_str`]), as
+    /// configuration spells it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+
     /// Stable name for errors, headers and logs.
     pub fn as_str(self) -> &'static str {
         match self {

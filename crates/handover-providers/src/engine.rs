@@ -86,6 +86,7 @@ impl Engine {
             &model,
             req,
             stream,
+            opts.attempt,
         );
         Prepared { model, call, span }
     }

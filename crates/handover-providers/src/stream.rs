@@ -118,6 +118,7 @@ impl SseState {
     /// Ends the stream successfully.
     fn complete(&mut self) -> Option<Result<StreamEvent, ProviderError>> {
         self.done = true;
+        self.span.record("handover.outcome", "answered");
         self.record_progress();
         None
     }
