@@ -287,7 +287,7 @@ impl Wire {
         }
     }
 
-    fn headers(&self, key: &str) -> Result<reqwest::header::HeaderMap, crate::gateway::Err> {
+    fn headers(&self, key: &str) -> Result<reqwest::header::HeaderMap, crate::gateway_proc::Err> {
         let mut h = reqwest::header::HeaderMap::new();
         match self.kind {
             ProviderKind::Anthropic => {
