@@ -126,10 +126,9 @@ pub(crate) async fn create(
     }
     let router = state.router().clone();
     let call_task = task.clone();
-    let call = tokio::spawn(async move { router.chat(&call_task, &request).await });
-    let result = call
+    let result = crate::detach::to_the_end(async move { router.chat(&call_task, &request).await })
         .await
-        .map_err(|e| ApiError::internal(format!("the responses call task failed: {e}")))?;
+        .map_err(|p| ApiError::internal(format!("the responses call failed: {}", p.0)))?;
     match result {
         Ok(c) => {
             let body = response_object(&id, now_secs(), &echo, &c.model, Some(&c.response));
