@@ -10,6 +10,13 @@
 //! * `chat`: [`Provider::chat`] (one request through our transport, decode);
 //! * `chat_stream`: [`Provider::chat_stream`] consumed to the end.
 //!
+//! `--kind openai|anthropic|gemini` picks the adapter (default `openai`);
+//! the mock then answers in that vendor's shape and the baseline posts the
+//! very body the adapter sends (Anthropic: a Messages API body with
+//! `x-api-key` and `anthropic-version`; Gemini: `contents` with
+//! `x-goog-api-key`, to `:generateContent` or
+//! `:streamGenerateContent?alt=sse`) to the same URL.
+//!
 //! Prints one JSON line per mode with p50/p99, baseline and ratios. The
 //! streaming line also carries `parse_baseline_p50_us` / `_p99_us`: reqwest
 //! plus eventsource-stream plus `serde_json::Value` per event, i.e. the least
@@ -32,6 +39,7 @@ use crate::{
 };
 
 fn report(
+    kind: ProviderKind,
     mode: &str,
     mut adapter: Samples,
     mut baseline: Samples,
@@ -43,6 +51,7 @@ fn report(
     let (b50, b99) = (baseline.quantile_us(0.50), baseline.quantile_us(0.99));
     let mut line = serde_json::json!({
         "bench": "adapter",
+        "kind": kind.as_str(),
         "mode": mode,
         "backend": "local-mock-http1",
         "concurrency": 1,
@@ -70,37 +79,40 @@ fn report(
 pub(crate) async fn run(args: Args) -> BenchResult {
     let ops = args.number("ops", 10_000)? as usize;
     let warmup = (ops / 10).clamp(100, 1_000);
-    let base = format!("{}/v1", mock_http::start(mock_http::llm_answers())?);
+    let kind = match args.string("kind", "openai").as_str() {
+        "openai" => ProviderKind::OpenAi,
+        "anthropic" => ProviderKind::Anthropic,
+        "gemini" => ProviderKind::Gemini,
+        other => {
+            return Err(
+                format!("--kind: expected openai, anthropic or gemini, got {other:?}").into(),
+            );
+        }
+    };
+    let wire = Wire::of(kind);
+    let base = format!("{}/v1", mock_http::start(wire.answers())?);
     let key = "sk-bench-not-a-real-key";
     let provider = AnyProvider::new(
-        ProviderSettings::new("bench", ProviderKind::OpenAi, "gpt-4o-mini")
+        ProviderSettings::new("bench", kind, wire.model)
             .with_base_url(&base)
             .with_api_key(SecretString::from(key)),
     )?;
     let raw = reqwest::Client::new();
-    let url = format!("{base}/chat/completions");
+    let url = format!("{base}{}", wire.path);
+    let stream_url = format!("{base}{}", wire.stream_path);
+    let headers = wire.headers(key)?;
     let req = ChatRequest::new(vec![
         Message::system("You are a helpful assistant."),
         Message::user("Hello!"),
     ]);
-    let body = |stream: bool| {
-        serde_json::json!({
-            "model": "gpt-4o-mini",
-            "messages": [
-                {"role": "system", "content": "You are a helpful assistant."},
-                {"role": "user", "content": "Hello!"}
-            ],
-            "stream": stream,
-        })
-    };
-    let (json_body, stream_body) = (body(false), body(true));
+    let (json_body, stream_body) = (wire.body(false), wire.body(true));
     let opts = CallOptions::default();
 
     let baseline_chat = || async {
         let t = Instant::now();
         let bytes = raw
             .post(&url)
-            .bearer_auth(key)
+            .headers(headers.clone())
             .json(&json_body)
             .send()
             .await?
@@ -114,8 +126,8 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     let baseline_stream = || async {
         let t = Instant::now();
         let mut s = raw
-            .post(&url)
-            .bearer_auth(key)
+            .post(&stream_url)
+            .headers(headers.clone())
             .json(&stream_body)
             .send()
             .await?
@@ -132,8 +144,8 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         use eventsource_stream::Eventsource;
         let t = Instant::now();
         let mut s = raw
-            .post(&url)
-            .bearer_auth(key)
+            .post(&stream_url)
+            .headers(headers.clone())
             .json(&stream_body)
             .send()
             .await?
@@ -187,7 +199,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
             b.push(baseline_chat().await?);
         }
     }
-    report("chat", a, b, None, adapter_wall.as_secs_f64());
+    report(kind, "chat", a, b, None, adapter_wall.as_secs_f64());
 
     for _ in 0..warmup {
         baseline_stream().await?;
@@ -223,6 +235,100 @@ pub(crate) async fn run(args: Args) -> BenchResult {
             }
         }
     }
-    report("chat_stream", a, b, Some(pb), adapter_wall.as_secs_f64());
+    report(
+        kind,
+        "chat_stream",
+        a,
+        b,
+        Some(pb),
+        adapter_wall.as_secs_f64(),
+    );
     Ok(())
+}
+
+/// What the baseline sends for one adapter kind: the same URL, headers and
+/// body as the adapter.
+struct Wire {
+    kind: ProviderKind,
+    model: &'static str,
+    path: &'static str,
+    stream_path: &'static str,
+}
+
+impl Wire {
+    fn of(kind: ProviderKind) -> Self {
+        match kind {
+            ProviderKind::Anthropic => Wire {
+                kind,
+                model: "claude-sonnet-4-5",
+                path: "/messages",
+                stream_path: "/messages",
+            },
+            ProviderKind::Gemini => Wire {
+                kind,
+                model: "gemini-2.5-flash",
+                path: "/models/gemini-2.5-flash:generateContent",
+                stream_path: "/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            },
+            _ => Wire {
+                kind,
+                model: "gpt-4o-mini",
+                path: "/chat/completions",
+                stream_path: "/chat/completions",
+            },
+        }
+    }
+
+    fn answers(&self) -> mock_http::Answers {
+        match self.kind {
+            ProviderKind::Anthropic => mock_http::anthropic_answers(),
+            ProviderKind::Gemini => mock_http::gemini_answers(),
+            _ => mock_http::llm_answers(),
+        }
+    }
+
+    fn headers(&self, key: &str) -> Result<reqwest::header::HeaderMap, crate::gateway_proc::Err> {
+        let mut h = reqwest::header::HeaderMap::new();
+        match self.kind {
+            ProviderKind::Anthropic => {
+                h.insert("x-api-key", key.parse()?);
+                h.insert("anthropic-version", "2023-06-01".parse()?);
+            }
+            ProviderKind::Gemini => {
+                h.insert("x-goog-api-key", key.parse()?);
+            }
+            _ => {
+                h.insert("authorization", format!("Bearer {key}").parse()?);
+            }
+        }
+        Ok(h)
+    }
+
+    fn body(&self, stream: bool) -> serde_json::Value {
+        let mut body = match self.kind {
+            ProviderKind::Anthropic => serde_json::json!({
+                "model": self.model,
+                "max_tokens": 4096,
+                "system": [{"type": "text", "text": "You are a helpful assistant."}],
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "Hello!"}]}],
+            }),
+            // The model and the stream mode are in the URL.
+            ProviderKind::Gemini => serde_json::json!({
+                "contents": [{"role": "user", "parts": [{"text": "Hello!"}]}],
+                "systemInstruction": {"parts": [{"text": "You are a helpful assistant."}]},
+            }),
+            _ => serde_json::json!({
+                "model": self.model,
+                "messages": [
+                    {"role": "system", "content": "You are a helpful assistant."},
+                    {"role": "user", "content": "Hello!"}
+                ],
+                "stream": stream,
+            }),
+        };
+        if stream && self.kind == ProviderKind::Anthropic {
+            body["stream"] = true.into();
+        }
+        body
+    }
 }

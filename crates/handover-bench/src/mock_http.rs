@@ -1,6 +1,7 @@
 //! A minimal keep-alive HTTP/1.1 server on its own thread and runtime, for
 //! benchmarks: it answers every request with a fixed JSON body, or with a
-//! fixed SSE body when the request body asks for `"stream":true`. Being
+//! fixed SSE body when the request body asks for `"stream":true` (or its
+//! URL for `alt=sse`, as Gemini's streaming method does). Being
 //! this small keeps the server's own cost out of the comparison.
 
 use std::sync::Arc;
@@ -44,6 +45,85 @@ pub(crate) fn llm_answers() -> Answers {
     Answers {
         json: COMPLETION.as_bytes().into(),
         sse: sse_body().into_bytes().into(),
+    }
+}
+
+const MESSAGE: &str = r#"{"id":"msg_013Zva2CMHLNnXjNJJKqJ2EF","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[{"type":"text","text":"Hello! How can I assist you today?"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":19,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":10,"service_tier":"standard"}}"#;
+
+fn anthropic_sse_body() -> String {
+    let event = |name: &str, data: &str| format!("event: {name}\ndata: {data}\n\n");
+    let mut s = event(
+        "message_start",
+        r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5-20250929","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":19,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}}"#,
+    );
+    s.push_str(&event(
+        "content_block_start",
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+    ));
+    s.push_str(&event("ping", r#"{"type":"ping"}"#));
+    let words = [
+        "Hello", "!", " How", " can", " I", " assist", " you", " today", "?",
+    ];
+    for w in words {
+        s.push_str(&event(
+            "content_block_delta",
+            &format!(
+                r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{w}"}}}}"#
+            ),
+        ));
+    }
+    s.push_str(&event(
+        "content_block_stop",
+        r#"{"type":"content_block_stop","index":0}"#,
+    ));
+    s.push_str(&event(
+        "message_delta",
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":10}}"#,
+    ));
+    s.push_str(&event("message_stop", r#"{"type":"message_stop"}"#));
+    s
+}
+
+/// A Messages API answer and its streamed form, as Anthropic sends them.
+pub(crate) fn anthropic_answers() -> Answers {
+    Answers {
+        json: MESSAGE.as_bytes().into(),
+        sse: anthropic_sse_body().into_bytes().into(),
+    }
+}
+
+const GEMINI_ANSWER: &str = r#"{"candidates":[{"content":{"parts":[{"text":"Hello! How can I assist you today?"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":19,"candidatesTokenCount":10,"totalTokenCount":29,"promptTokensDetails":[{"modality":"TEXT","tokenCount":19}]},"modelVersion":"gemini-2.5-flash","responseId":"c2Q6aOSdFsqmz7IP7K3b2QM"}"#;
+
+fn gemini_sse_body() -> String {
+    let words = [
+        "Hello", "!", " How", " can", " I", " assist", " you", " today", "?",
+    ];
+    let mut s = String::new();
+    for (i, w) in words.iter().enumerate() {
+        let last = i + 1 == words.len();
+        let finish = if last {
+            r#","finishReason":"STOP""#
+        } else {
+            ""
+        };
+        let usage = if last {
+            r#","usageMetadata":{"promptTokenCount":19,"candidatesTokenCount":10,"totalTokenCount":29}"#
+        } else {
+            r#","usageMetadata":{"promptTokenCount":19,"totalTokenCount":19}"#
+        };
+        s.push_str(&format!(
+            r#"data: {{"candidates":[{{"content":{{"parts":[{{"text":"{w}"}}],"role":"model"}}{finish},"index":0}}]{usage},"modelVersion":"gemini-2.5-flash","responseId":"c2Q6aOSdFsqmz7IP7K3b2QM"}}"#
+        ));
+        s.push_str("\r\n\r\n");
+    }
+    s
+}
+
+/// A `generateContent` answer and its `alt=sse` stream, as Gemini sends them.
+pub(crate) fn gemini_answers() -> Answers {
+    Answers {
+        json: GEMINI_ANSWER.as_bytes().into(),
+        sse: gemini_sse_body().into_bytes().into(),
     }
 }
 
@@ -96,7 +176,9 @@ async fn serve_conn(mut sock: TcpStream, answers: Answers) {
             }
         }
         let body = &buf[head_end..head_end + len];
-        let stream = body.windows(13).any(|w| w == b"\"stream\":true");
+        let request_line = head.lines().next().unwrap_or_default();
+        let stream =
+            body.windows(13).any(|w| w == b"\"stream\":true") || request_line.contains("alt=sse");
         let (ctype, payload) = if stream {
             ("text/event-stream", &answers.sse)
         } else {

@@ -17,6 +17,7 @@ mod logging;
 mod mcp;
 mod open;
 mod ops;
+mod otlp;
 mod serve;
 mod term;
 
@@ -44,7 +45,7 @@ enum Command {
     /// Play the lost-confirmation story end to end on a local SQLite ledger
     /// (mock providers and destination in process; no network, no keys).
     #[command(
-        after_help = "Examples:\n  handover demo\n  handover demo --ledger /tmp/demo.db --json"
+        after_help = "Examples:\n  handover demo\n  handover demo --mcp\n  handover demo --ledger /tmp/demo.db --json"
     )]
     Demo(demo::DemoArgs),
     /// Validate a configuration file and print the resolved settings.
@@ -68,6 +69,9 @@ enum Command {
         after_help = "Example (as an MCP client's server command):\n  handover mcp --config handover.toml"
     )]
     Mcp(mcp::McpArgs),
+    /// The MCP shipping server `handover demo --mcp` starts (stdio).
+    #[command(hide = true)]
+    DemoShippingServer(demo::shipping::ShippingArgs),
 }
 
 /// Where `ops` commands find the ledger: the one a config file names, or a
@@ -87,6 +91,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_filter = match cli.command {
         Command::Serve(_) => "info",
+        // The demo's story includes a server dying; its output says so.
+        Command::Demo(_) => "error",
         _ => "warn",
     };
     logging::init(cli.log_format, default_filter);
@@ -108,6 +114,7 @@ fn main() -> ExitCode {
             Command::Chat(args) => chat::run(args).await,
             Command::Serve(args) => serve::run(args).await,
             Command::Mcp(args) => mcp::run(args).await,
+            Command::DemoShippingServer(args) => demo::shipping::run(&args),
         }
     });
     match result {

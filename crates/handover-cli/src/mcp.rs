@@ -1,7 +1,9 @@
 //! `handover mcp`: the MCP proxy (`handover-mcp`) on stdio — an MCP client
 //! (an agent) starts it as its server; it starts the upstream server and
 //! puts the write gate in front of the tools configured as actions.
-//! Stdout is the protocol: everything else goes to stderr.
+//! Stdout is the protocol: everything else goes to stderr. With `--listen`
+//! (or `[mcp] listen`) it serves MCP's Streamable HTTP transport at `/mcp`
+//! instead, until SIGTERM or SIGINT.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,6 +21,11 @@ pub(crate) struct McpArgs {
     /// Upstream server to proxy (default: the only one configured).
     #[arg(long, value_name = "NAME")]
     server: Option<String>,
+    /// Serve Streamable HTTP on this address (`http://ADDR/mcp`) instead of
+    /// stdio (default: `mcp.listen` if set). Callers need a
+    /// `[gateway.clients]` bearer token.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
 }
 
 /// Serves one MCP client on stdio until it closes its side.
@@ -29,6 +36,25 @@ pub(crate) async fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
         .await
         .context("while opening the ledger")?;
     let proxy = handover_mcp::McpProxy::new(&handover, args.server.as_deref())?;
-    proxy.serve_stdio().await?;
+    let listen = args.listen.or_else(|| config.mcp().and_then(|m| m.listen));
+    let Some(listen) = listen else {
+        proxy.serve_stdio().await?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("while binding {listen}"))?;
+    eprintln!(
+        "handover mcp: listening on http://{}/mcp (SIGTERM or Ctrl-C ends the sessions and stops)",
+        listener.local_addr()?
+    );
+    let stop = crate::serve::stop_signal()?;
+    proxy
+        .serve_http(listener, async move {
+            let name = stop.await;
+            eprintln!("handover mcp: {name} received; ending sessions");
+        })
+        .await?;
+    eprintln!("handover mcp: stopped");
     Ok(ExitCode::SUCCESS)
 }

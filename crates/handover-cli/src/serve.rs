@@ -1,7 +1,9 @@
 //! `handover serve`: the OpenAI-compatible gateway and operations API
 //! (`handover-gateway`), until SIGTERM (what docker, Kubernetes and systemd
 //! send) or SIGINT (Ctrl-C); in-flight requests are finished within
-//! `gateway.shutdown_grace`, then the process exits 0.
+//! `gateway.shutdown_grace`, then the process exits 0. With `[telemetry]
+//! otlp_endpoint`, spans are exported meanwhile and flushed at the end
+//! (within `export_timeout`, at most `shutdown_grace`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,6 +27,9 @@ pub(crate) struct ServeArgs {
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = handover::Config::load(&args.config)
         .with_context(|| format!("{}", args.config.display()))?;
+    let grace = config.gateway().map(|g| g.shutdown_grace);
+    let exporter = config.telemetry().map(crate::otlp::start).transpose()?;
+    let flush = config.telemetry().map(|t| t.export_timeout);
     let gateway = handover_gateway::Gateway::bind(config, args.listen).await?;
     eprintln!(
         "handover serve: listening on http://{} (SIGTERM or Ctrl-C finishes in-flight requests and stops)",
@@ -37,6 +42,11 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             eprintln!("handover serve: {name} received; finishing in-flight requests");
         })
         .await?;
+    if let (Some(exporter), Some(flush)) = (exporter, flush) {
+        exporter
+            .shutdown(grace.map_or(flush, |g| flush.min(g)))
+            .await;
+    }
     eprintln!("handover serve: stopped");
     Ok(ExitCode::SUCCESS)
 }
@@ -44,7 +54,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 /// Completes with the signal's name on the first SIGTERM or SIGINT.
 /// Installed before serving, so a signal that comes early is not lost.
 #[cfg(unix)]
-fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = &'static str>> {
+pub(crate) fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = &'static str>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("cannot install the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot install the SIGINT handler")?;
@@ -58,7 +68,7 @@ fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = &'static st
 
 /// Completes on Ctrl-C (no SIGTERM outside Unix).
 #[cfg(not(unix))]
-fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = &'static str>> {
+pub(crate) fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = &'static str>> {
     Ok(async {
         let _ = tokio::signal::ctrl_c().await;
         "Ctrl-C"

@@ -52,6 +52,8 @@ fn the_example_prints_resolved_chains_budgets_error_tables_and_contracts() {
         "overloaded=next",
         "invalid_request=fail",
         "data classes: internal, public",
+        "supports: structured_outputs, json_mode, logprobs, reasoning_effort, parallel_tool_calls, not images (declared), not audio (declared), not files (declared)",
+        "supports: json_mode, logprobs\n",
         "$OPENAI_API_KEY (NOT SET)",
         "$DEEPSEEK_API_KEY (set)",
         "idempotency: header Idempotency-Key",
@@ -180,6 +182,24 @@ fn check_refuses_what_serve_refuses_naming_the_path() {
             ),
             "gateway.clients: the gateway needs at least one client",
         ),
+        (
+            base(
+                "",
+                "http://127.0.0.1:9/v1",
+                &format!("{client}[telemetry]\notlp_endpoint = \"http://\"\n"),
+            ),
+            "telemetry.otlp_endpoint: \"http://\" is not a valid URL",
+        ),
+        (
+            base(
+                "",
+                "http://127.0.0.1:9/v1",
+                &format!(
+                    "{client}[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\nexport_timeout = \"500000000000y\"\n"
+                ),
+            ),
+            "telemetry.export_timeout: duration \"500000000000y\" is too long",
+        ),
     ];
     for (i, (text, expected)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("case{i}.toml"));
@@ -205,6 +225,18 @@ fn check_refuses_what_serve_refuses_naming_the_path() {
     }
     // The valid variant passes both ways (serve is not started here).
     let path = dir.path().join("ok.toml");
-    std::fs::write(&path, base("", "http://127.0.0.1:9/v1", client)).unwrap();
-    ok(&run(&["check", "--config", path.to_str().unwrap()]));
+    std::fs::write(
+        &path,
+        base(
+            "",
+            "http://127.0.0.1:9/v1",
+            &format!("{client}[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\n"),
+        ),
+    )
+    .unwrap();
+    let printed = ok(&run(&["check", "--config", path.to_str().unwrap()]));
+    assert!(
+        printed.contains("OTLP/HTTP JSON to http://127.0.0.1:4318/v1/traces"),
+        "{printed}"
+    );
 }

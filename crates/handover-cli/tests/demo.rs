@@ -146,3 +146,35 @@ async fn demo_json_parses_and_a_second_run_on_the_same_ledger_is_safe() {
         "the replay in run 2 sent nothing: {attempts:?}"
     );
 }
+
+#[test]
+fn demo_mcp_tells_the_story_through_handover_mcp_with_one_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ok(&run_in(dir.path(), &["demo", "--mcp"]));
+    for needle in [
+        "then the process died before answering",
+        "being verified",
+        "sends nothing: the server received 0 more create_shipment call(s)",
+        "[unknown -> confirmed]",
+        "replayed from the ledger",
+    ] {
+        assert!(out.contains(needle), "missing {needle:?} in:\n{out}");
+    }
+    assert_eq!(summary_value(&out, "effects at server"), "1");
+    assert_eq!(summary_value(&out, "duplicates"), "0");
+    assert_eq!(summary_value(&out, "final state"), "confirmed");
+    // Counted where it happened: the shipping server's own log.
+    let log = dir.path().join("handover-demo.db.mcp-shipments.jsonl");
+    let applied = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(applied.lines().count(), 1, "{applied}");
+
+    // A second run on the same ledger is a new order, and as safe.
+    let json: Value =
+        serde_json::from_str(&ok(&run_in(dir.path(), &["demo", "--mcp", "--json"]))).unwrap();
+    assert_eq!(json["key"], "create_shipment:A-1002");
+    let s = &json["summary"];
+    assert_eq!(s["effects"], 1, "{s}");
+    assert_eq!(s["duplicates"], 0);
+    assert_eq!(s["create_calls"], 1);
+    assert_eq!(s["final_state"], "confirmed");
+}

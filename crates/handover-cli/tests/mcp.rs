@@ -1,131 +1,22 @@
-//! `handover mcp` with real parts: the official MCP Python SDK as the client
-//! and as the upstream server (a small shipping server that writes every
-//! applied shipment to a file before answering), the real binary, a real
-//! SQLite ledger. Effects are counted in the server's file.
+//! `handover mcp` over stdio with real parts: the official MCP Python SDK
+//! as the client and as the upstream server (a small shipping server that
+//! writes every applied shipment to a file before answering), the real
+//! binary, a real SQLite ledger. Effects are counted in the server's file.
 //!
 //! The interpreter comes from `HANDOVER_TEST_PYTHON` (a virtualenv with
 //! `mcp` installed; `.ci/run` creates it). Unset: the tests say they were
 //! skipped; set but broken: they fail.
 
+mod mcp_world;
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::{Value, json};
-
-const SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../handover-mcp/tests/python");
-
-fn python() -> Option<String> {
-    let python = std::env::var("HANDOVER_TEST_PYTHON").ok();
-    if python.is_none() {
-        println!("SKIPPED: set HANDOVER_TEST_PYTHON to a python with the `mcp` package");
-    }
-    python
-}
-
-/// One test's world: a directory with the ledger, the shipping log and the config.
-struct World {
-    dir: tempfile::TempDir,
-    python: String,
-}
-
-impl World {
-    fn new(python: String, action: &str) -> Self {
-        Self::with_lookup(python, action, "")
-    }
-
-    fn with_lookup(python: String, action: &str, lookup: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let server = format!("{SCRIPTS}/shipping_server.py");
-        let config = format!(
-            r#"
-[ledger]
-backend = "sqlite"
-path = "{ledger}"
-
-[mcp]
-scope = "agent-1"
-
-[mcp.servers.shipping]
-command = "{python}"
-args = ["{server}"]
-
-[actions.create_shipment]
-{action}
-mcp = {{ server = "shipping", tool = "create_shipment", key_from = ["order_id"], key_argument = "reference" }}
-{lookup}
-"#,
-            ledger = dir.path().join("ledger.db").display(),
-        );
-        std::fs::write(dir.path().join("handover.toml"), config).unwrap();
-        Self { dir, python }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// Runs the Python client against `server` (a command line) with the
-    /// shipping server in `mode`; returns each printed JSON line's value.
-    fn client(&self, mode: &str, args: &[&str], server: &[&str]) -> Vec<Value> {
-        let out = Command::new(&self.python)
-            .arg(format!("{SCRIPTS}/mcp_client.py"))
-            .args(args)
-            .args(server)
-            .env("SHIPPING_LOG", self.path("shipments.jsonl"))
-            .env("SHIPPING_MODE", mode)
-            .output()
-            .expect("run the MCP Python client");
-        assert!(
-            out.status.success(),
-            "client failed: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["value"].clone())
-            .collect()
-    }
-
-    fn through_handover(&self) -> Vec<String> {
-        vec![
-            env!("CARGO_BIN_EXE_handover").to_owned(),
-            "mcp".into(),
-            "--config".into(),
-            self.path("handover.toml").display().to_string(),
-        ]
-    }
-
-    fn calls(&self, mode: &str, plan: &Value) -> Vec<Value> {
-        let plan = plan.to_string();
-        let server = self.through_handover();
-        let server: Vec<&str> = server.iter().map(String::as_str).collect();
-        self.client(mode, &["calls", &plan], &server)
-    }
-
-    /// What the upstream applied, in order (the effects).
-    fn shipments(&self) -> Vec<Value> {
-        shipments(&self.path("shipments.jsonl"))
-    }
-}
-
-fn shipments(log: &Path) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn ship(order: &str, qty: u32) -> Value {
-    json!({ "tool": "create_shipment", "arguments": { "order_id": order, "sku": "KETTLE", "qty": qty } })
-}
-
-fn status(result: &Value) -> &str {
-    result["structuredContent"]["status"].as_str().unwrap_or("")
-}
+use mcp_world::{
+    LOOKUP, SCRIPTS, World, applied_fifo, applied_pid, assert_replays_the_one_shipment, kill_9,
+    python, ship, status,
+};
+use serde_json::json;
 
 #[test]
 fn tools_prompts_and_resources_pass_through_unchanged() {
@@ -264,18 +155,7 @@ fn a_dropped_connection_after_applying_stays_unknown_across_sessions() {
 #[test]
 fn the_lookup_tool_confirms_a_lost_answer_and_the_retry_replays_it() {
     let Some(python) = python() else { return };
-    let w = World::with_lookup(
-        python,
-        r#"timeout = "1s""#,
-        r#"
-[actions.create_shipment.lookup]
-visibility_lag = "30s"
-check_every = "100ms"
-max_check_every = "200ms"
-mcp_tool = "find_shipment"
-arguments = { reference = "{destination_key}" }
-"#,
-    );
+    let w = World::with_lookup(python, r#"timeout = "1s""#, LOOKUP);
     // The answer stalls: unknown. The agent keeps retrying while it is
     // being verified; the proxy's reconciler calls find_shipment, finds the
     // record with the approved arguments, and the retry gets the replay.
@@ -283,24 +163,15 @@ arguments = { reference = "{destination_key}" }
     retry["retry_while"] = json!("outcome_unknown");
     let r = w.calls("stall", &json!([ship("E-1", 1), retry]));
     assert_eq!(status(&r[0]), "outcome_unknown", "{}", r[0]);
-    assert_eq!(r[1]["isError"], false, "{}", r[1]);
-    assert_eq!(r[1]["_meta"]["handover"]["replayed"], true, "{}", r[1]);
-    let applied = w.shipments();
-    assert_eq!(applied.len(), 1, "one effect, found, never re-sent");
-    assert_eq!(
-        r[1]["structuredContent"]["shipment_id"],
-        applied[0]["shipment_id"]
-    );
+    assert_replays_the_one_shipment(&w, &r[1]);
 }
 
 #[test]
 fn kill_9_between_dispatch_and_answer_leaves_the_call_unresolved_after_restart() {
-    use std::io::{BufRead, Write};
+    use std::io::Write;
     let Some(python) = python() else { return };
     let w = World::new(python, r#"lease = "1s""#);
-    let fifo = w.path("applied.fifo");
-    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success());
+    let fifo = applied_fifo(&w);
     let mut proxy = Command::new(env!("CARGO_BIN_EXE_handover"))
         .args(["mcp", "--config"])
         .arg(w.path("handover.toml"))
@@ -327,24 +198,10 @@ fn kill_9_between_dispatch_and_answer_leaves_the_call_unresolved_after_restart()
     }
     stdin.flush().unwrap();
     // The server applied the shipment (its signal); the answer is pending.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader_fifo = fifo.clone();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let f = std::fs::File::open(reader_fifo).unwrap();
-        std::io::BufReader::new(f).read_line(&mut line).unwrap();
-        let _ = tx.send(line);
-    });
-    let server_pid = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the upstream applied the shipment");
+    let upstream_pid = applied_pid(&fifo);
     proxy.kill().unwrap(); // SIGKILL: no drop guard, no cleanup
     proxy.wait().unwrap();
-    let killed = Command::new("kill")
-        .args(["-9", server_pid.trim()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    kill_9(&upstream_pid);
     assert_eq!(w.shipments().len(), 1);
 
     // Restart with a healthy upstream: the agent retries the same call.

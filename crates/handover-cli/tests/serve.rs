@@ -4,16 +4,16 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
+use support::{signal, start, start_with};
+
 use std::path::Path;
-use std::process::{Child, Stdio};
 
 use futures::StreamExt;
 use handover_testkit::{Flavor, MockProvider, Reply, bodies};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 const TOKEN: &str = "example-client-token";
 /// A prompt that must never reach the log.
@@ -36,10 +36,11 @@ async fn serve_answers_an_openai_request_and_stops_gracefully() {
     )
     .unwrap();
 
-    let (mut child, addr, mut lines) =
-        tokio::task::spawn_blocking(move || start_with(&config, &["--log-format", "json"], None))
-            .await
-            .unwrap();
+    let (mut child, addr, mut lines) = tokio::task::spawn_blocking(move || {
+        start_with(&config, &["--log-format", "json"], None, &[])
+    })
+    .await
+    .unwrap();
 
     let client = reqwest::Client::new();
     let health = client.get(format!("{addr}/healthz")).send().await.unwrap();
@@ -113,7 +114,7 @@ async fn rust_log_filters_the_request_lines_and_a_startup_error_is_said_once() {
     write(&dir.path().join("ledger.db"));
     let cfg = config.clone();
     let (child, addr, mut lines) =
-        tokio::task::spawn_blocking(move || start_with(&cfg, &[], Some("warn")))
+        tokio::task::spawn_blocking(move || start_with(&cfg, &[], Some("warn"), &[]))
             .await
             .unwrap();
     let health = reqwest::get(format!("{addr}/healthz")).await.unwrap();
@@ -146,58 +147,6 @@ async fn rust_log_filters_the_request_lines_and_a_startup_error_is_said_once() {
     );
     assert!(err.contains("while opening the ledger"), "{err}");
     assert!(!err.contains("router"), "{err}");
-}
-
-/// Starts `handover serve --config CONFIG`; the child, its address
-/// (`http://IP:PORT`, from its readiness line) and its further stderr lines.
-fn start(config: &Path) -> (Child, String, mpsc::UnboundedReceiver<String>) {
-    start_with(config, &[], None)
-}
-
-/// [`start`] with more arguments and, if given, `RUST_LOG`.
-fn start_with(
-    config: &Path,
-    args: &[&str],
-    rust_log: Option<&str>,
-) -> (Child, String, mpsc::UnboundedReceiver<String>) {
-    let mut cmd = support::handover();
-    cmd.env_remove("RUST_LOG");
-    if let Some(filter) = rust_log {
-        cmd.env("RUST_LOG", filter);
-    }
-    let mut child = cmd
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .args(args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        for line in stderr.lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    // The explicit readiness signal: the line naming the bound address.
-    let addr = loop {
-        let line = rx.blocking_recv().expect("serve exited before listening");
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_owned();
-        }
-    };
-    (child, addr, rx)
-}
-
-/// Sends SIG`name` to `child`.
-fn signal(child: &Child, name: &str) {
-    let status = std::process::Command::new("kill")
-        .args([&format!("-{name}"), &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 /// A provider that streams the first half of an answer, waits to be

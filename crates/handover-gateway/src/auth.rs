@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use crate::api_error::ApiError;
+use crate::error::GatewayError;
 use crate::state::GatewayState;
 
 /// SHA-256 of a token, as the configuration stores it
@@ -88,6 +89,10 @@ pub(crate) fn principal_of(
     headers: &HeaderMap,
     state: &GatewayState,
 ) -> Result<Arc<Principal>, ApiError> {
+    principal_in(headers, state.tokens())
+}
+
+fn principal_in(headers: &HeaderMap, tokens: &Tokens) -> Result<Arc<Principal>, ApiError> {
     let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
         return Err(ApiError::unauthorized(
             "missing bearer token (send `Authorization: Bearer <token>`)",
@@ -105,8 +110,7 @@ pub(crate) fn principal_of(
         .ok_or_else(|| {
             ApiError::unauthorized("malformed Authorization header (expected `Bearer <token>`)")
         })?;
-    state
-        .tokens()
+    tokens
         .lookup(token)
         .ok_or_else(|| ApiError::unauthorized("invalid bearer token"))
 }
@@ -155,6 +159,65 @@ impl FromRequestParts<GatewayState> for Operator {
             Principal::Client { .. } => {
                 Err(ApiError::forbidden("this endpoint needs an operator token"))
             }
+        }
+    }
+}
+
+/// The `[gateway.clients]` bearer tokens as a standalone check, for another
+/// HTTP door (the MCP proxy's Streamable HTTP endpoint) that must decide
+/// who is calling, and so the scope of their operations, exactly as the
+/// gateway does. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ClientTokens(Arc<Tokens>);
+
+/// A caller identified by its client token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthenticatedClient {
+    /// The client's name in `[gateway.clients]`.
+    pub name: String,
+    /// The operation scope of everything it does.
+    pub scope: Scope,
+}
+
+/// Why a request was refused: a missing, malformed or unknown token (401)
+/// or an operator token where a client one is needed (403).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct AuthError {
+    status: axum::http::StatusCode,
+    message: String,
+}
+
+impl AuthError {
+    /// The HTTP status to answer with.
+    pub fn status(&self) -> axum::http::StatusCode {
+        self.status
+    }
+}
+
+impl ClientTokens {
+    /// The client tokens of `config`'s `[gateway]` section.
+    pub fn from_config(config: &handover_router::config::Config) -> Result<Self, GatewayError> {
+        let settings = crate::state::settings(config)?;
+        Tokens::from_settings(settings)
+            .map(|t| Self(Arc::new(t)))
+            .map_err(|_| GatewayError::NotConfigured("invalid client scope"))
+    }
+
+    /// The client whose token `headers` carry (`Authorization: Bearer ...`).
+    pub fn client(&self, headers: &HeaderMap) -> Result<AuthenticatedClient, AuthError> {
+        let refused = |e: ApiError| AuthError {
+            status: e.status,
+            message: e.message,
+        };
+        match &*principal_in(headers, &self.0).map_err(refused)? {
+            Principal::Client { name, scope, .. } => Ok(AuthenticatedClient {
+                name: name.clone(),
+                scope: scope.clone(),
+            }),
+            Principal::Operator { .. } => Err(refused(ApiError::forbidden(
+                "an operator token has no operation scope; use a client token here",
+            ))),
         }
     }
 }

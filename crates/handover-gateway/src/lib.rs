@@ -50,9 +50,9 @@ mod serve;
 mod state;
 mod task;
 
-pub use auth::hash_token;
+pub use auth::{AuthError, AuthenticatedClient, ClientTokens, hash_token};
 pub use error::GatewayError;
-pub use serve::{Gateway, serve};
+pub use serve::{Gateway, serve, serve_router};
 pub use state::GatewayState;
 
 /// The gateway's HTTP routes over `state`, with the configured body limit.

@@ -103,7 +103,15 @@ impl Gateway {
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(%addr, "handover gateway listening");
         }
-        let served = crate::conn::run(listener, state, shutdown).await;
+        let upkeep = state
+            .metrics()
+            .cloned()
+            .map(|h| tokio::spawn(crate::metrics::upkeep(h)));
+        let settings = state.settings().clone();
+        let served = crate::conn::run(listener, crate::app(state), &settings, shutdown).await;
+        if let Some(upkeep) = upkeep {
+            upkeep.abort();
+        }
         let _ = stop_tx.send(());
         if tokio::time::timeout(grace, reconciling).await.is_err() {
             tracing::warn!(
@@ -122,4 +130,18 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), GatewayError> {
     Gateway::bind(config, listen).await?.run(shutdown).await
+}
+
+/// Serves any `app` on `listener` with the gateway's connection handling:
+/// `settings`' connection cap, header, body and idle deadlines, and a
+/// graceful drain of up to `shutdown_grace` once `shutdown` completes.
+/// `handover mcp --listen` serves its Streamable HTTP endpoint through it,
+/// so both HTTP doors meet slow and vanished clients the same way.
+pub async fn serve_router(
+    listener: TcpListener,
+    app: axum::Router,
+    settings: &handover_router::config::GatewaySettings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), GatewayError> {
+    crate::conn::run(listener, app, settings, shutdown).await
 }

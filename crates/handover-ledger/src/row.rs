@@ -5,8 +5,8 @@
 //! One `operations` row holds every state's data in nullable columns; the
 //! `reason` column serves rejected, cancelled and unknown states.
 
+use sqlx::Database;
 use sqlx::query::Query;
-use sqlx::{Database, Encode, Type};
 
 use crate::clock::Timestamp;
 use crate::error::LedgerError;
@@ -45,36 +45,67 @@ macro_rules! attempt_columns {
 }
 pub(crate) use attempt_columns;
 
+/// Declares a row type once: its fields (in column order, the order of the
+/// `*_columns!` list beside it) and the `bind` that binds them in that order,
+/// so the field list, the bind order and the decoding cannot drift apart.
+macro_rules! sql_row {
+    (
+        $(#[$meta:meta])*
+        pub(crate) struct $name:ident { $($field:ident : $ty:ty),+ $(,)? }
+    ) => {
+        $(#[$meta])*
+        #[derive(sqlx::FromRow)]
+        pub(crate) struct $name { $(pub(crate) $field: $ty),+ }
+
+        impl $name {
+            /// Binds the columns in field (and column list) order.
+            pub(crate) fn bind<'q, DB>(
+                self,
+                q: $crate::row::Bound<'q, DB>,
+            ) -> $crate::row::Bound<'q, DB>
+            where
+                DB: sqlx::Database,
+                $(for<'t> $ty: sqlx::Encode<'t, DB> + sqlx::Type<DB>,)+
+            {
+                q $(.bind(self.$field))+
+            }
+        }
+    };
+}
+pub(crate) use sql_row;
+
 /// A statement with arguments, on either SQL backend.
 pub(crate) type Bound<'q, DB> = Query<'q, DB, <DB as Database>::Arguments>;
 
-/// Column values of one `operations` row.
-#[derive(Clone, Debug, Default, PartialEq, sqlx::FromRow)]
-pub(crate) struct OperationRow {
-    pub(crate) scope: String,
-    pub(crate) key: String,
-    pub(crate) action: String,
-    pub(crate) params: Option<String>,
-    pub(crate) fingerprint: String,
-    pub(crate) state: String,
-    pub(crate) epoch: i64,
-    pub(crate) holder: Option<String>,
-    pub(crate) lease_until: Option<i64>,
-    pub(crate) dispatched_at: Option<i64>,
-    pub(crate) result: Option<String>,
-    pub(crate) reason: Option<String>,
-    pub(crate) evidence: Option<String>,
-    pub(crate) decided_at: Option<i64>,
-    pub(crate) unknown_owner: Option<String>,
-    pub(crate) unknown_since: Option<i64>,
-    pub(crate) next_check_at: Option<i64>,
-    pub(crate) diverged: bool,
-    pub(crate) destination_key: String,
-    pub(crate) created_at: i64,
-    pub(crate) updated_at: i64,
-    pub(crate) first_dispatched_at: Option<i64>,
-    pub(crate) dispatch_count: i64,
-    pub(crate) tombstone: bool,
+sql_row! {
+    /// Column values of one `operations` row.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub(crate) struct OperationRow {
+        scope: String,
+        key: String,
+        action: String,
+        params: Option<String>,
+        fingerprint: String,
+        state: String,
+        epoch: i64,
+        holder: Option<String>,
+        lease_until: Option<i64>,
+        dispatched_at: Option<i64>,
+        result: Option<String>,
+        reason: Option<String>,
+        evidence: Option<String>,
+        decided_at: Option<i64>,
+        unknown_owner: Option<String>,
+        unknown_since: Option<i64>,
+        next_check_at: Option<i64>,
+        diverged: bool,
+        destination_key: String,
+        created_at: i64,
+        updated_at: i64,
+        first_dispatched_at: Option<i64>,
+        dispatch_count: i64,
+        tombstone: bool,
+    }
 }
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> LedgerError {
@@ -94,42 +125,6 @@ fn epoch_to_i64(e: Epoch) -> i64 {
 }
 
 impl OperationRow {
-    /// Binds the columns in [`operation_columns!`] order.
-    pub(crate) fn bind<'q, DB>(self, q: Bound<'q, DB>) -> Bound<'q, DB>
-    where
-        DB: Database,
-        for<'t> String: Encode<'t, DB> + Type<DB>,
-        for<'t> Option<String>: Encode<'t, DB> + Type<DB>,
-        for<'t> i64: Encode<'t, DB> + Type<DB>,
-        for<'t> Option<i64>: Encode<'t, DB> + Type<DB>,
-        for<'t> bool: Encode<'t, DB> + Type<DB>,
-    {
-        q.bind(self.scope)
-            .bind(self.key)
-            .bind(self.action)
-            .bind(self.params)
-            .bind(self.fingerprint)
-            .bind(self.state)
-            .bind(self.epoch)
-            .bind(self.holder)
-            .bind(self.lease_until)
-            .bind(self.dispatched_at)
-            .bind(self.result)
-            .bind(self.reason)
-            .bind(self.evidence)
-            .bind(self.decided_at)
-            .bind(self.unknown_owner)
-            .bind(self.unknown_since)
-            .bind(self.next_check_at)
-            .bind(self.diverged)
-            .bind(self.destination_key)
-            .bind(self.created_at)
-            .bind(self.updated_at)
-            .bind(self.first_dispatched_at)
-            .bind(self.dispatch_count)
-            .bind(self.tombstone)
-    }
-
     pub(crate) fn from_record(rec: &OperationRecord) -> Self {
         let mut row = OperationRow {
             scope: rec.id.scope.to_string(),
@@ -273,47 +268,26 @@ impl OperationRow {
     }
 }
 
-/// Column values of one `attempts` row.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
-pub(crate) struct AttemptRow {
-    pub(crate) attempt_id: String,
-    pub(crate) scope: String,
-    pub(crate) key: String,
-    pub(crate) kind: String,
-    pub(crate) epoch: Option<i64>,
-    pub(crate) executor: String,
-    pub(crate) destination_key: String,
-    pub(crate) sent_at: i64,
-    pub(crate) finished_at: Option<i64>,
-    pub(crate) outcome: String,
-    pub(crate) evidence: Option<String>,
-    pub(crate) metadata: Option<String>,
+sql_row! {
+    /// Column values of one `attempts` row.
+    #[derive(Clone, Debug, PartialEq)]
+    pub(crate) struct AttemptRow {
+        attempt_id: String,
+        scope: String,
+        key: String,
+        kind: String,
+        epoch: Option<i64>,
+        executor: String,
+        destination_key: String,
+        sent_at: i64,
+        finished_at: Option<i64>,
+        outcome: String,
+        evidence: Option<String>,
+        metadata: Option<String>,
+    }
 }
 
 impl AttemptRow {
-    /// Binds the columns in [`attempt_columns!`] order.
-    pub(crate) fn bind<'q, DB>(self, q: Bound<'q, DB>) -> Bound<'q, DB>
-    where
-        DB: Database,
-        for<'t> String: Encode<'t, DB> + Type<DB>,
-        for<'t> Option<String>: Encode<'t, DB> + Type<DB>,
-        for<'t> i64: Encode<'t, DB> + Type<DB>,
-        for<'t> Option<i64>: Encode<'t, DB> + Type<DB>,
-    {
-        q.bind(self.attempt_id)
-            .bind(self.scope)
-            .bind(self.key)
-            .bind(self.kind)
-            .bind(self.epoch)
-            .bind(self.executor)
-            .bind(self.destination_key)
-            .bind(self.sent_at)
-            .bind(self.finished_at)
-            .bind(self.outcome)
-            .bind(self.evidence)
-            .bind(self.metadata)
-    }
-
     pub(crate) fn from_record(a: &AttemptRecord) -> Self {
         Self {
             attempt_id: a.attempt_id.to_string(),

@@ -1,11 +1,9 @@
 //! Flat row form of a [`TaskBudget`], shared by the SQL backends (one
 //! column order for SQLite and PostgreSQL; no statements here).
 
-use sqlx::{Database, Encode, Type};
-
 use crate::clock::Timestamp;
 use crate::error::LedgerError;
-use crate::row::Bound;
+use crate::row::sql_row;
 use crate::task::{TaskBudget, TaskId};
 
 /// The columns of [`TaskRow`], in its field (and bind) order.
@@ -26,19 +24,21 @@ macro_rules! task_data_columns {
 }
 pub(crate) use task_data_columns;
 
-/// Column values of one `task_budgets` row.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
-pub(crate) struct TaskRow {
-    scope: String,
-    task: String,
-    policy: String,
-    created_at: i64,
-    deadline_at: i64,
-    expires_at: i64,
-    max_requests: i64,
-    requests: i64,
-    max_cost: Option<f64>,
-    cost: f64,
+sql_row! {
+    /// Column values of one `task_budgets` row.
+    #[derive(Clone, Debug, PartialEq)]
+    pub(crate) struct TaskRow {
+        scope: String,
+        task: String,
+        policy: String,
+        created_at: i64,
+        deadline_at: i64,
+        expires_at: i64,
+        max_requests: i64,
+        requests: i64,
+        max_cost: Option<f64>,
+        cost: f64,
+    }
 }
 
 impl TaskRow {
@@ -75,25 +75,5 @@ impl TaskRow {
             cost: self.cost,
             as_of: Timestamp(self.created_at),
         })
-    }
-
-    pub(crate) fn bind<'q, DB>(self, q: Bound<'q, DB>) -> Bound<'q, DB>
-    where
-        DB: Database,
-        for<'t> String: Encode<'t, DB> + Type<DB>,
-        for<'t> i64: Encode<'t, DB> + Type<DB>,
-        for<'t> f64: Encode<'t, DB> + Type<DB>,
-        for<'t> Option<f64>: Encode<'t, DB> + Type<DB>,
-    {
-        q.bind(self.scope)
-            .bind(self.task)
-            .bind(self.policy)
-            .bind(self.created_at)
-            .bind(self.deadline_at)
-            .bind(self.expires_at)
-            .bind(self.max_requests)
-            .bind(self.requests)
-            .bind(self.max_cost)
-            .bind(self.cost)
     }
 }

@@ -18,6 +18,9 @@ pub enum McpError {
         #[source]
         source: std::io::Error,
     },
+    /// The HTTP endpoint could not be set up or serve.
+    #[error("while serving MCP over HTTP: {0}")]
+    Serve(#[source] handover_gateway::GatewayError),
     /// Reading from or writing to the downstream client failed.
     #[error("downstream I/O: {0}")]
     Io(#[source] std::io::Error),
@@ -26,6 +29,10 @@ pub enum McpError {
 impl McpError {
     /// The problem is in the configuration (fix it and restart).
     pub fn is_config(&self) -> bool {
-        matches!(self, Self::Config(_))
+        match self {
+            Self::Config(_) => true,
+            Self::Serve(e) => e.is_config(),
+            _ => false,
+        }
     }
 }

@@ -20,6 +20,7 @@
 
 mod error;
 mod guard;
+mod http;
 mod lookup;
 mod proxy;
 mod upstream;

@@ -72,6 +72,59 @@ impl McpProxy {
         })
     }
 
+    /// Serves MCP's Streamable HTTP transport on `listener` (see
+    /// `docs/mcp.md`, "Over HTTP") until `shutdown` completes: every caller
+    /// needs a `[gateway.clients]` bearer token, whose scope is the scope of
+    /// its operations; connection limits and deadlines are `[gateway]`'s.
+    /// Then every session ends and its guarded calls in flight are recorded
+    /// before this returns.
+    pub async fn serve_http(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), McpError> {
+        let config = self.handover.config();
+        let gateway = config.gateway().ok_or_else(|| {
+            McpError::Config(
+                "serving MCP over HTTP needs [gateway.clients.NAME] bearer tokens (they decide each caller's scope)".into(),
+            )
+        })?;
+        let tokens =
+            handover_gateway::ClientTokens::from_config(config).map_err(McpError::Serve)?;
+        let http = crate::http::Http::new(self.clone(), tokens, gateway.keepalive);
+        let reaper = http.reap_idle();
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(%addr, server = %self.server, "handover mcp listening (Streamable HTTP, /mcp)");
+        }
+        let served = handover_gateway::serve_router(
+            listener,
+            http.app(gateway.max_body_bytes),
+            gateway,
+            shutdown,
+        )
+        .await;
+        http.close().await;
+        let _ = reaper.await;
+        served.map_err(McpError::Serve)
+    }
+
+    pub(crate) fn settings(&self) -> &McpSettings {
+        &self.settings
+    }
+
+    /// The upstream server this proxy fronts.
+    pub(crate) fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The same proxy in front of another configured server.
+    pub(crate) fn for_server(&self, name: &str) -> Self {
+        Self {
+            server: name.to_owned(),
+            ..self.clone()
+        }
+    }
+
     /// Serves one client on this process's stdin and stdout until the
     /// client closes its side; then waits for guarded calls in flight to be
     /// recorded (each is bounded by its action's timeout).
@@ -87,18 +140,7 @@ impl McpProxy {
         W: AsyncWrite + Unpin + Send + 'static,
     {
         let (to_client, mut client_lines) = mpsc::unbounded_channel::<String>();
-        let (command, args) = match self.settings.servers.get(&self.server) {
-            Some(McpServer::Command { command, args }) => (command.clone(), args.clone()),
-            Some(McpServer::Url(url)) => {
-                return Err(McpError::Config(format!(
-                    "mcp.servers.{}: Streamable HTTP upstreams ({url}) are not supported yet; use `command`",
-                    self.server
-                )));
-            }
-            None => return Err(McpError::Config("no such server".into())),
-        };
-        let (upstream, mut child) =
-            Upstream::spawn(&self.server, &command, &args, to_client.clone())?;
+        let upstream = self.start(to_client.clone())?;
         let writer = tokio::spawn(async move {
             let mut sink = FramedWrite::new(write, codec());
             while let Some(line) = client_lines.recv().await {
@@ -106,6 +148,56 @@ impl McpProxy {
             }
             Ok::<_, std::io::Error>(())
         });
+        let lines = FramedRead::new(read, codec());
+        self.drive(upstream, lines, to_client, self.settings.scope.clone())
+            .await;
+        writer
+            .await
+            .map_err(|e| McpError::Io(std::io::Error::other(e)))?
+            .or_else(ignore_broken_pipe)
+            .map_err(McpError::Io)
+    }
+
+    /// Starts this proxy's upstream connection for one session; what the
+    /// upstream sends that is not an answer to the proxy goes to `to_client`.
+    pub(crate) fn start(
+        &self,
+        to_client: mpsc::UnboundedSender<String>,
+    ) -> Result<Running, McpError> {
+        match self.settings.servers.get(&self.server) {
+            Some(McpServer::Command { command, args }) => {
+                let (upstream, child) = Upstream::spawn(&self.server, command, args, to_client)?;
+                Ok(Running {
+                    upstream,
+                    child: Some(child),
+                })
+            }
+            Some(McpServer::Url(url)) => Ok(Running {
+                upstream: Upstream::connect(&self.server, url, to_client)?,
+                child: None,
+            }),
+            None => Err(McpError::Config("no such server".into())),
+        }
+    }
+
+    /// Runs one session: every client line from `lines` is forwarded or
+    /// guarded (under `scope`) until the client's side ends or the upstream
+    /// does; then waits for guarded calls in flight to be recorded (each
+    /// bounded by its action's timeout) and stops the upstream.
+    pub(crate) async fn drive<S, E>(
+        &self,
+        running: Running,
+        mut lines: S,
+        to_client: mpsc::UnboundedSender<String>,
+        scope: String,
+    ) where
+        S: futures::Stream<Item = Result<String, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let Running {
+            upstream,
+            mut child,
+        } = running;
         let (stop_reconciler, stopped) = tokio::sync::oneshot::channel::<()>();
         let reconciler = self.reconciler(&upstream).map(|(r, every)| {
             tokio::spawn(r.run(every, async {
@@ -113,8 +205,6 @@ impl McpProxy {
             }))
         });
         let mut calls = JoinSet::new();
-        let mut lines = FramedRead::new(read, codec());
-        let scope = self.settings.scope.clone();
         loop {
             // A session ends when either side does, as a direct connection would.
             let line = tokio::select! {
@@ -148,22 +238,20 @@ impl McpProxy {
                 }
                 Route::Guarded(id, params) => (id, params),
             };
-            {
-                let gate = self.handover.gate().clone();
-                let upstream = upstream.clone();
-                let tool = self.tool(&params.name).cloned();
-                let to_client = to_client.clone();
-                let scope = scope.clone();
-                calls.spawn(async move {
-                    let Some(tool) = tool else { return };
-                    let answer = guard::call(&gate, &upstream, &tool, &scope, params).await;
-                    let line = match answer {
-                        Ok(result) => result_line(&id, &result),
-                        Err(e) => error_line(Some(&id), &e),
-                    };
-                    let _ = to_client.send(line);
-                });
-            }
+            let gate = self.handover.gate().clone();
+            let upstream = upstream.clone();
+            let tool = self.tool(&params.name).cloned();
+            let to_client = to_client.clone();
+            let scope = scope.clone();
+            calls.spawn(async move {
+                let Some(tool) = tool else { return };
+                let answer = guard::call(&gate, &upstream, &tool, &scope, params).await;
+                let line = match answer {
+                    Ok(result) => result_line(&id, &result),
+                    Err(e) => error_line(Some(&id), &e),
+                };
+                let _ = to_client.send(line);
+            });
         }
         // The client left: let guarded calls finish recording their outcome.
         while calls.join_next().await.is_some() {}
@@ -173,13 +261,10 @@ impl McpProxy {
         }
         drop(to_client);
         drop(upstream);
-        let _ = child.start_kill();
-        let _ = child.wait().await;
-        writer
-            .await
-            .map_err(|e| McpError::Io(std::io::Error::other(e)))?
-            .or_else(ignore_broken_pipe)
-            .map_err(McpError::Io)
+        if let Some(child) = &mut child {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
     }
 
     /// The reconciler for this server's actions with an MCP lookup, and
@@ -239,6 +324,13 @@ impl McpProxy {
             Err(e) => Route::Invalid(id.to_owned(), format!("params: {e}")),
         }
     }
+}
+
+/// A started upstream connection, not yet driven.
+pub(crate) struct Running {
+    upstream: Upstream,
+    /// The server's process, for a `command` server.
+    child: Option<tokio::process::Child>,
 }
 
 enum Route {

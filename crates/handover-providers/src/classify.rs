@@ -2,7 +2,8 @@
 //!
 //! Classification uses, in order: the provider's `code`, its `type`, the
 //! HTTP status. Only where a provider documents no code for a condition
-//! (DeepSeek's context-length and content-risk errors are plain 400s) a
+//! (DeepSeek's context-length and content-risk errors are plain 400s, as
+//! are Anthropic's `invalid_request_error`s for a too long prompt) a
 //! short list of message fragments is consulted; that list lives here and
 //! nowhere else.
 
@@ -23,7 +24,9 @@ fn class_from_code(code: &str) -> Option<ErrorClass> {
         "content_filter" | "content_policy_violation" => ErrorClass::ContentFiltered,
         "insufficient_quota" => ErrorClass::QuotaExhausted,
         "rate_limit_exceeded" => ErrorClass::RateLimited,
-        "invalid_api_key" | "invalid_authentication" => ErrorClass::Auth,
+        // Gemini sends a bad key as 400 INVALID_ARGUMENT with this
+        // `ErrorInfo` reason.
+        "invalid_api_key" | "invalid_authentication" | "API_KEY_INVALID" => ErrorClass::Auth,
         "server_error" => ErrorClass::ServerError,
         "overloaded" | "engine_overloaded" => ErrorClass::Overloaded,
         _ => return None,
@@ -35,8 +38,15 @@ fn class_from_type(kind: &str) -> Option<ErrorClass> {
         "insufficient_quota" => ErrorClass::QuotaExhausted,
         "rate_limit_error" | "rate_limit_exceeded" => ErrorClass::RateLimited,
         "authentication_error" | "permission_error" => ErrorClass::Auth,
+        "billing_error" => ErrorClass::Billing,
         "overloaded_error" => ErrorClass::Overloaded,
         "server_error" | "api_error" => ErrorClass::ServerError,
+        // Google's canonical statuses (Gemini's `error.status`).
+        "RESOURCE_EXHAUSTED" => ErrorClass::RateLimited,
+        "UNAUTHENTICATED" | "PERMISSION_DENIED" => ErrorClass::Auth,
+        "UNAVAILABLE" => ErrorClass::Overloaded,
+        "INTERNAL" => ErrorClass::ServerError,
+        "DEADLINE_EXCEEDED" => ErrorClass::Timeout,
         _ => return None,
     })
 }
@@ -44,7 +54,16 @@ fn class_from_type(kind: &str) -> Option<ErrorClass> {
 /// Message fragments for conditions some providers report without a code.
 fn class_from_message(message: &str) -> Option<ErrorClass> {
     let m = message.to_ascii_lowercase();
-    if m.contains("maximum context length") || m.contains("context length exceeded") {
+    // OpenAI-compatible servers; Anthropic's "prompt is too long: N tokens >
+    // M maximum" and "input length and `max_tokens` exceed context limit";
+    // Gemini's "The input token count (N) exceeds the maximum number of
+    // tokens allowed (M)".
+    if m.contains("maximum context length")
+        || m.contains("exceeds the maximum number of tokens")
+        || m.contains("context length exceeded")
+        || m.contains("prompt is too long")
+        || m.contains("exceed context limit")
+    {
         Some(ErrorClass::ContextLengthExceeded)
     } else if m.contains("content exists risk") || m.contains("content management policy") {
         Some(ErrorClass::ContentFiltered)
@@ -266,6 +285,54 @@ mod tests {
             ),
             (502, err(None, None, "bad gateway"), ErrorClass::ServerError),
             (418, err(None, None, "teapot"), ErrorClass::Other),
+            // Anthropic: `{"type": "error", "error": {"type", "message"}}`.
+            (
+                400,
+                err(
+                    None,
+                    Some("invalid_request_error"),
+                    "prompt is too long: 208310 tokens > 200000 maximum",
+                ),
+                ErrorClass::ContextLengthExceeded,
+            ),
+            (
+                400,
+                err(
+                    None,
+                    Some("invalid_request_error"),
+                    "input length and `max_tokens` exceed context limit: 199000 + 21333 > 200000",
+                ),
+                ErrorClass::ContextLengthExceeded,
+            ),
+            (
+                400,
+                err(
+                    None,
+                    Some("invalid_request_error"),
+                    "messages: field required",
+                ),
+                ErrorClass::InvalidRequest,
+            ),
+            (
+                529,
+                err(None, Some("overloaded_error"), "Overloaded"),
+                ErrorClass::Overloaded,
+            ),
+            (
+                500,
+                err(None, Some("api_error"), "Internal server error"),
+                ErrorClass::ServerError,
+            ),
+            (
+                402,
+                err(None, Some("billing_error"), "credit balance too low"),
+                ErrorClass::Billing,
+            ),
+            (
+                403,
+                err(None, Some("permission_error"), "no access"),
+                ErrorClass::Auth,
+            ),
         ];
         for (status, e, want) in cases {
             assert_eq!(

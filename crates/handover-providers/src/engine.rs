@@ -1,4 +1,4 @@
-//! The engine all three adapters share: request shaping by dialect, then
+//! The engine every adapter shares: request shaping by dialect, then
 //! one request through [`Endpoint::open`]; a plain answer is read and
 //! decoded whole, a stream goes through our SSE state machine.
 //!
@@ -10,13 +10,13 @@
 
 use std::sync::Arc;
 
-use http::{HeaderMap, HeaderValue, header};
-use secrecy::ExposeSecret;
+use http::header;
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::{
     assemble::ChatStream,
+    dialect,
     error::ProviderError,
     gate::{CallOptions, SendInfo},
     request::ChatRequest,
@@ -25,7 +25,6 @@ use crate::{
     telemetry,
     transport::{Call, Endpoint, Opened},
     types::ChatResponse,
-    wire::{Dialect, WireResponse, request_body},
 };
 
 /// Shared implementation behind every adapter.
@@ -44,22 +43,12 @@ impl Engine {
                 field: "http_client".into(),
                 reason: format!("could not build the http client: {e}"),
             })?;
-        let mut headers = HeaderMap::new();
-        if let Some(key) = &settings.api_key {
-            let mut v = HeaderValue::from_str(&format!("Bearer {}", key.expose_secret())).map_err(
-                |_| ProviderError::InvalidSettings {
-                    field: "api_key".into(),
-                    reason: "contains characters not allowed in an http header".into(),
-                },
-            )?;
-            v.set_sensitive(true);
-            headers.insert(header::AUTHORIZATION, v);
-        }
-        let base_url = settings.base_url.trim_end_matches('/');
+        let dialect = dialect::for_settings(&settings)?;
+        let headers = dialect.headers(settings.api_key.as_ref())?;
         let endpoint = Endpoint {
             provider: settings.name.as_str().into(),
             http,
-            url: format!("{base_url}/chat/completions"),
+            dialect,
             headers,
             key: settings.api_key.clone(),
             timeouts: settings.timeouts,
@@ -79,11 +68,6 @@ impl Engine {
             .model
             .clone()
             .unwrap_or_else(|| self.settings.model.clone());
-        let dialect = Dialect {
-            kind: self.settings.kind,
-            passback: self.settings.passback_for(&model),
-            stream_usage: self.settings.stream_usage,
-        };
         let timeouts = opts.timeouts.unwrap_or(self.endpoint.timeouts);
         let call = Call {
             gate: opts.send_counter.clone(),
@@ -102,13 +86,9 @@ impl Engine {
             &model,
             req,
             stream,
+            opts.attempt,
         );
-        Prepared {
-            model,
-            dialect,
-            call,
-            span,
-        }
+        Prepared { model, call, span }
     }
 
     /// Sends the request body once; `Ok` is a 2xx response's headers.
@@ -118,12 +98,14 @@ impl Engine {
         p: &Prepared,
         stream: bool,
     ) -> Result<Opened, ProviderError> {
-        let body = request_body(req, &p.model, p.dialect, stream).map_err(|e| {
-            ProviderError::InvalidRequest {
-                field: "request".into(),
-                reason: format!("could not serialise: {e}"),
-            }
-        })?;
+        let dialect = &self.endpoint.dialect;
+        let body =
+            dialect
+                .body(req, &p.model, stream)
+                .map_err(|e| ProviderError::InvalidRequest {
+                    field: "request".into(),
+                    reason: format!("could not serialise: {e}"),
+                })?;
         let accept = if stream {
             "text/event-stream"
         } else {
@@ -132,7 +114,7 @@ impl Engine {
         let request = self
             .endpoint
             .http
-            .post(&self.endpoint.url)
+            .post(dialect.url(&p.model, stream))
             .headers(self.endpoint.headers.clone())
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, accept)
@@ -162,12 +144,15 @@ impl Engine {
                 .endpoint
                 .read_body(&p.call, opened.response, status)
                 .await?;
-            let wire: WireResponse =
-                serde_json::from_slice(&body).map_err(|source| ProviderError::Decode {
+            let resp = self
+                .endpoint
+                .dialect
+                .response(&body, &p.model, opened.request_id)
+                .map_err(|source| ProviderError::Decode {
                     provider: self.settings.name.clone(),
                     source,
                 })?;
-            Ok((wire.into_response(&p.model, opened.request_id), status))
+            Ok((resp, status))
         }
         .instrument(span.clone())
         .await;
@@ -209,6 +194,7 @@ impl Engine {
         let setup = SseSetup {
             provider: self.endpoint.provider.clone(),
             key: self.endpoint.key.clone(),
+            decoder: self.endpoint.dialect.decoder(),
             timeouts: p.call.timeouts,
             total_deadline: p.call.total_deadline(),
             span,
@@ -231,7 +217,6 @@ impl Engine {
 
 struct Prepared {
     model: String,
-    dialect: Dialect,
     call: Call,
     span: tracing::Span,
 }

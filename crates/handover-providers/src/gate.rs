@@ -68,6 +68,9 @@ pub struct CallOptions {
     pub timeouts: Option<Timeouts>,
     /// Counter consulted right before the HTTP request is sent.
     pub send_counter: Option<Arc<dyn SendCounter>>,
+    /// Which try of a routed call this is (1-based), so the attempt's span
+    /// (`handover.attempt`) can be placed among its siblings in a trace.
+    pub attempt: Option<u32>,
 }
 
 impl fmt::Debug for CallOptions {
@@ -79,6 +82,7 @@ impl fmt::Debug for CallOptions {
                 "send_counter",
                 &self.send_counter.as_ref().map(|_| "<counter>"),
             )
+            .field("attempt", &self.attempt)
             .finish()
     }
 }
@@ -93,6 +97,12 @@ impl CallOptions {
     /// Options with a timeout override.
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
         self.timeouts = Some(timeouts);
+        self
+    }
+
+    /// Options numbering the try of a routed call (1-based).
+    pub fn with_attempt(mut self, attempt: u32) -> Self {
+        self.attempt = Some(attempt);
         self
     }
 

@@ -1,4 +1,4 @@
-//! The [`Provider`] trait, the three shipped adapters and [`AnyProvider`].
+//! The [`Provider`] trait, the shipped adapters and [`AnyProvider`].
 
 use std::future::Future;
 
@@ -50,7 +50,7 @@ pub trait Provider: Send + Sync {
 }
 
 macro_rules! adapter {
-    ($(#[$doc:meta])* $name:ident, $kind:expr) => {
+    ($(#[$doc:meta])* $name:ident, $kind:pat) => {
         $(#[$doc])*
         pub struct $name(Engine);
 
@@ -58,7 +58,7 @@ macro_rules! adapter {
             /// Builds the adapter; settings are validated (errors name the field).
             /// `settings.kind` must match this adapter.
             pub fn new(settings: ProviderSettings) -> Result<Self, ProviderError> {
-                if settings.kind != $kind {
+                if !matches!(settings.kind, $kind) {
                     return Err(ProviderError::InvalidSettings {
                         field: "kind".into(),
                         reason: format!("{} cannot serve kind {}", stringify!($name), settings.kind),
@@ -109,8 +109,10 @@ macro_rules! adapter {
 
 adapter!(
     /// OpenAI Chat Completions (no SDK in between: no hidden retries).
+    /// Also serves [`ProviderKind::AzureOpenAi`]: the same API at a
+    /// deployment URL with the `api-version` query and the `api-key` header.
     OpenAiProvider,
-    ProviderKind::OpenAi
+    ProviderKind::OpenAi | ProviderKind::AzureOpenAi
 );
 
 adapter!(
@@ -125,6 +127,24 @@ adapter!(
     /// Any other OpenAI-compatible endpoint (vLLM, Together, a local server).
     OpenAiCompatibleProvider,
     ProviderKind::OpenAiCompatible
+);
+
+adapter!(
+    /// Anthropic's Messages API: system prompt, `tool_use` / `tool_result`
+    /// blocks, stop reasons and cache usage translated to and from the
+    /// OpenAI shape; `ping` events are keep-alives, an `error` event breaks
+    /// the stream.
+    AnthropicProvider,
+    ProviderKind::Anthropic
+);
+
+adapter!(
+    /// Google's Gemini API (`generateContent`, `streamGenerateContent` with
+    /// SSE): contents and parts, `functionCall` / `functionResponse` with
+    /// deterministic tool-call ids, safety blocks as `content_filter`,
+    /// usage metadata; the key in `x-goog-api-key`.
+    GeminiProvider,
+    ProviderKind::Gemini
 );
 
 /// The closed set of shipped providers, built from [`ProviderSettings`] and
@@ -150,17 +170,25 @@ pub enum AnyProvider {
     DeepSeek(DeepSeekProvider),
     /// [`OpenAiCompatibleProvider`].
     OpenAiCompatible(OpenAiCompatibleProvider),
+    /// [`AnthropicProvider`].
+    Anthropic(AnthropicProvider),
+    /// [`GeminiProvider`].
+    Gemini(GeminiProvider),
 }
 
 impl AnyProvider {
     /// Builds the adapter for `settings.kind`.
     pub fn new(settings: ProviderSettings) -> Result<Self, ProviderError> {
         Ok(match settings.kind {
-            ProviderKind::OpenAi => AnyProvider::OpenAi(OpenAiProvider::new(settings)?),
+            ProviderKind::OpenAi | ProviderKind::AzureOpenAi => {
+                AnyProvider::OpenAi(OpenAiProvider::new(settings)?)
+            }
             ProviderKind::DeepSeek => AnyProvider::DeepSeek(DeepSeekProvider::new(settings)?),
             ProviderKind::OpenAiCompatible => {
                 AnyProvider::OpenAiCompatible(OpenAiCompatibleProvider::new(settings)?)
             }
+            ProviderKind::Anthropic => AnyProvider::Anthropic(AnthropicProvider::new(settings)?),
+            ProviderKind::Gemini => AnyProvider::Gemini(GeminiProvider::new(settings)?),
         })
     }
 
@@ -170,6 +198,8 @@ impl AnyProvider {
             AnyProvider::OpenAi(p) => p.settings(),
             AnyProvider::DeepSeek(p) => p.settings(),
             AnyProvider::OpenAiCompatible(p) => p.settings(),
+            AnyProvider::Anthropic(p) => p.settings(),
+            AnyProvider::Gemini(p) => p.settings(),
         }
     }
 }
@@ -192,6 +222,8 @@ impl Provider for AnyProvider {
             AnyProvider::OpenAi(p) => p.chat(req, opts).await,
             AnyProvider::DeepSeek(p) => p.chat(req, opts).await,
             AnyProvider::OpenAiCompatible(p) => p.chat(req, opts).await,
+            AnyProvider::Anthropic(p) => p.chat(req, opts).await,
+            AnyProvider::Gemini(p) => p.chat(req, opts).await,
         }
     }
 
@@ -204,6 +236,8 @@ impl Provider for AnyProvider {
             AnyProvider::OpenAi(p) => p.chat_stream(req, opts).await,
             AnyProvider::DeepSeek(p) => p.chat_stream(req, opts).await,
             AnyProvider::OpenAiCompatible(p) => p.chat_stream(req, opts).await,
+            AnyProvider::Anthropic(p) => p.chat_stream(req, opts).await,
+            AnyProvider::Gemini(p) => p.chat_stream(req, opts).await,
         }
     }
 }

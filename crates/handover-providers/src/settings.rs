@@ -15,24 +15,61 @@ pub enum ProviderKind {
     DeepSeek,
     /// Any other OpenAI-compatible endpoint (vLLM, Together, a local server).
     OpenAiCompatible,
+    /// Azure OpenAI: the OpenAI adapter with a deployment URL
+    /// (`{base_url}/openai/deployments/{model}/chat/completions`), the
+    /// `api-version` query and the `api-key` header.
+    AzureOpenAi,
+    /// Anthropic's Messages API (`/v1/messages`, `x-api-key`,
+    /// `anthropic-version`).
+    Anthropic,
+    /// Google's Gemini API (`models/{model}:generateContent` and
+    /// `:streamGenerateContent?alt=sse`, `x-goog-api-key`).
+    Gemini,
 }
 
 impl ProviderKind {
-    /// The configuration name: `"openai"`, `"deepseek"`, `"openai_compatible"`.
+    /// Every kind, in configuration order.
+    pub const ALL: [ProviderKind; 6] = [
+        ProviderKind::OpenAi,
+        ProviderKind::DeepSeek,
+        ProviderKind::OpenAiCompatible,
+        ProviderKind::AzureOpenAi,
+        ProviderKind::Anthropic,
+        ProviderKind::Gemini,
+    ];
+
+    /// The configuration name: `"openai"`, `"deepseek"`,
+    /// `"openai_compatible"`, `"azure_openai"`, `"anthropic"`, `"gemini"`.
     pub const fn as_str(self) -> &'static str {
         match self {
             ProviderKind::OpenAi => "openai",
             ProviderKind::DeepSeek => "deepseek",
             ProviderKind::OpenAiCompatible => "openai_compatible",
+            ProviderKind::AzureOpenAi => "azure_openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Gemini => "gemini",
         }
     }
 
-    /// The default base URL, if the kind has one.
+    /// The default base URL, if the kind has one (Azure and compatible
+    /// endpoints are the user's own).
     pub const fn default_base_url(self) -> Option<&'static str> {
         match self {
             ProviderKind::OpenAi => Some("https://api.openai.com/v1"),
             ProviderKind::DeepSeek => Some("https://api.deepseek.com"),
-            ProviderKind::OpenAiCompatible => None,
+            ProviderKind::Anthropic => Some("https://api.anthropic.com/v1"),
+            ProviderKind::Gemini => Some("https://generativelanguage.googleapis.com/v1beta"),
+            ProviderKind::OpenAiCompatible | ProviderKind::AzureOpenAi => None,
+        }
+    }
+
+    /// The API version a kind pins when settings name none: Azure's
+    /// `api-version` query, Anthropic's `anthropic-version` header.
+    pub const fn default_api_version(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::AzureOpenAi => Some("2024-10-21"),
+            ProviderKind::Anthropic => Some("2023-06-01"),
+            _ => None,
         }
     }
 }
@@ -47,17 +84,16 @@ impl FromStr for ProviderKind {
     type Err = ProviderError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "openai" => Ok(ProviderKind::OpenAi),
-            "deepseek" => Ok(ProviderKind::DeepSeek),
-            "openai_compatible" => Ok(ProviderKind::OpenAiCompatible),
-            other => Err(ProviderError::InvalidSettings {
+        ProviderKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| ProviderError::InvalidSettings {
                 field: "kind".into(),
                 reason: format!(
-                    "unknown provider kind {other:?} (expected openai, deepseek or openai_compatible)"
+                    "unknown provider kind {s:?} (expected one of {})",
+                    ProviderKind::ALL.map(ProviderKind::as_str).join(", ")
                 ),
-            }),
-        }
+            })
     }
 }
 
@@ -164,8 +200,12 @@ pub struct ProviderSettings {
     /// Which adapter.
     pub kind: ProviderKind,
     /// Base URL including the version prefix (`https://api.openai.com/v1`);
-    /// `/chat/completions` is appended.
+    /// the kind appends its path (`/chat/completions`, `/messages`; Azure:
+    /// the resource URL, `/openai/deployments/{model}/chat/completions`).
     pub base_url: String,
+    /// The API version the kind pins (Azure `api-version`, Anthropic
+    /// `anthropic-version`); `None` uses [`ProviderKind::default_api_version`].
+    pub api_version: Option<String>,
     /// Default model for calls without [`crate::CallOptions::model`].
     pub model: String,
     /// API key; `None` sends no `Authorization` header (local servers).
@@ -188,6 +228,7 @@ impl fmt::Debug for ProviderSettings {
             .field("name", &self.name)
             .field("kind", &self.kind)
             .field("base_url", &self.base_url)
+            .field("api_version", &self.api_version)
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
             .field("timeouts", &self.timeouts)
@@ -219,6 +260,7 @@ impl ProviderSettings {
             name: name.into(),
             kind,
             base_url: kind.default_base_url().unwrap_or_default().to_owned(),
+            api_version: None,
             model: model.into(),
             api_key: None,
             timeouts: Timeouts::default(),
@@ -232,6 +274,20 @@ impl ProviderSettings {
     pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = url.into();
         self
+    }
+
+    /// Pins the API version (Azure `api-version`, Anthropic
+    /// `anthropic-version`).
+    pub fn with_api_version(mut self, version: impl Into<String>) -> Self {
+        self.api_version = Some(version.into());
+        self
+    }
+
+    /// The API version in effect: the configured one, else the kind's default.
+    pub fn api_version(&self) -> Option<&str> {
+        self.api_version
+            .as_deref()
+            .or(self.kind.default_api_version())
     }
 
     /// Sets the API key.
@@ -303,6 +359,14 @@ impl ProviderSettings {
             Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
             Ok(_) => return bad("base_url", "must be an http or https URL with a host"),
             Err(_) => return bad("base_url", "is not a valid URL"),
+        }
+        if let Some(v) = &self.api_version
+            && (v.is_empty()
+                || !v
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)))
+        {
+            return bad("api_version", "must be a non-empty version like 2024-10-21");
         }
         self.timeouts.validate()
     }

@@ -23,17 +23,18 @@ use tracing::{Instrument, Span};
 
 use crate::{
     classify,
+    dialect::{Decoded, StreamDecoder},
     error::{ProviderError, TimeoutPhase},
     settings::Timeouts,
     telemetry,
     types::{StreamEvent, Usage},
-    wire::{WireChunk, WireError},
 };
 
 type Events = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<reqwest::Error>>> + Send>>;
 
 pub(crate) struct SseState {
     events: Events,
+    decoder: Box<dyn StreamDecoder>,
     provider: Arc<str>,
     key: Option<SecretString>,
     status: u16,
@@ -45,7 +46,6 @@ pub(crate) struct SseState {
     data_events: usize,
     saw_finish: bool,
     done: bool,
-    model_seen: bool,
     queue: VecDeque<StreamEvent>,
     scratch: Vec<StreamEvent>,
     span: Span,
@@ -59,6 +59,7 @@ pub(crate) struct SseState {
 pub(crate) struct SseSetup {
     pub(crate) provider: Arc<str>,
     pub(crate) key: Option<SecretString>,
+    pub(crate) decoder: Box<dyn StreamDecoder>,
     pub(crate) timeouts: Timeouts,
     pub(crate) total_deadline: Instant,
     pub(crate) span: Span,
@@ -74,6 +75,7 @@ pub(crate) fn sse(
 ) -> impl Stream<Item = Result<StreamEvent, ProviderError>> + Send + 'static {
     let state = SseState {
         events: Box::pin(response.bytes_stream().eventsource()),
+        decoder: setup.decoder,
         provider: setup.provider,
         key: setup.key,
         status,
@@ -85,7 +87,6 @@ pub(crate) fn sse(
         data_events: 0,
         saw_finish: false,
         done: false,
-        model_seen: false,
         queue: VecDeque::new(),
         scratch: Vec::new(),
         span: setup.span,
@@ -117,6 +118,7 @@ impl SseState {
     /// Ends the stream successfully.
     fn complete(&mut self) -> Option<Result<StreamEvent, ProviderError>> {
         self.done = true;
+        self.span.record("handover.outcome", "answered");
         self.record_progress();
         None
     }
@@ -211,52 +213,53 @@ impl SseState {
                 }
                 Some(Ok(event)) => event,
             };
-            self.data_events += 1;
-            self.last_data = Some(Instant::now());
             if let Some(item) = self.handle(event) {
                 return Some(item);
             }
         }
     }
 
-    /// Processes one data event; returns an item to yield now, if any.
+    /// Processes one SSE event; returns an item to yield now, if any.
+    /// Keep-alives return before they can count as progress.
     fn handle(&mut self, event: Event) -> Option<Result<StreamEvent, ProviderError>> {
-        let data = event.data.trim();
-        if data == "[DONE]" {
-            return self.complete();
+        let mut out = std::mem::take(&mut self.scratch);
+        let decoded = self.decoder.decode(&event, &mut out);
+        self.enqueue(&mut out);
+        self.scratch = out;
+        if matches!(decoded, Decoded::KeepAlive) {
+            return None;
         }
-        let mut chunk: WireChunk = match serde_json::from_str(data) {
-            Ok(c) => c,
-            Err(e) => {
+        self.data_events += 1;
+        self.last_data = Some(Instant::now());
+        match decoded {
+            Decoded::Data | Decoded::KeepAlive => None,
+            // Queued events are still yielded before the end.
+            Decoded::Done => self.complete(),
+            Decoded::Malformed(detail) => {
                 // Not terminal: the caller may skip this event.
                 let err = ProviderError::MalformedStream {
                     provider: self.provider(),
                     events: self.data_events,
-                    detail: format!("event data is not a chat completion chunk: {e}"),
+                    detail,
                 };
                 tracing::debug!(error = %err, "malformed stream event");
-                return Some(Err(err));
+                Some(Err(err))
             }
-        };
-        if let Some(error) = chunk.error.take().or_else(|| {
-            (event.event == "error").then(|| serde_json::Value::String(data.to_owned()))
-        }) {
-            let failure = classify::failure_from(
-                self.status,
-                WireError::from_value(error),
-                None,
-                self.key.as_ref(),
-            );
-            let err = ProviderError::Api {
-                provider: self.provider(),
-                failure: Box::new(failure),
-                events: self.data_events,
-                request_id: self.request_id.clone(),
-            };
-            return self.fail(err);
+            Decoded::Error(error) => {
+                let failure = classify::failure_from(self.status, error, None, self.key.as_ref());
+                let err = ProviderError::Api {
+                    provider: self.provider(),
+                    failure: Box::new(failure),
+                    events: self.data_events,
+                    request_id: self.request_id.clone(),
+                };
+                self.fail(err)
+            }
         }
-        let mut out = std::mem::take(&mut self.scratch);
-        chunk.push_events(&mut self.model_seen, &mut out);
+    }
+
+    /// Queues decoded events, noting what the span records at the end.
+    fn enqueue(&mut self, out: &mut Vec<StreamEvent>) {
         for ev in out.drain(..) {
             match &ev {
                 StreamEvent::Model(m) => self.model = Some(m.clone()),
@@ -269,7 +272,5 @@ impl SseState {
             }
             self.queue.push_back(ev);
         }
-        self.scratch = out;
-        None
     }
 }

@@ -1,13 +1,16 @@
 //! One `tracing` span per attempt (one HTTP request), with OpenTelemetry
 //! GenAI semantic-convention attribute names.
 //!
-//! Span `chat` fields: `gen_ai.operation.name`, `gen_ai.system`,
+//! Span `chat` fields: `gen_ai.operation.name`, `gen_ai.provider.name` and
+//! (its older name, still read by many backends) `gen_ai.system`,
 //! `gen_ai.request.model`, `gen_ai.request.max_tokens`,
 //! `gen_ai.request.temperature`, `gen_ai.response.model`,
 //! `gen_ai.response.finish_reasons`, `gen_ai.usage.input_tokens`,
 //! `gen_ai.usage.output_tokens`, `http.response.status_code`, `error.type`
 //! (the [`crate::ErrorClass`] name), plus `handover.provider` (configured
-//! name), `handover.stream`, `handover.request_id`, `handover.stream.events`.
+//! name), `handover.stream`, `handover.request_id`, `handover.stream.events`,
+//! `handover.attempt` (the try of a routed call, 1-based) and
+//! `handover.outcome` (`answered` or `failed`).
 //! No field ever holds a key, a header or a body.
 
 use tracing::{Span, field::Empty};
@@ -24,10 +27,12 @@ pub(crate) fn attempt_span(
     model: &str,
     req: &ChatRequest,
     stream: bool,
+    attempt: Option<u32>,
 ) -> Span {
     let span = tracing::info_span!(
         "chat",
         "gen_ai.operation.name" = "chat",
+        "gen_ai.provider.name" = system,
         "gen_ai.system" = system,
         "gen_ai.request.model" = model,
         "gen_ai.request.max_tokens" = Empty,
@@ -42,6 +47,8 @@ pub(crate) fn attempt_span(
         "handover.stream" = stream,
         "handover.request_id" = Empty,
         "handover.stream.events" = Empty,
+        "handover.attempt" = attempt,
+        "handover.outcome" = Empty,
     );
     if !span.is_disabled() {
         if let Some(n) = req.max_tokens {
@@ -72,6 +79,7 @@ pub(crate) fn record_response(span: &Span, resp: &ChatResponse) {
     if span.is_disabled() {
         return;
     }
+    span.record("handover.outcome", "answered");
     span.record("gen_ai.response.model", resp.model.as_str());
     if let Some(f) = &resp.finish_reason {
         span.record("gen_ai.response.finish_reasons", f.as_str());
@@ -103,6 +111,7 @@ pub(crate) fn record_error(span: &Span, err: &ProviderError) {
     if span.is_disabled() {
         return;
     }
+    span.record("handover.outcome", "failed");
     span.record("error.type", err.class().as_str());
     if let Some(s) = err.status() {
         span.record("http.response.status_code", s);

@@ -14,6 +14,7 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::{
     classify,
+    dialect::Dialect,
     error::{ProviderError, TimeoutPhase},
     gate::{SendCounter, SendInfo},
     settings::Timeouts,
@@ -23,8 +24,9 @@ use crate::{
 pub(crate) struct Endpoint {
     pub(crate) provider: Arc<str>,
     pub(crate) http: reqwest::Client,
-    pub(crate) url: String,
-    /// `Authorization` (marked sensitive) if a key is configured.
+    /// URL, body, answer and error shapes of the provider's kind.
+    pub(crate) dialect: Box<dyn Dialect>,
+    /// The dialect's headers (authentication marked sensitive).
     pub(crate) headers: HeaderMap,
     pub(crate) key: Option<SecretString>,
     pub(crate) timeouts: Timeouts,
@@ -106,12 +108,10 @@ impl Endpoint {
         let body = self.read_body(call, response, status).await?;
         Err(ProviderError::Api {
             provider: self.provider.to_string(),
-            failure: Box::new(classify::api_failure(
-                status,
-                &body,
-                retry_after,
-                self.key.as_ref(),
-            )),
+            failure: Box::new(
+                self.dialect
+                    .failure(status, &body, retry_after, self.key.as_ref()),
+            ),
             events: 0,
             request_id,
         })

@@ -28,7 +28,7 @@ struct StreamOptions {
 
 /// How a request is shaped for one provider kind.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Dialect {
+pub(crate) struct Shape {
     pub(crate) kind: ProviderKind,
     pub(crate) passback: ReasoningPassback,
     pub(crate) stream_usage: bool,
@@ -41,7 +41,7 @@ pub(crate) struct Dialect {
 pub(crate) fn request_body(
     req: &ChatRequest,
     model: &str,
-    d: Dialect,
+    d: Shape,
     stream: bool,
 ) -> Result<Vec<u8>, serde_json::Error> {
     let out = Outgoing {
@@ -247,8 +247,9 @@ pub(crate) struct WireChunk {
     extra: Map<String, Value>,
 }
 
-/// Chunk fields that repeat on every chunk and say nothing new.
-const CHUNK_FRAME: &[&str] = &["object", "created"];
+/// Chunk fields that say nothing new (`object` is the chunk's type; the
+/// provider's `created` is kept: a drop-in passes its chunks on as sent).
+const CHUNK_FRAME: &[&str] = &["object"];
 
 impl WireChunk {
     /// Appends this chunk's events to `out`; `model_seen` makes the

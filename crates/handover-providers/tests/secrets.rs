@@ -125,9 +125,46 @@ async fn sentinel_key_never_leaks() {
     errors.extend(run_all(&p, &CallOptions::default().with_send_counter(gate)).await);
     // Invalid settings carrying the key.
     errors.push(AnyProvider::new(settings(kind, "not a url")).unwrap_err());
-    for kind in [ProviderKind::DeepSeek, ProviderKind::OpenAiCompatible] {
+    // Every other kind, with its own key header (Azure `api-key`,
+    // Anthropic `x-api-key`, Gemini `x-goog-api-key`), on the echoing 401.
+    for kind in [
+        ProviderKind::DeepSeek,
+        ProviderKind::OpenAiCompatible,
+        ProviderKind::AzureOpenAi,
+        ProviderKind::Anthropic,
+        ProviderKind::Gemini,
+    ] {
         let p = AnyProvider::new(settings(kind, &format!("{}/v1", servers[0].uri()))).unwrap();
         debug_dumps.push(format!("{p:?} {:?}", p.settings()));
+        errors.extend(run_all(&p, &CallOptions::default()).await);
+    }
+    // Anthropic echoing the key in an in-stream `error` event.
+    let anthropic_error = bodies::a_event(bodies::a_error("overloaded_error", &echo));
+    let server = mock(sse(anthropic_error)).await;
+    let p = AnyProvider::new(settings(
+        ProviderKind::Anthropic,
+        &format!("{}/v1", server.uri()),
+    ))
+    .unwrap();
+    errors.extend(run_all(&p, &CallOptions::default()).await);
+    // Gemini echoing the key in a 400 body and in an in-stream error.
+    for template in [
+        ResponseTemplate::new(400).set_body_json(bodies::g_error(
+            400,
+            "INVALID_ARGUMENT",
+            &echo,
+            json!([]),
+        )),
+        sse(bodies::g_event(bodies::g_error(
+            503,
+            "UNAVAILABLE",
+            &echo,
+            json!([]),
+        ))),
+    ] {
+        let server = mock(template).await;
+        let base = format!("{}/v1", server.uri());
+        let p = AnyProvider::new(settings(ProviderKind::Gemini, &base)).unwrap();
         errors.extend(run_all(&p, &CallOptions::default()).await);
     }
 

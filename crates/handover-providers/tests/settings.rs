@@ -85,13 +85,29 @@ fn timeouts_cap_to_remaining_budget() {
 
 #[test]
 fn provider_kind_names_and_passback_defaults() {
-    for k in [
-        ProviderKind::OpenAi,
-        ProviderKind::DeepSeek,
-        ProviderKind::OpenAiCompatible,
-    ] {
+    for k in ProviderKind::ALL {
         assert_eq!(k.as_str().parse::<ProviderKind>().unwrap(), k);
     }
+    // Azure needs its resource URL.
+    let azure = ProviderSettings::new("az", ProviderKind::AzureOpenAi, "gpt-4o-deployment");
+    assert!(err_of(azure.clone()).contains("base_url"));
+    assert_eq!(azure.api_version(), Some("2024-10-21"));
+    let azure = azure
+        .with_base_url("https://res.openai.azure.com")
+        .with_api_version("2025-01-01-preview");
+    assert_eq!(azure.api_version(), Some("2025-01-01-preview"));
+    assert!(AnyProvider::new(azure.clone()).is_ok());
+    assert!(err_of(azure.with_api_version("a b")).contains("api_version"));
+    let claude = ProviderSettings::new("c", ProviderKind::Anthropic, "claude-sonnet-4-5");
+    assert_eq!(claude.base_url, "https://api.anthropic.com/v1");
+    assert_eq!(claude.api_version(), Some("2023-06-01"));
+    assert!(AnyProvider::new(claude).is_ok());
+    let gemini = ProviderSettings::new("g", ProviderKind::Gemini, "gemini-2.5-flash");
+    assert_eq!(
+        gemini.base_url,
+        "https://generativelanguage.googleapis.com/v1beta"
+    );
+    assert!(AnyProvider::new(gemini).is_ok());
     assert!(
         "deepsek"
             .parse::<ProviderKind>()

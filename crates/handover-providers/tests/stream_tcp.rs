@@ -19,13 +19,7 @@ use tokio::time::Instant;
 const KIND: ProviderKind = ProviderKind::DeepSeek;
 
 fn timeouts() -> Timeouts {
-    Timeouts {
-        connect: Duration::from_secs(5),
-        first_byte: Duration::from_secs(5),
-        first_token: Duration::from_secs(2),
-        idle: Duration::from_secs(1),
-        total: Duration::from_secs(60),
-    }
+    support::tight()
 }
 
 fn provider(base: &str) -> AnyProvider {

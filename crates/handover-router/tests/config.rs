@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use handover_providers::Capability;
 use handover_router::RouterError;
 use handover_router::config::{
     BlockSetting, ClassAction, CommitPoint, Config, ErrorClass, LedgerBackend,
@@ -103,6 +104,112 @@ fn example_resolves_every_section() {
         config.gateway().unwrap().reconcile_every,
         Duration::from_secs(1)
     );
+}
+
+#[test]
+fn anthropic_azure_and_gemini_kinds_are_configured() {
+    let text = format!(
+        "{BASE}{}",
+        r#"
+[providers.claude]
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+api_key_env = "ANTHROPIC_API_KEY"
+
+[providers.azure]
+kind = "azure_openai"
+base_url = "https://my-resource.openai.azure.com"
+api_version = "2025-01-01-preview"
+model = "gpt-4o-deployment"
+api_key_env = "AZURE_OPENAI_API_KEY"
+
+[providers.gemini]
+kind = "gemini"
+model = "gemini-2.5-flash"
+api_key_env = "GEMINI_API_KEY"
+
+[policies.cross]
+chain = ["azure", "claude", "gemini"]
+"#
+    );
+    let config = Config::parse(&text, &all_set).unwrap();
+    let azure = &config.providers()["azure"];
+    assert_eq!(azure.api_version.as_deref(), Some("2025-01-01-preview"));
+    assert_eq!(config.providers()["claude"].base_url, None);
+    assert_eq!(config.providers()["gemini"].base_url, None);
+
+    // Azure has no default endpoint; only Azure and Anthropic pin versions
+    // (Gemini's version is its base URL's path: `/v1beta`, `/v1`).
+    let e = errors(&text.replace("base_url = \"https://my-resource.openai.azure.com\"\n", ""));
+    assert!(
+        e.contains(r#"providers.azure.base_url: required for kind "azure_openai""#),
+        "{e}"
+    );
+    let e = errors(&BASE.replace("model = \"m\"", "model = \"m\"\napi_version = \"v1\""));
+    assert!(
+        e.contains(
+            r#"providers.a.api_version: kind "openai_compatible" has no API version to pin"#
+        ),
+        "{e}"
+    );
+    let e = errors(&text.replace("2025-01-01-preview", "2025 01/01"));
+    assert!(e.contains("providers.azure.api_version"), "{e}");
+    let e = errors(&text.replace(
+        "model = \"gemini-2.5-flash\"",
+        "model = \"gemini-2.5-flash\"\napi_version = \"v1\"",
+    ));
+    assert!(
+        e.contains(r#"providers.gemini.api_version: kind "gemini" has no API version to pin"#),
+        "{e}"
+    );
+    let e = errors(&text.replace("kind = \"anthropic\"", "kind = \"claude\""));
+    assert!(e.contains(r#"unknown provider kind "claude""#), "{e}");
+    assert!(
+        e.contains(r#""anthropic""#),
+        "the error lists the kinds: {e}"
+    );
+}
+
+#[test]
+fn declared_capabilities_override_the_kinds_and_unknown_names_are_errors() {
+    let text = BASE.replace(
+        "data_classes = [\"public\"]\n",
+        "data_classes = [\"public\"]\nsupports = { structured_outputs = false, logprobs = true }\n",
+    );
+    let text = text.replace(
+        "api_key_env = \"DS_KEY\"\n",
+        "api_key_env = \"DS_KEY\"\nsupports = { reasoning_effort = true }\n",
+    );
+    let config = Config::parse(&text, &all_set).unwrap();
+    let (a, b) = (&config.providers()["a"], &config.providers()["b"]);
+    assert!(!a.supports(Capability::StructuredOutputs), "declared off");
+    assert!(a.supports(Capability::Logprobs));
+    assert!(a.supports(Capability::Images), "undeclared: the kind's");
+    assert!(b.supports(Capability::ReasoningEffort), "declared on");
+    assert!(
+        !b.supports(Capability::StructuredOutputs),
+        "DeepSeek's default"
+    );
+
+    let e = errors(&BASE.replace(
+        "model = \"m\"\n",
+        "model = \"m\"\nsupports = { structured_output = false }\n",
+    ));
+    assert!(
+        e.contains(
+            r#"providers.a.supports.structured_output: unknown capability "structured_output""#
+        ),
+        "{e}"
+    );
+    assert!(
+        e.contains("structured_outputs, json_mode"),
+        "lists the names: {e}"
+    );
+    let e = errors(&BASE.replace(
+        "model = \"m\"\n",
+        "model = \"m\"\nsupports = { logprobs = \"yes\" }\n",
+    ));
+    assert!(e.contains("supports"), "{e}");
 }
 
 #[test]
@@ -406,4 +513,75 @@ Authorization = {{ env = "SHIP_TOKEN", prefix = "Bearer " }}
     let spec = config.action("ship").unwrap().http_lookup.as_ref().unwrap();
     assert_eq!(spec.method, "GET");
     assert_eq!(spec.not_found_status, [404]);
+}
+
+#[test]
+fn telemetry_section_is_validated_naming_each_field() {
+    let ok = Config::parse(
+        &format!(
+            "{BASE}\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\nexport_timeout = \"2s\"\n[telemetry.headers]\nx-api-key = {{ env = \"OTLP_KEY\" }}\n"
+        ),
+        &all_set,
+    )
+    .unwrap();
+    let t = ok.telemetry().expect("exported");
+    assert_eq!(t.otlp_endpoint, "http://127.0.0.1:4318/v1/traces");
+    assert_eq!(t.service_name, "handover");
+    assert_eq!(t.export_timeout, Duration::from_secs(2));
+    // A URL with a path is used as written; no endpoint: nothing exported.
+    let with_path =
+        format!("{BASE}\n[telemetry]\notlp_endpoint = \"https://c.example/otlp/traces\"\n");
+    let c = Config::parse(&with_path, &all_set).unwrap();
+    assert_eq!(
+        c.telemetry().unwrap().otlp_endpoint,
+        "https://c.example/otlp/traces"
+    );
+    let off = Config::parse(
+        &format!("{BASE}\n[telemetry]\nservice_name = \"x\"\n"),
+        &all_set,
+    )
+    .unwrap();
+    assert!(off.telemetry().is_none());
+
+    for (field, expect) in [
+        (
+            "otlp_endpoint = \"http://\"",
+            "telemetry.otlp_endpoint: \"http://\" is not a valid URL",
+        ),
+        (
+            "otlp_endpoint = \"grpc://c:4317\"",
+            "telemetry.otlp_endpoint: \"grpc://c:4317\" is not an http(s) URL",
+        ),
+        (
+            "export_timeout = \"500000000000y\"",
+            "telemetry.export_timeout: duration",
+        ),
+        (
+            "export_interval = \"0s\"",
+            "telemetry.export_interval: duration \"0s\" must be greater than zero",
+        ),
+        (
+            "max_queued_spans = 0",
+            "telemetry.max_queued_spans: must be greater than zero",
+        ),
+        (
+            "service_name = \"\"",
+            "telemetry.service_name: must be 1-255",
+        ),
+        ("endpoint = \"http://c\"", "unknown field `endpoint`"),
+    ] {
+        let e = errors(&format!("{BASE}\n[telemetry]\n{field}\n"));
+        assert!(e.contains(expect), "{field}: {e}");
+    }
+    let no_key = format!(
+        "{BASE}\n[telemetry]\notlp_endpoint = \"http://c:4318\"\n[telemetry.headers]\nauthorization = {{ env = \"OTLP_KEY\", prefix = \"Bearer \" }}\n"
+    );
+    let e = match Config::parse(&no_key, &|v| (v == "DS_KEY").then(|| "k".to_owned())) {
+        Err(RouterError::Config(issues)) => issues.to_string(),
+        other => panic!("expected a config error, got {other:?}"),
+    };
+    assert!(
+        e.contains("telemetry.headers.authorization.env: environment variable OTLP_KEY is not set"),
+        "{e}"
+    );
 }

@@ -27,6 +27,10 @@ fn a_valid_mcp_section_resolves_servers_tools_and_the_lookup_template() {
     let config = Config::parse(BASE, &|_| None).unwrap();
     let mcp = config.mcp().unwrap();
     assert_eq!(mcp.scope, "agent-1");
+    // stdio unless `listen` is set; HTTP limits have defaults.
+    assert_eq!(mcp.listen, None);
+    assert_eq!(mcp.max_sessions, 64);
+    assert!(mcp.allowed_origins.is_empty());
     assert_eq!(
         mcp.servers["shipping"],
         McpServer::Command {
@@ -97,6 +101,25 @@ fn mistakes_name_their_field() {
         (
             BASE.replace("scope = \"agent-1\"", "scope = \"agent 1\""),
             "mcp.scope: invalid scope",
+        ),
+        (
+            BASE.replace("scope = \"agent-1\"", "listen = \"localhost\""),
+            "mcp.listen: invalid address \"localhost\"",
+        ),
+        (
+            BASE.replace(
+                "scope = \"agent-1\"",
+                "allowed_origins = [\"https://a.example/\"]",
+            ),
+            "mcp.allowed_origins[0]",
+        ),
+        (
+            BASE.replace("scope = \"agent-1\"", "max_sessions = 0"),
+            "mcp.max_sessions",
+        ),
+        (
+            BASE.replace("scope = \"agent-1\"", "session_idle = \"soon\""),
+            "mcp.session_idle",
         ),
         (
             BASE.replace("mcp = { server", "# mcp = { server"),

@@ -11,13 +11,14 @@ use clap::Args;
 use handover::Config;
 use handover::router::RouterError;
 use handover::router::config::{
-    ActionContract, ErrorClass, GatewaySettings, LedgerBackend, LedgerSettings, LookupHeader,
-    ModelSet, PolicySettings, ProviderConfig,
+    ActionContract, ErrorClass, LedgerBackend, LedgerSettings, LookupHeader, ModelSet,
+    PolicySettings, ProviderConfig,
 };
 
 use crate::term::Style;
 
 mod names;
+mod serving;
 use names::{chain, names, route};
 
 /// Arguments of `handover check`.
@@ -136,48 +137,9 @@ fn render(out: &mut String, config: &Config, env: &dyn Fn(&str) -> Option<String
     for a in config.actions().values() {
         action(out, a);
     }
-    match config.gateway() {
-        Some(g) => gateway(out, g, s),
-        None => {
-            let _ = writeln!(
-                out,
-                "\n{}\n  (none: `handover serve` needs a [gateway] section)",
-                s.bold("gateway")
-            );
-        }
-    }
+    serving::gateway(out, config.gateway(), s);
+    serving::telemetry(out, config.telemetry(), s);
     names(out, config, s);
-}
-
-fn gateway(out: &mut String, g: &GatewaySettings, s: Style) {
-    let _ = writeln!(out, "\n{}", s.bold("gateway"));
-    let _ = writeln!(
-        out,
-        "  listen {}, body at most {} bytes, keep-alive {}, shutdown grace {}, reconciler every {}",
-        g.listen,
-        g.max_body_bytes,
-        d(g.keepalive),
-        d(g.shutdown_grace),
-        d(g.reconcile_every)
-    );
-    let _ = writeln!(
-        out,
-        "  connections at most {}, header within {}, body within {}, idle at most {}, {} request(s) in flight per client",
-        g.max_connections,
-        d(g.header_read_timeout),
-        d(g.body_read_timeout),
-        d(g.idle_timeout),
-        g.max_in_flight_per_client
-    );
-    // Token hashes are never printed, only who may call and in which scope.
-    for c in g.clients.values() {
-        let _ = writeln!(out, "  client {} -> scope {}", c.name, c.scope);
-    }
-    let operators: Vec<&String> = g.operators.values().map(|o| &o.name).collect();
-    let _ = writeln!(out, "  operators: {}", list(operators));
-    for (alias, policy) in &g.models {
-        let _ = writeln!(out, "  model {alias} -> policy {policy}");
-    }
 }
 
 fn ledger(out: &mut String, l: &LedgerSettings, s: Style) {
@@ -229,9 +191,15 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
         Some(var) => format!("${var} (NOT SET)"),
         None => "none".to_owned(),
     };
+    let version = p
+        .api_version
+        .as_deref()
+        .or(p.kind.default_api_version())
+        .map(|v| format!(", api version {v}"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "  {}  kind {}, model {}, base_url {base}",
+        "  {}  kind {}, model {}, base_url {base}{version}",
         p.name, p.kind, p.model
     );
     let _ = writeln!(out, "      api key: {key}");
@@ -241,6 +209,7 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
     };
     let _ = writeln!(out, "      models: {models}");
     let _ = writeln!(out, "      data classes: {}", list(&p.data_classes));
+    let _ = writeln!(out, "      supports: {}", capabilities(p));
     let prices = p.prices.map_or_else(
         || "no prices".to_owned(),
         |pr| {
@@ -301,10 +270,7 @@ fn policy(out: &mut String, p: &PolicySettings) {
         d(p.backoff.initial),
         d(p.backoff.max),
         if p.backoff.jitter { " with jitter" } else { "" },
-        match p.commit_point {
-            handover::router::config::CommitPoint::FirstToken => "first_token",
-            handover::router::config::CommitPoint::Complete => "complete",
-        },
+        p.commit_point.as_str(),
         list(&p.data_classes)
     );
     if let Some(h) = p.abandon_after {
@@ -398,4 +364,23 @@ fn action(out: &mut String, a: &ActionContract) {
             "      an unknown outcome waits for an operator (handover ops resolve)"
         );
     }
+}
+
+/// The capabilities a provider honours, those its config declares marked.
+fn capabilities(p: &handover::router::config::ProviderConfig) -> String {
+    use handover::providers::Capability;
+    let mut on: Vec<String> = Capability::ALL
+        .into_iter()
+        .filter(|c| p.supports(*c))
+        .map(|c| match p.supports.contains_key(&c) {
+            true => format!("{c} (declared)"),
+            false => c.to_string(),
+        })
+        .collect();
+    let off = p.supports.iter().filter(|(_, on)| !**on);
+    on.extend(off.map(|(c, _)| format!("not {c} (declared)")));
+    if on.is_empty() {
+        return "plain chat only".to_owned();
+    }
+    on.join(", ")
 }

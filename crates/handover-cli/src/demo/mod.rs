@@ -15,6 +15,8 @@
 
 mod app;
 mod cast;
+mod mcp;
+pub(crate) mod shipping;
 mod story;
 mod timeline;
 
@@ -36,6 +38,10 @@ pub(crate) struct DemoArgs {
     /// Print one JSON document instead of the timeline.
     #[arg(long)]
     json: bool,
+    /// The story through `handover mcp`: an MCP shipping server that
+    /// applies a shipment and dies before answering.
+    #[arg(long)]
+    mcp: bool,
 }
 
 /// What an earlier run left in the ledger.
@@ -99,6 +105,9 @@ impl Summary {
 }
 
 pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    if args.mcp {
+        return run_mcp(&args).await;
+    }
     let spinner = Spinner::start("playing the lost-confirmation story...");
     let report = story::play(&args.ledger).await;
     drop(spinner);
@@ -109,6 +118,24 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         print!("{}", render(&report, Style::stdout()));
     }
     Ok(if report.summary.ok() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("error: the demo's guarantees did not hold (see the summary)");
+        ExitCode::FAILURE
+    })
+}
+
+async fn run_mcp(args: &DemoArgs) -> anyhow::Result<ExitCode> {
+    let spinner = Spinner::start("playing the lost-confirmation story through handover mcp...");
+    let report = mcp::play(&args.ledger).await;
+    drop(spinner);
+    let report = report?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", mcp::render(&report, Style::stdout()));
+    }
+    Ok(if report.ok() {
         ExitCode::SUCCESS
     } else {
         eprintln!("error: the demo's guarantees did not hold (see the summary)");

@@ -9,13 +9,13 @@ use anyhow::{Context, bail};
 use handover::Config;
 use handover::ledger::{
     Clock, Ledger, ListFilter, OperationId, OperationRecord, Scope, SqliteLedger, SqliteOptions,
-    StateKind,
+    StateKind, Timestamp,
 };
 use handover::providers::{ChatRequest, Message, Tool, ToolCall};
 use handover::router::gate::{
-    FixedApproval, OperationKey, PerformOptions, PerformOutcome, ProposedCall, WriteGate,
+    Executor, FixedApproval, OperationKey, PerformOptions, PerformOutcome, ProposedCall, WriteGate,
 };
-use handover::router::route::Router;
+use handover::router::route::{Completion, Router, Task};
 use handover_testkit::{Behaviour, Flavor, MockDestination, MockProvider, Reply};
 use serde_json::json;
 
@@ -170,7 +170,43 @@ fn describe(call: &ToolCall) -> String {
 }
 
 impl Cast {
-    async fn story(&mut self) -> anyhow::Result<()> {
+    /// Asks the model with the shipment tool and takes the tool call it
+    /// proposes (`who` names the model in the error if it proposes none).
+    async fn propose(
+        &mut self,
+        task: &Task,
+        task_start: Timestamp,
+        messages: &[Message],
+        who: &str,
+    ) -> anyhow::Result<(Completion, ToolCall)> {
+        let request = ChatRequest::new(messages.to_vec()).with_tools(vec![tool()]);
+        let completion = self.chat(task, task_start, &request).await?;
+        let Some(call) = completion.response.tool_calls.first().cloned() else {
+            bail!("{who} did not propose the shipment");
+        };
+        Ok((completion, call))
+    }
+
+    /// Hands a proposed call to the write gate under the user's approval,
+    /// drawing on the task's budget.
+    async fn perform(
+        &self,
+        call: &ProposedCall,
+        task: &Task,
+        executor: &impl Executor,
+    ) -> anyhow::Result<PerformOutcome> {
+        let options = PerformOptions {
+            budget: Some(task.budget()),
+            metadata: None,
+        };
+        Ok(self
+            .gate
+            .perform_call(call, &self.approval, executor, options)
+            .await?)
+    }
+
+    /// What the two models and the destination will do in the story.
+    fn script(&self) {
         self.primary.script([Reply::ToolCall {
             id: "call_oa_7Hq2Lw".to_owned(),
             name: ACTION.to_owned(),
@@ -189,6 +225,10 @@ impl Cast {
             ),
         ]);
         self.dest.script([Behaviour::ApplyAndDrop]);
+    }
+
+    async fn story(&mut self) -> anyhow::Result<()> {
+        self.script();
 
         // 1. The user asks; the primary model proposes the shipment.
         self.tl.push(
@@ -204,16 +244,9 @@ impl Cast {
             Message::system("You are the support assistant of a web shop."),
             Message::user("Order 1042 arrived broken. Please send a replacement."),
         ];
-        let c1 = self
-            .chat(
-                &task,
-                task_start,
-                &ChatRequest::new(messages.clone()).with_tools(vec![tool()]),
-            )
+        let (c1, tc1) = self
+            .propose(&task, task_start, &messages, "the primary model")
             .await?;
-        let Some(tc1) = c1.response.tool_calls.first().cloned() else {
-            bail!("the primary model did not propose the shipment");
-        };
         self.tl.push(
             Actor::Provider,
             &c1.provider,
@@ -235,18 +268,7 @@ impl Cast {
         // 2. The write gate sends it; the confirmation is lost.
         let call1 = ProposedCall::from_tool_call(&tc1, Some(&c1.provider), Some(&c1.model))?;
         let executor = app::executor(&self.dest);
-        let out1 = self
-            .gate
-            .perform_call(
-                &call1,
-                &self.approval,
-                &executor,
-                PerformOptions {
-                    budget: Some(task.budget()),
-                    metadata: None,
-                },
-            )
-            .await?;
+        let out1 = self.perform(&call1, &task, &executor).await?;
         self.narrate_first_dispatch(&out1).await?;
 
         // 3. The agent asks the model again; the primary fails, the fallback
@@ -256,16 +278,9 @@ impl Cast {
             tc1.id.clone(),
             "error: the connection was lost before the carrier confirmed",
         ));
-        let c2 = self
-            .chat(
-                &task,
-                task_start,
-                &ChatRequest::new(messages.clone()).with_tools(vec![tool()]),
-            )
+        let (c2, tc2) = self
+            .propose(&task, task_start, &messages, "the fallback model")
             .await?;
-        let Some(tc2) = c2.response.tool_calls.first().cloned() else {
-            bail!("the fallback model did not re-propose the shipment");
-        };
         self.tl.push(
             Actor::Provider,
             &c2.provider,
@@ -279,47 +294,10 @@ impl Cast {
         );
         let call2 = ProposedCall::from_tool_call(&tc2, Some(&c2.provider), Some(&c2.model))?;
         let before = self.dest.action_requests().await;
-        let out2 = self
-            .gate
-            .perform_call(
-                &call2,
-                &self.approval,
-                &executor,
-                PerformOptions {
-                    budget: Some(task.budget()),
-                    metadata: None,
-                },
-            )
-            .await?;
+        let out2 = self.perform(&call2, &task, &executor).await?;
         let answered_at = self.clock.now();
         let sent = self.dest.action_requests().await - before;
-        match &out2 {
-            PerformOutcome::Unresolved(info) => {
-                self.refused += 1;
-                self.tl.push_at(
-                    answered_at,
-                    Actor::Gate,
-                    "write gate",
-                    None,
-                    format!(
-                        "REFUSES to execute it again: {} {} is unknown since {} (owner {}); {sent} request(s) sent",
-                        self.id.scope,
-                        self.id.key,
-                        self.since(info.since),
-                        info.owner
-                    ),
-                    Some("unknown, unchanged"),
-                );
-            }
-            other => self.tl.push_at(
-                answered_at,
-                Actor::Gate,
-                "write gate",
-                None,
-                format!("answered {} ({sent} request(s) sent)", other.as_str()),
-                None,
-            ),
-        }
+        self.narrate_refusal(&out2, answered_at, sent);
 
         // 4. The fallback explains what is pending (it cannot confirm anything).
         messages.push(Message::assistant_tool_calls(None, vec![tc2.clone()]));
@@ -354,10 +332,51 @@ impl Cast {
             "retries: \"Did it go out? Please send it.\"",
             None,
         );
+        self.user_retry(&call2, &executor).await
+    }
+
+    /// Step 3's answer: the gate refuses to send the re-proposal while the
+    /// first dispatch is unknown.
+    fn narrate_refusal(&mut self, out2: &PerformOutcome, answered_at: Timestamp, sent: usize) {
+        match out2 {
+            PerformOutcome::Unresolved(info) => {
+                self.refused += 1;
+                self.tl.push_at(
+                    answered_at,
+                    Actor::Gate,
+                    "write gate",
+                    None,
+                    format!(
+                        "REFUSES to execute it again: {} {} is unknown since {} (owner {}); {sent} request(s) sent",
+                        self.id.scope,
+                        self.id.key,
+                        self.since(info.since),
+                        info.owner
+                    ),
+                    Some("unknown, unchanged"),
+                );
+            }
+            other => self.tl.push_at(
+                answered_at,
+                Actor::Gate,
+                "write gate",
+                None,
+                format!("answered {} ({sent} request(s) sent)", other.as_str()),
+                None,
+            ),
+        }
+    }
+
+    /// Step 6: the user's retry replays the recorded confirmation.
+    async fn user_retry(
+        &mut self,
+        call: &ProposedCall,
+        executor: &impl Executor,
+    ) -> anyhow::Result<()> {
         let before = self.dest.action_requests().await;
         let out3 = self
             .gate
-            .perform_call(&call2, &self.approval, &executor, PerformOptions::default())
+            .perform_call(call, &self.approval, executor, PerformOptions::default())
             .await?;
         let sent = self.dest.action_requests().await - before;
         let what = match &out3 {

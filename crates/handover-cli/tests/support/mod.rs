@@ -208,3 +208,67 @@ impl Drop for Served {
         let _ = self.child.wait();
     }
 }
+
+/// Starts `handover serve --config CONFIG`; the child, its address
+/// (`http://IP:PORT`, from its readiness line) and its further stderr lines.
+pub fn start(
+    config: &Path,
+) -> (
+    std::process::Child,
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    start_with(config, &[], None, &[])
+}
+
+/// [`start`] with more arguments, environment variables and, if given, `RUST_LOG`.
+pub fn start_with(
+    config: &Path,
+    args: &[&str],
+    rust_log: Option<&str>,
+    envs: &[(&str, &str)],
+) -> (
+    std::process::Child,
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    let mut cmd = handover();
+    cmd.env_remove("RUST_LOG");
+    cmd.envs(envs.iter().copied());
+    if let Some(filter) = rust_log {
+        cmd.env("RUST_LOG", filter);
+    }
+    let mut child = cmd
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(stderr) {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    // The explicit readiness signal: the line naming the bound address.
+    let addr = loop {
+        let line = rx.blocking_recv().expect("serve exited before listening");
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    (child, addr, rx)
+}
+
+/// Sends SIG`name` to `child`.
+pub fn signal(child: &std::process::Child, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}

@@ -35,8 +35,9 @@ use tokio::task::JoinSet;
 
 use self::body::{DeadlineBody, Held};
 use self::io::{ConnState, HeaderDeadline};
+use handover_router::config::GatewaySettings;
+
 use crate::error::GatewayError;
-use crate::state::GatewayState;
 
 /// The answer to a connection over `max_connections`, in the gateway's
 /// usual error shape.
@@ -59,18 +60,15 @@ static REFUSAL: LazyLock<Vec<u8>> = LazyLock::new(|| {
 /// descriptors) before trying again.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
-/// Serves `state` on `listener` until `shutdown` completes, then drains.
+/// Serves `app` on `listener` with `settings`' connection limits and
+/// deadlines until `shutdown` completes, then drains.
 pub(crate) async fn run(
     listener: TcpListener,
-    state: GatewayState,
+    app: axum::Router,
+    settings: &GatewaySettings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), GatewayError> {
-    let settings = state.settings().clone();
-    let upkeep = state
-        .metrics()
-        .cloned()
-        .map(|h| tokio::spawn(crate::metrics::upkeep(h)));
-    let app = crate::app(state);
+    let settings = settings.clone();
     let slots = Arc::new(Semaphore::new(settings.max_connections as usize));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut conns = JoinSet::new();
@@ -125,9 +123,6 @@ pub(crate) async fn run(
         );
         conns.shutdown().await;
     }
-    if let Some(upkeep) = upkeep {
-        upkeep.abort();
-    }
     Ok(())
 }
 
@@ -143,7 +138,7 @@ fn serve_connection(
     tcp: TcpStream,
     http: hyper::server::conn::http1::Builder,
     app: axum::Router,
-    settings: &handover_router::config::GatewaySettings,
+    settings: &GatewaySettings,
     mut stop: watch::Receiver<bool>,
 ) -> impl Future<Output = ()> + Send + 'static {
     let conn_state = Arc::new(ConnState::default());

@@ -20,6 +20,7 @@ use handover_router::RouterError;
 use handover_router::budget::Exhausted;
 use handover_router::route::{FailureReason, Task};
 use serde_json::Value;
+use tracing::{Instrument, Span};
 
 use super::request;
 use super::response::{Chunker, attempts_header, header_value};
@@ -60,6 +61,7 @@ pub(crate) async fn completions(
             model: String::new(),
             include_usage: parsed.include_usage,
             top: serde_json::Map::new(),
+            pending: None,
         };
         return Ok(super::stream::respond(state, task, parsed.request, chunker).await);
     }
@@ -68,7 +70,9 @@ pub(crate) async fn completions(
     let router = state.router().clone();
     let request = parsed.request;
     let call_task = task.clone();
-    let result = crate::detach::to_the_end(async move { router.chat(&call_task, &request).await })
+    // In the request's span, so an exported trace keeps request → task → attempts.
+    let call = async move { router.chat(&call_task, &request).await }.instrument(Span::current());
+    let result = crate::detach::to_the_end(call)
         .await
         .map_err(|p| ApiError::internal(format!("the chat call failed: {}", p.0)))?;
     match result {

@@ -23,6 +23,7 @@ use handover_providers::{ChatRequest, StreamEvent};
 use handover_router::route::{Attempt, RoutedStream, Skip, Task};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
+use tracing::{Instrument, Span};
 
 use super::chat::router_error;
 use super::response::{attempts_header, header_value};
@@ -59,14 +60,11 @@ pub(crate) async fn respond<E: Encoder>(
     let keepalive = state.settings().keepalive;
     let (opened_tx, opened_rx) = oneshot::channel::<Opened>();
     let (events_tx, events_rx) = mpsc::channel::<Event>(64);
-    tokio::spawn(produce(
-        state.clone(),
-        task,
-        request,
-        encoder,
-        opened_tx,
-        events_tx,
-    ));
+    // In the request's span, so an exported trace keeps request → task → attempts.
+    tokio::spawn(
+        produce(state.clone(), task, request, encoder, opened_tx, events_tx)
+            .instrument(Span::current()),
+    );
     let events = futures::stream::unfold(events_rx, |mut rx| async move {
         rx.recv().await.map(|ev| (Ok::<_, Infallible>(ev), rx))
     });

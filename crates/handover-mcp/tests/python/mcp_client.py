@@ -7,8 +7,14 @@ Usage:
   python mcp_client.py calls CALLS_JSON COMMAND [ARGS...]
       in one session, call each {"tool", "arguments", "meta", "retry_while"}
       of CALLS_JSON and print each (last) result as one JSON line.
+  python mcp_client.py refused COMMAND_OR_URL
+      connect and list tools, expecting a refusal; print the error.
 COMMAND is the MCP server to start over stdio (the shipping server
-directly, or `handover mcp` in front of it). The Rust tests compare and
+directly, or `handover mcp` in front of it), or an http:// URL of a
+Streamable HTTP endpoint (`handover mcp --listen`), called with the bearer
+token in $MCP_TOKEN (if set) and the client mode in $MCP_MODE ("auto", the
+SDK's default: the 2026-07-28 probe, no session; or "legacy": the
+initialize handshake and an Mcp-Session-Id). The Rust tests compare and
 assert; this script only drives the client.
 """
 
@@ -17,8 +23,10 @@ import json
 import os
 import sys
 
-from mcp import Client
+from mcp import Client as SdkClient
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 
 def dump(kind, model):
@@ -39,8 +47,8 @@ async def calls(params, plan):
     async with Client(params, read_timeout_seconds=30) as client:
         for call in plan:
             # "retry_while": an agent that keeps retrying (same arguments, new
-            # JSON-RPC id) while the answer has that status, at most 50 times.
-            for _ in range(50):
+            # JSON-RPC id) while the answer has that status, for up to 30 s.
+            for _ in range(300):
                 result = await client.call_tool(call["tool"], call.get("arguments"), meta=call.get("meta"))
                 status = (result.structured_content or {}).get("status") if isinstance(result.structured_content, dict) else None
                 if "retry_while" not in call or status != call["retry_while"]:
@@ -50,9 +58,33 @@ async def calls(params, plan):
 
 
 def server(command):
+    if command[0].startswith("http://"):
+        token = os.environ.get("MCP_TOKEN")
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        return streamable_http_client(command[0], http_client=create_mcp_http_client(headers=headers))
     # The SDK passes only a few safe variables to the server by default; the
     # test's own (ledger path, shipping log and mode) must reach it.
     return StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+
+
+def Client(params, **kwargs):  # noqa: N802 - the SDK's Client with the test's mode
+    return SdkClient(params, mode=os.environ.get("MCP_MODE", "auto"), **kwargs)
+
+
+def messages(e):
+    if isinstance(e, BaseExceptionGroup):
+        return [m for sub in e.exceptions for m in messages(sub)]
+    return [f"{type(e).__name__}: {e}"]
+
+
+async def refused(params):
+    try:
+        async with Client(params, read_timeout_seconds=30) as client:
+            await client.list_tools()
+    except Exception as e:  # the refusal, whatever the SDK wraps it in
+        print(json.dumps({"kind": "error", "value": " | ".join(messages(e))}), flush=True)
+        return
+    sys.exit("expected a refusal, got a session")
 
 
 def main():
@@ -60,6 +92,8 @@ def main():
     if mode == "fidelity":
         command = sys.argv[2:]
         asyncio.run(fidelity(server(command)))
+    elif mode == "refused":
+        asyncio.run(refused(server(sys.argv[2:])))
     elif mode == "calls":
         plan = json.loads(sys.argv[2])
         command = sys.argv[3:]

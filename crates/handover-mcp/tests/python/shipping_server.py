@@ -9,6 +9,8 @@ $SHIPPING_MODE decides what happens after a shipment is applied:
   reject  answer isError without applying anything
 If $SHIPPING_APPLIED names a FIFO, the server writes its pid there once a
 shipment is applied (a test's signal that the effect exists).
+With `--http PORT` it serves Streamable HTTP on 127.0.0.1:PORT/mcp instead
+of stdio.
 """
 
 import json
@@ -83,4 +85,9 @@ def carriers() -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")

@@ -19,12 +19,10 @@ use crate::{
 
 pub(crate) async fn success_reports_answer(kind: ProviderKind) {
     let server = MockServer::start().await;
+    let (auth, key) = support::auth_header(kind);
     Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .and(header(
-            "authorization",
-            format!("Bearer {}", support::KEY).as_str(),
-        ))
+        .and(path(support::endpoint_path(kind)))
+        .and(header(auth, key.as_str()))
         .respond_with(
             ResponseTemplate::new(200)
                 .insert_header("x-request-id", "req_8f3a")
@@ -60,10 +58,41 @@ pub(crate) async fn success_reports_answer(kind: ProviderKind) {
     assert_eq!(usage.cached_input_tokens, Some(4));
     assert_eq!(gate.admitted(), 1);
     let body = sent_body(&server).await;
+    if kind == ProviderKind::Gemini {
+        // The model is in the path; the conversation is `contents`.
+        assert_eq!(
+            body["systemInstruction"],
+            json!({"parts": [{"text": "be brief"}]})
+        );
+        assert_eq!(
+            body["contents"],
+            json!([{"role": "user", "parts": [{"text": "hello"}]}])
+        );
+        assert_eq!(body["generationConfig"]["maxOutputTokens"], 50);
+        assert!(body.get("model").is_none() && body.get("user").is_none());
+        server.verify().await;
+        return;
+    }
     assert_eq!(body["model"], support::model_for(kind));
+    assert_eq!(body["max_tokens"], 50);
+    if kind == ProviderKind::Anthropic {
+        let reqs = server.received_requests().await.unwrap();
+        assert_eq!(reqs[0].headers["anthropic-version"], "2023-06-01");
+        assert_eq!(
+            body["system"],
+            json!([{"type": "text", "text": "be brief"}])
+        );
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "user", "content": [{"type": "text", "text": "hello"}]}])
+        );
+        assert_eq!(body["metadata"]["user_id"], "user-42");
+        assert!(body.get("stream").is_none() && body.get("user").is_none());
+        server.verify().await;
+        return;
+    }
     assert_eq!(body["stream"], false);
     assert_eq!(body["messages"][1]["content"], "hello");
-    assert_eq!(body["max_tokens"], 50);
     if kind == ProviderKind::DeepSeek {
         assert_eq!(body["user_id"], "user-42");
         assert!(body.get("user").is_none());
@@ -75,7 +104,12 @@ pub(crate) async fn success_reports_answer(kind: ProviderKind) {
 }
 
 pub(crate) async fn model_override_is_sent(kind: ProviderKind) {
-    let server = server_with(ResponseTemplate::new(200).set_body_json(bodies::success(kind))).await;
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(bodies::success(kind)))
+        .expect(1)
+        .mount(&server)
+        .await;
     let p = provider(kind, &base(&server));
     p.chat(
         &request(),
@@ -83,13 +117,39 @@ pub(crate) async fn model_override_is_sent(kind: ProviderKind) {
     )
     .await
     .unwrap();
-    assert_eq!(sent_body(&server).await["model"], "other-model");
+    let body = sent_body(&server).await;
+    let url = server.received_requests().await.unwrap()[0].url.clone();
+    if kind == ProviderKind::Gemini {
+        assert_eq!(url.path(), "/v1/models/other-model:generateContent");
+        return;
+    }
+    assert_eq!(body["model"], "other-model");
+    if kind == ProviderKind::AzureOpenAi {
+        // Azure names the model by its deployment, in the path.
+        assert_eq!(
+            url.path(),
+            "/v1/openai/deployments/other-model/chat/completions"
+        );
+        assert_eq!(url.query(), Some("api-version=2024-10-21"));
+    } else {
+        assert_eq!(url.path(), support::endpoint_path(kind));
+    }
 }
 
 /// (status, body, headers, expected class)
 type ErrorCase = (u16, Value, Vec<(&'static str, &'static str)>, ErrorClass);
 
-fn error_cases() -> Vec<ErrorCase> {
+fn error_cases(kind: ProviderKind) -> Vec<ErrorCase> {
+    if kind == ProviderKind::Anthropic {
+        return anthropic_error_cases();
+    }
+    if kind == ProviderKind::Gemini {
+        // Google sends the retry delay in the body (`RetryInfo`), not a header.
+        return bodies::g_error_cases()
+            .into_iter()
+            .map(|(status, body, class)| (status, body, vec![], class))
+            .collect();
+    }
     vec![
         (
             429,
@@ -228,11 +288,102 @@ fn error_cases() -> Vec<ErrorCase> {
     ]
 }
 
+/// Anthropic's documented errors: `{"type": "error", "error": {"type", "message"}}`.
+fn anthropic_error_cases() -> Vec<ErrorCase> {
+    let e = bodies::a_error;
+    vec![
+        (
+            429,
+            e(
+                "rate_limit_error",
+                "Number of request tokens has exceeded your per-minute rate limit",
+            ),
+            vec![("retry-after", "20")],
+            ErrorClass::RateLimited,
+        ),
+        (
+            529,
+            e("overloaded_error", "Overloaded"),
+            vec![],
+            ErrorClass::Overloaded,
+        ),
+        (
+            500,
+            e("api_error", "Internal server error"),
+            vec![],
+            ErrorClass::ServerError,
+        ),
+        (
+            502,
+            json!("<html>Bad Gateway</html>"),
+            vec![],
+            ErrorClass::ServerError,
+        ),
+        (
+            401,
+            e("authentication_error", "invalid x-api-key"),
+            vec![],
+            ErrorClass::Auth,
+        ),
+        (
+            403,
+            e(
+                "permission_error",
+                "Your API key does not have permission to use the specified resource.",
+            ),
+            vec![],
+            ErrorClass::Auth,
+        ),
+        (
+            400,
+            e(
+                "invalid_request_error",
+                "messages: text content blocks must be non-empty",
+            ),
+            vec![],
+            ErrorClass::InvalidRequest,
+        ),
+        (
+            404,
+            e("not_found_error", "model: claude-nope"),
+            vec![],
+            ErrorClass::InvalidRequest,
+        ),
+        (
+            413,
+            e(
+                "request_too_large",
+                "Request exceeds the maximum allowed number of bytes.",
+            ),
+            vec![],
+            ErrorClass::InvalidRequest,
+        ),
+        (
+            400,
+            e(
+                "invalid_request_error",
+                "prompt is too long: 208310 tokens > 200000 maximum",
+            ),
+            vec![],
+            ErrorClass::ContextLengthExceeded,
+        ),
+        (
+            400,
+            e(
+                "invalid_request_error",
+                "input length and `max_tokens` exceed context limit: 198000 + 21333 > 200000, decrease input length or `max_tokens` and try again",
+            ),
+            vec![],
+            ErrorClass::ContextLengthExceeded,
+        ),
+    ]
+}
+
 pub(crate) async fn error_statuses_are_classified_with_one_request_each(
     kind: ProviderKind,
     stream: bool,
 ) {
-    for (status, body, headers, want) in error_cases() {
+    for (status, body, headers, want) in error_cases(kind) {
         let mut t = match &body {
             Value::String(s) => ResponseTemplate::new(status).set_body_string(s.clone()),
             other => ResponseTemplate::new(status).set_body_json(other),
@@ -241,7 +392,7 @@ pub(crate) async fn error_statuses_are_classified_with_one_request_each(
         for (k, v) in &headers {
             t = t.insert_header(*k, *v);
         }
-        let server = server_with(t).await;
+        let server = server_with(kind, t).await;
         let p = provider(kind, &base(&server));
         let err = if stream {
             p.chat_stream(&request(), &CallOptions::default())
@@ -257,17 +408,18 @@ pub(crate) async fn error_statuses_are_classified_with_one_request_each(
         assert!(err.was_sent());
         assert_eq!(err.request_id(), Some("req_err"));
         assert_eq!(err.is_retryable(), want.is_retryable());
-        if headers.is_empty() {
+        let retry_info = body.to_string().contains("RetryInfo");
+        if headers.is_empty() && !retry_info {
             assert_eq!(err.retry_after(), None);
         } else {
             assert_eq!(err.retry_after(), Some(Duration::from_secs(20)));
         }
         if let Value::Object(_) = body {
-            assert_eq!(
-                err.provider_code(),
-                body["error"]["code"].as_str(),
-                "status {status}"
-            );
+            let code = match kind {
+                ProviderKind::Gemini => bodies::g_error_code(&body),
+                _ => body["error"]["code"].as_str(),
+            };
+            assert_eq!(err.provider_code(), code, "status {status}");
         }
         assert_eq!(
             server.received_requests().await.unwrap().len(),
@@ -280,6 +432,7 @@ pub(crate) async fn error_statuses_are_classified_with_one_request_each(
 
 pub(crate) async fn first_byte_timeout_sends_once(kind: ProviderKind) {
     let server = server_with(
+        kind,
         ResponseTemplate::new(200)
             .set_body_json(bodies::success(kind))
             .set_delay(Duration::from_secs(3)),
@@ -383,7 +536,11 @@ pub(crate) async fn invalid_request_sends_nothing(kind: ProviderKind) {
 }
 
 pub(crate) async fn undecodable_success_body_is_decode_error(kind: ProviderKind) {
-    let server = server_with(ResponseTemplate::new(200).set_body_string("{\"choices\": [")).await;
+    let server = server_with(
+        kind,
+        ResponseTemplate::new(200).set_body_string("{\"choices\": ["),
+    )
+    .await;
     let p = provider(kind, &base(&server));
     let err = p
         .chat(&request(), &CallOptions::default())
@@ -396,7 +553,7 @@ pub(crate) async fn undecodable_success_body_is_decode_error(kind: ProviderKind)
 
 pub(crate) async fn blank_lines_before_json_body_are_tolerated(kind: ProviderKind) {
     let body = format!("\n\n\n{}", bodies::success(kind));
-    let server = server_with(ResponseTemplate::new(200).set_body_string(body)).await;
+    let server = server_with(kind, ResponseTemplate::new(200).set_body_string(body)).await;
     let p = provider(kind, &base(&server));
     let resp = p.chat(&request(), &CallOptions::default()).await.unwrap();
     assert_eq!(resp.finish_reason, Some(FinishReason::Stop));

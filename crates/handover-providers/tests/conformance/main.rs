@@ -1,6 +1,7 @@
 //! One conformance suite, run against every adapter kind on wiremock (and
-//! the raw TCP server for a dropped connection). Each case counts the HTTP
-//! requests the mock actually received.
+//! the raw TCP server for dropped, cut and stalled connections). Each case
+//! counts the HTTP requests the mock actually received. Bodies follow each
+//! vendor's documented shapes (`support/bodies.rs`, `support/anthropic.rs`, `support/gemini.rs`).
 //!
 //! `chat.rs` holds the non-streaming and transport cases, `stream.rs` the
 //! streaming ones; the macro below instantiates every case per adapter.
@@ -14,10 +15,7 @@ mod stream;
 use futures::StreamExt;
 use handover_providers::{ChatRequest, Message, ProviderError, ProviderKind, StreamEvent};
 use serde_json::Value;
-use wiremock::{
-    Mock, MockServer, ResponseTemplate,
-    matchers::{method, path},
-};
+use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
 
 pub(crate) fn request() -> ChatRequest {
     ChatRequest::new(vec![Message::system("be brief"), Message::user("hello")])
@@ -25,10 +23,16 @@ pub(crate) fn request() -> ChatRequest {
         .with_user("user-42")
 }
 
-pub(crate) async fn server_with(template: ResponseTemplate) -> MockServer {
+pub(crate) async fn server_with(kind: ProviderKind, template: ResponseTemplate) -> MockServer {
     let server = MockServer::start().await;
+    // Gemini streams post to another method; either path answers.
+    let any_of = move |req: &wiremock::Request| {
+        [false, true]
+            .into_iter()
+            .any(|stream| req.url.path() == support::stream_path(kind, stream))
+    };
     Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
+        .and(any_of)
         .respond_with(template)
         .expect(1)
         .mount(&server)
@@ -85,6 +89,9 @@ macro_rules! conformance {
             #[tokio::test] async fn tool_call_deltas() { super::stream::tool_call_deltas_assemble(KIND).await }
             #[tokio::test] async fn non_streaming_tool_calls() { super::stream::non_streaming_tool_calls_and_reasoning(KIND).await }
             #[tokio::test] async fn stream_error_status_sends_once() { super::stream::stream_error_status_sends_once(KIND).await }
+            #[tokio::test(start_paused = true)] async fn keep_alives_are_not_progress() { super::stream::keep_alives_are_not_progress(KIND).await }
+            #[tokio::test(start_paused = true)] async fn stalled_stream_times_out() { super::stream::stalled_stream_times_out(KIND).await }
+            #[tokio::test(start_paused = true)] async fn cut_stream_is_interrupted() { super::stream::cut_stream_is_interrupted(KIND).await }
         }
     )*};
 }
@@ -93,4 +100,7 @@ conformance!(
     openai => ProviderKind::OpenAi,
     deepseek => ProviderKind::DeepSeek,
     openai_compatible => ProviderKind::OpenAiCompatible,
+    azure_openai => ProviderKind::AzureOpenAi,
+    anthropic => ProviderKind::Anthropic,
+    gemini => ProviderKind::Gemini,
 );

@@ -3,19 +3,21 @@
 use std::time::Duration;
 
 use futures::StreamExt;
+use handover_providers::ProviderError;
 use handover_providers::{
-    CallOptions, ErrorClass, FinishReason, Provider, ProviderKind, StreamAssembler, Tool, ToolCall,
+    CallOptions, ErrorClass, FinishReason, Provider, ProviderKind, StreamAssembler, StreamEvent,
+    TimeoutPhase, Tool, ToolCall,
 };
 use serde_json::json;
 use wiremock::ResponseTemplate;
 
 use crate::{
     base, collect, request, sent_body, server_with, sse,
-    support::{bodies, provider},
+    support::{self, bodies, provider, raw},
 };
 
 pub(crate) async fn stream_with_keepalives_assembles(kind: ProviderKind) {
-    let server = server_with(sse(bodies::text_stream(kind, true))).await;
+    let server = server_with(kind, sse(bodies::text_stream(kind, true))).await;
     let p = provider(kind, &base(&server));
     let stream = p
         .chat_stream(&request(), &CallOptions::default())
@@ -32,12 +34,25 @@ pub(crate) async fn stream_with_keepalives_assembles(kind: ProviderKind) {
     );
     assert_eq!(resp.request_id.as_deref(), Some("req_stream_1"));
     let body = sent_body(&server).await;
+    if kind == ProviderKind::Gemini {
+        // Gemini streams by method and `alt=sse`, always with usage.
+        let url = server.received_requests().await.unwrap()[0].url.clone();
+        assert_eq!(url.path(), support::stream_path(kind, true));
+        assert_eq!(url.query(), Some("alt=sse"));
+        assert!(body.get("stream").is_none());
+        return;
+    }
     assert_eq!(body["stream"], true);
-    assert_eq!(body["stream_options"]["include_usage"], true);
+    if kind == ProviderKind::Anthropic {
+        // Anthropic always streams usage; OpenAI must be asked.
+        assert!(body.get("stream_options").is_none());
+    } else {
+        assert_eq!(body["stream_options"]["include_usage"], true);
+    }
 }
 
 pub(crate) async fn stream_without_done_but_finished_is_complete(kind: ProviderKind) {
-    let server = server_with(sse(bodies::text_stream(kind, false))).await;
+    let server = server_with(kind, sse(bodies::text_stream(kind, false))).await;
     let p = provider(kind, &base(&server));
     let stream = p
         .chat_stream(&request(), &CallOptions::default())
@@ -49,12 +64,8 @@ pub(crate) async fn stream_without_done_but_finished_is_complete(kind: ProviderK
 }
 
 pub(crate) async fn stream_without_done_or_finish_is_interrupted(kind: ProviderKind) {
-    let body = format!(
-        "{}{}",
-        bodies::chunk(kind, json!({"role": "assistant", "content": "Hel"}), None),
-        bodies::chunk(kind, json!({"content": "lo"}), None)
-    );
-    let server = server_with(sse(body)).await;
+    let (body, events) = bodies::partial_text(kind);
+    let server = server_with(kind, sse(body)).await;
     let p = provider(kind, &base(&server));
     let stream = p
         .chat_stream(&request(), &CallOptions::default())
@@ -63,7 +74,7 @@ pub(crate) async fn stream_without_done_or_finish_is_interrupted(kind: ProviderK
     let items = collect(stream).await;
     let last = items.last().unwrap().as_ref().unwrap_err();
     assert_eq!(last.class(), ErrorClass::StreamInterrupted);
-    assert_eq!(last.partial_events(), Some(2));
+    assert_eq!(last.partial_events(), Some(events));
     let mut partial = StreamAssembler::default();
     for ev in items.into_iter().filter_map(Result::ok) {
         partial.push(ev);
@@ -73,16 +84,9 @@ pub(crate) async fn stream_without_done_or_finish_is_interrupted(kind: ProviderK
 }
 
 pub(crate) async fn error_event_in_200_stream_is_an_error(kind: ProviderKind) {
-    let body = format!(
-        "{}data: {}\n\n",
-        bodies::chunk(kind, json!({"role": "assistant", "content": "Hel"}), None),
-        bodies::error(
-            "Rate limit reached",
-            Some("rate_limit_error"),
-            Some("rate_limit_exceeded")
-        )
-    );
-    let server = server_with(sse(body)).await;
+    let (start, events) = bodies::partial_text(kind);
+    let (error, class, code) = bodies::stream_error(kind);
+    let server = server_with(kind, sse(format!("{start}{error}"))).await;
     let p = provider(kind, &base(&server));
     let stream = p
         .chat_stream(&request(), &CallOptions::default())
@@ -90,20 +94,28 @@ pub(crate) async fn error_event_in_200_stream_is_an_error(kind: ProviderKind) {
         .unwrap();
     let items = collect(stream).await;
     let err = items.last().unwrap().as_ref().unwrap_err();
-    assert_eq!(err.class(), ErrorClass::RateLimited, "{err}");
-    assert_eq!(err.provider_code(), Some("rate_limit_exceeded"));
-    assert_eq!(err.partial_events(), Some(2));
+    assert_eq!(err.class(), class, "{err}");
+    assert_eq!(err.provider_code(), code);
+    assert_eq!(err.partial_events(), Some(events + 1));
     assert_eq!(err.request_id(), Some("req_stream_1"));
+    // The text before the break is kept as partial output, never a success.
+    let text: String = items
+        .iter()
+        .filter_map(|i| match i {
+            Ok(StreamEvent::ContentDelta(t)) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "Hello");
 }
 
 pub(crate) async fn malformed_event_is_typed_and_skippable(kind: ProviderKind) {
+    let (start, events) = bodies::partial_text(kind);
     let body = format!(
-        "{}data: {{not json\n\n{}{}data: [DONE]\n\n",
-        bodies::chunk(kind, json!({"role": "assistant", "content": "Hel"}), None),
-        bodies::chunk(kind, json!({"content": "lo"}), None),
-        bodies::chunk(kind, json!({}), Some("stop")),
+        "{start}data: {{not json\n\n{}",
+        bodies::finish_and_done(kind)
     );
-    let server = server_with(sse(body)).await;
+    let server = server_with(kind, sse(body)).await;
     let p = provider(kind, &base(&server));
     let mut stream = p
         .chat_stream(&request(), &CallOptions::default())
@@ -116,7 +128,7 @@ pub(crate) async fn malformed_event_is_typed_and_skippable(kind: ProviderKind) {
             Ok(ev) => a.push(ev),
             Err(e) => {
                 assert_eq!(e.class(), ErrorClass::MalformedStream);
-                assert_eq!(e.partial_events(), Some(2));
+                assert_eq!(e.partial_events(), Some(events + 1));
                 malformed += 1;
             }
         }
@@ -124,10 +136,13 @@ pub(crate) async fn malformed_event_is_typed_and_skippable(kind: ProviderKind) {
     assert_eq!(malformed, 1);
     assert_eq!(a.finish("m", None).content.as_deref(), Some("Hello"));
     // The plain assembler refuses a stream with a malformed event.
-    let server = server_with(sse(format!(
-        "data: {{not json\n\n{}",
-        bodies::text_stream(kind, true)
-    )))
+    let server = server_with(
+        kind,
+        sse(format!(
+            "data: {{not json\n\n{}",
+            bodies::text_stream(kind, true)
+        )),
+    )
     .await;
     let p = provider(kind, &base(&server));
     let stream = p
@@ -141,29 +156,8 @@ pub(crate) async fn malformed_event_is_typed_and_skippable(kind: ProviderKind) {
 }
 
 pub(crate) async fn tool_call_deltas_assemble(kind: ProviderKind) {
-    let tc = |index: u32, id: Option<&str>, name: Option<&str>, args: &str| {
-        let mut f = json!({"arguments": args});
-        if let Some(n) = name {
-            f["name"] = json!(n);
-        }
-        let mut c = json!({"index": index, "function": f});
-        if let Some(id) = id {
-            c["id"] = json!(id);
-            c["type"] = json!("function");
-        }
-        c
-    };
-    let body = [
-        bodies::chunk(kind, json!({"role": "assistant", "content": null, "tool_calls": [tc(0, Some("call_a"), Some("create_shipment"), "")]}), None),
-        bodies::chunk(kind, json!({"tool_calls": [tc(0, None, None, "{\"order\":")]}), None),
-        bodies::chunk(kind, json!({"tool_calls": [tc(1, Some("call_b"), Some("notify"), "{\"to\":")]}), None),
-        bodies::chunk(kind, json!({"tool_calls": [tc(0, None, None, "\"K-701\"}")]}), None),
-        bodies::chunk(kind, json!({"tool_calls": [tc(1, None, None, "\"ops\"}")]}), None),
-        bodies::chunk(kind, json!({}), Some("tool_calls")),
-        "data: [DONE]\n\n".to_owned(),
-    ]
-    .concat();
-    let server = server_with(sse(body)).await;
+    let body = bodies::tool_stream(kind);
+    let server = server_with(kind, sse(body)).await;
     let p = provider(kind, &base(&server));
     let req = request().with_tools(vec![Tool::function(
         "create_shipment",
@@ -178,8 +172,16 @@ pub(crate) async fn tool_call_deltas_assemble(kind: ProviderKind) {
         .await
         .unwrap();
     assert_eq!(resp.finish_reason, Some(FinishReason::ToolCalls));
+    let mut calls = resp.tool_calls.clone();
+    if kind == ProviderKind::Gemini {
+        // Gemini sends no ids: they are derived, distinct, OpenAI-like.
+        assert!(calls.iter().all(|c| c.id.starts_with("call_")));
+        assert_ne!(calls[0].id, calls[1].id);
+        calls[0].id = "call_a".into();
+        calls[1].id = "call_b".into();
+    }
     assert_eq!(
-        resp.tool_calls,
+        calls,
         vec![
             ToolCall {
                 id: "call_a".into(),
@@ -194,18 +196,39 @@ pub(crate) async fn tool_call_deltas_assemble(kind: ProviderKind) {
         ]
     );
     let body = sent_body(&server).await;
-    assert_eq!(body["tools"][0]["function"]["name"], "create_shipment");
-    assert_eq!(body["tools"][0]["type"], "function");
+    if kind == ProviderKind::Gemini {
+        let decl = &body["tools"][0]["functionDeclarations"][0];
+        assert_eq!(decl["name"], "create_shipment");
+        assert_eq!(
+            decl["parametersJsonSchema"]["properties"]["order"]["type"],
+            "string"
+        );
+    } else if kind == ProviderKind::Anthropic {
+        assert_eq!(body["tools"][0]["name"], "create_shipment");
+        assert_eq!(
+            body["tools"][0]["input_schema"]["properties"]["order"]["type"],
+            "string"
+        );
+    } else {
+        assert_eq!(body["tools"][0]["function"]["name"], "create_shipment");
+        assert_eq!(body["tools"][0]["type"], "function");
+    }
 }
 
 pub(crate) async fn non_streaming_tool_calls_and_reasoning(kind: ProviderKind) {
-    let server =
-        server_with(ResponseTemplate::new(200).set_body_json(bodies::tool_call_response(kind)))
-            .await;
+    let server = server_with(
+        kind,
+        ResponseTemplate::new(200).set_body_json(bodies::tool_call_response(kind)),
+    )
+    .await;
     let p = provider(kind, &base(&server));
     let resp = p.chat(&request(), &CallOptions::default()).await.unwrap();
     assert_eq!(resp.finish_reason, Some(FinishReason::ToolCalls));
-    assert_eq!(resp.tool_calls[0].id, "call_abc123");
+    if kind == ProviderKind::Gemini {
+        assert!(resp.tool_calls[0].id.starts_with("call_"));
+    } else {
+        assert_eq!(resp.tool_calls[0].id, bodies::tool_call_id(kind));
+    }
     assert_eq!(resp.tool_calls[0].arguments, "{\"order\":\"K-701\"}");
     assert_eq!(
         resp.reasoning_content.as_deref(),
@@ -216,13 +239,24 @@ pub(crate) async fn non_streaming_tool_calls_and_reasoning(kind: ProviderKind) {
 
 pub(crate) async fn stream_error_status_sends_once(kind: ProviderKind) {
     let server = server_with(
+        kind,
         ResponseTemplate::new(429)
             .insert_header("retry-after", "2")
-            .set_body_json(bodies::error(
-                "Rate limit reached",
-                Some("requests"),
-                Some("rate_limit_exceeded"),
-            )),
+            .set_body_json(match kind {
+                ProviderKind::Anthropic => bodies::a_error("rate_limit_error", "Rate limited"),
+                // The header wins over the body's `RetryInfo`.
+                ProviderKind::Gemini => bodies::g_error(
+                    429,
+                    "RESOURCE_EXHAUSTED",
+                    "Resource has been exhausted (e.g. check quota).",
+                    bodies::g_retry_20s(),
+                ),
+                _ => bodies::error(
+                    "Rate limit reached",
+                    Some("requests"),
+                    Some("rate_limit_exceeded"),
+                ),
+            }),
     )
     .await;
     let p = provider(kind, &base(&server));
@@ -233,4 +267,86 @@ pub(crate) async fn stream_error_status_sends_once(kind: ProviderKind) {
     assert_eq!(err.class(), ErrorClass::RateLimited);
     assert_eq!(err.retry_after(), Some(Duration::from_secs(2)));
     server.verify().await;
+}
+
+/// Drains a stream from the raw server; returns the text and the end.
+async fn drain_raw(kind: ProviderKind, base: &str) -> (String, Result<(), ProviderError>) {
+    let p = provider(kind, base);
+    let opts = CallOptions::default().with_timeouts(support::tight());
+    let mut s = p.chat_stream(&request(), &opts).await.unwrap();
+    let mut text = String::new();
+    while let Some(item) = s.next().await {
+        match item {
+            Ok(StreamEvent::ContentDelta(t)) => text.push_str(&t),
+            Ok(_) => {}
+            Err(e) => return (text, Err(e)),
+        }
+    }
+    (text, Ok(()))
+}
+
+/// After some text, only keep-alives (comments; Anthropic `ping` events)
+/// arrive, faster than the idle limit: the idle deadline still fires.
+pub(crate) async fn keep_alives_are_not_progress(kind: ProviderKind) {
+    let server = raw::serve(move |mut sock| async move {
+        raw::sse_head(&mut sock).await;
+        raw::write(&mut sock, &bodies::partial_text(kind).0).await;
+        let mut tick = tokio::time::interval(Duration::from_millis(300));
+        loop {
+            tick.tick().await;
+            raw::write(&mut sock, &bodies::keep_alive(kind)).await;
+        }
+    })
+    .await;
+    let started = tokio::time::Instant::now();
+    let (text, end) = drain_raw(kind, &server.base).await;
+    let err = end.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::StreamStalled, "{err}");
+    assert_eq!(err.timeout_phase(), Some(TimeoutPhase::Idle));
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(1) && elapsed < Duration::from_millis(1100),
+        "{elapsed:?}"
+    );
+    assert_eq!(text, "Hello");
+    assert_eq!(server.requests(), 1);
+}
+
+/// Headers, then nothing but keep-alives: the first-token deadline fires.
+pub(crate) async fn stalled_stream_times_out(kind: ProviderKind) {
+    let server = raw::serve(move |mut sock| async move {
+        raw::sse_head(&mut sock).await;
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tick.tick().await;
+            raw::write(&mut sock, &bodies::keep_alive(kind)).await;
+        }
+    })
+    .await;
+    let started = tokio::time::Instant::now();
+    let (text, end) = drain_raw(kind, &server.base).await;
+    let err = end.unwrap_err();
+    assert_eq!(err.timeout_phase(), Some(TimeoutPhase::FirstToken), "{err}");
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_millis(2100),
+        "{elapsed:?}"
+    );
+    assert!(text.is_empty());
+    assert_eq!(server.requests(), 1);
+}
+
+/// Some text, then the connection closes: interrupted, never a success.
+pub(crate) async fn cut_stream_is_interrupted(kind: ProviderKind) {
+    let server = raw::serve(move |mut sock| async move {
+        raw::sse_head(&mut sock).await;
+        raw::write(&mut sock, &bodies::partial_text(kind).0).await;
+    })
+    .await;
+    let (text, end) = drain_raw(kind, &server.base).await;
+    let err = end.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::StreamInterrupted, "{err}");
+    assert_eq!(err.partial_events(), Some(bodies::partial_text(kind).1));
+    assert_eq!(text, "Hello");
+    assert_eq!(server.requests(), 1);
 }

@@ -1,19 +1,28 @@
-//! Realistic provider bodies (shapes copied from OpenAI and DeepSeek docs).
+//! Realistic provider bodies (shapes copied from the OpenAI, DeepSeek and
+//! Anthropic API references). Every builder takes the kind and answers in
+//! that vendor's documented shape, so one conformance case runs against
+//! every adapter.
 
-use handover_providers::ProviderKind;
+use handover_providers::{ErrorClass, ProviderKind};
 use serde_json::{Value, json};
+
+pub use super::{anthropic::*, gemini::*};
 
 /// The model string the provider reports (differs from the requested alias).
 pub fn answering_model(kind: ProviderKind) -> &'static str {
     match kind {
-        ProviderKind::OpenAi => "gpt-4o-mini-2024-07-18",
+        ProviderKind::OpenAi | ProviderKind::AzureOpenAi => "gpt-4o-mini-2024-07-18",
         ProviderKind::DeepSeek => "deepseek-chat-v3",
+        ProviderKind::Anthropic => "claude-sonnet-4-5-20250929",
+        ProviderKind::Gemini => G_MODEL,
         _ => "Qwen/Qwen2.5-7B-Instruct-served",
     }
 }
 
 pub fn success(kind: ProviderKind) -> Value {
     match kind {
+        ProviderKind::Anthropic => a_success(),
+        ProviderKind::Gemini => g_success(),
         ProviderKind::DeepSeek => json!({
             "id": "930c60df-bf64-41c9-a88e-3ec75f81e00e",
             "object": "chat.completion",
@@ -50,7 +59,21 @@ pub fn success(kind: ProviderKind) -> Value {
     }
 }
 
+/// The id of the tool call in [`tool_call_response`].
+pub fn tool_call_id(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Anthropic => "toolu_01A09q90qw90lq917835lq9",
+        _ => "call_abc123",
+    }
+}
+
 pub fn tool_call_response(kind: ProviderKind) -> Value {
+    if kind == ProviderKind::Anthropic {
+        return a_tool_call_response();
+    }
+    if kind == ProviderKind::Gemini {
+        return g_tool_call_response();
+    }
     json!({
         "id": "chatcmpl-tool",
         "object": "chat.completion",
@@ -106,6 +129,12 @@ pub fn usage_chunk(kind: ProviderKind) -> String {
 /// A complete text stream "Hello world" with keep-alive comments and blank
 /// lines interleaved, usage and `[DONE]`.
 pub fn text_stream(kind: ProviderKind, done: bool) -> String {
+    if kind == ProviderKind::Anthropic {
+        return a_text_stream(done);
+    }
+    if kind == ProviderKind::Gemini {
+        return g_text_stream(done);
+    }
     let mut s = String::new();
     s.push_str(": keep-alive\n\n\n");
     s.push_str(&chunk(
@@ -123,4 +152,93 @@ pub fn text_stream(kind: ProviderKind, done: bool) -> String {
         s.push_str("data: [DONE]\n\n");
     }
     s
+}
+
+/// A stream that starts "Hel", "lo" and says nothing more, with the number
+/// of data events it holds.
+pub fn partial_text(kind: ProviderKind) -> (String, usize) {
+    if kind == ProviderKind::Anthropic {
+        return a_partial_text();
+    }
+    if kind == ProviderKind::Gemini {
+        return g_partial_text();
+    }
+    let body = format!(
+        "{}{}",
+        chunk(kind, json!({"role": "assistant", "content": "Hel"}), None),
+        chunk(kind, json!({"content": "lo"}), None)
+    );
+    (body, 2)
+}
+
+/// The end of a text stream: the finish reason and the end marker.
+pub fn finish_and_done(kind: ProviderKind) -> String {
+    if kind == ProviderKind::Anthropic {
+        return a_finish_and_done();
+    }
+    if kind == ProviderKind::Gemini {
+        return g_finish_and_done();
+    }
+    format!("{}data: [DONE]\n\n", chunk(kind, json!({}), Some("stop")))
+}
+
+/// An in-stream error event as the vendor sends it, its class and code.
+pub fn stream_error(kind: ProviderKind) -> (String, ErrorClass, Option<&'static str>) {
+    if kind == ProviderKind::Anthropic {
+        return a_stream_error();
+    }
+    if kind == ProviderKind::Gemini {
+        return g_stream_error();
+    }
+    let e = error(
+        "Rate limit reached",
+        Some("rate_limit_error"),
+        Some("rate_limit_exceeded"),
+    );
+    (
+        format!("data: {e}\n\n"),
+        ErrorClass::RateLimited,
+        Some("rate_limit_exceeded"),
+    )
+}
+
+/// Two tool calls, `call_a` create_shipment {"order":"K-701"} and `call_b`
+/// notify {"to":"ops"}, streamed in pieces, then the end.
+pub fn tool_stream(kind: ProviderKind) -> String {
+    if kind == ProviderKind::Anthropic {
+        return a_tool_stream();
+    }
+    if kind == ProviderKind::Gemini {
+        return g_tool_stream();
+    }
+    let tc = |index: u32, id: Option<&str>, name: Option<&str>, args: &str| {
+        let mut f = json!({"arguments": args});
+        if let Some(n) = name {
+            f["name"] = json!(n);
+        }
+        let mut c = json!({"index": index, "function": f});
+        if let Some(id) = id {
+            c["id"] = json!(id);
+            c["type"] = json!("function");
+        }
+        c
+    };
+    [
+        chunk(kind, json!({"role": "assistant", "content": null, "tool_calls": [tc(0, Some("call_a"), Some("create_shipment"), "")]}), None),
+        chunk(kind, json!({"tool_calls": [tc(0, None, None, "{\"order\":")]}), None),
+        chunk(kind, json!({"tool_calls": [tc(1, Some("call_b"), Some("notify"), "{\"to\":")]}), None),
+        chunk(kind, json!({"tool_calls": [tc(0, None, None, "\"K-701\"}")]}), None),
+        chunk(kind, json!({"tool_calls": [tc(1, None, None, "\"ops\"}")]}), None),
+        chunk(kind, json!({}), Some("tool_calls")),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat()
+}
+
+/// A keep-alive: an SSE comment, or Anthropic's `ping` event.
+pub fn keep_alive(kind: ProviderKind) -> String {
+    match kind {
+        ProviderKind::Anthropic => a_event(json!({"type": "ping"})),
+        _ => ": keep-alive\n\n".into(),
+    }
 }

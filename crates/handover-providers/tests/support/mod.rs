@@ -3,7 +3,9 @@
 //! server for streams wiremock cannot produce, and log capture.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod anthropic;
 pub mod bodies;
+pub mod gemini;
 pub mod raw;
 
 use std::{
@@ -27,6 +29,9 @@ pub fn model_for(kind: ProviderKind) -> &'static str {
         ProviderKind::OpenAi => "gpt-4o-mini",
         ProviderKind::DeepSeek => "deepseek-chat",
         ProviderKind::OpenAiCompatible => "Qwen/Qwen2.5-7B-Instruct",
+        ProviderKind::AzureOpenAi => "gpt-4o-mini-deployment",
+        ProviderKind::Anthropic => "claude-sonnet-4-5",
+        ProviderKind::Gemini => "gemini-2.5-flash",
     }
 }
 
@@ -38,6 +43,51 @@ pub fn relaxed() -> Timeouts {
         first_token: Duration::from_secs(10),
         idle: Duration::from_secs(10),
         total: Duration::from_secs(20),
+    }
+}
+
+/// The path (under the mock's `/v1` base) an adapter of `kind` posts a
+/// plain call to.
+pub fn endpoint_path(kind: ProviderKind) -> String {
+    stream_path(kind, false)
+}
+
+/// The path an adapter of `kind` posts to (Gemini: the method differs for
+/// streams).
+pub fn stream_path(kind: ProviderKind, stream: bool) -> String {
+    match kind {
+        ProviderKind::Gemini if stream => {
+            format!("/v1/models/{}:streamGenerateContent", model_for(kind))
+        }
+        ProviderKind::Anthropic => "/v1/messages".into(),
+        ProviderKind::Gemini => format!("/v1/models/{}:generateContent", model_for(kind)),
+        ProviderKind::AzureOpenAi => format!(
+            "/v1/openai/deployments/{}/chat/completions",
+            model_for(kind)
+        ),
+        _ => "/v1/chat/completions".into(),
+    }
+}
+
+/// The authentication header an adapter of `kind` sends with [`KEY`].
+pub fn auth_header(kind: ProviderKind) -> (&'static str, String) {
+    match kind {
+        ProviderKind::Anthropic => ("x-api-key", KEY.into()),
+        ProviderKind::Gemini => ("x-goog-api-key", KEY.into()),
+        ProviderKind::AzureOpenAi => ("api-key", KEY.into()),
+        _ => ("authorization", format!("Bearer {KEY}")),
+    }
+}
+
+/// Deadlines for raw-server streams under paused time: first token 2 s,
+/// idle 1 s, total 60 s.
+pub fn tight() -> Timeouts {
+    Timeouts {
+        connect: Duration::from_secs(5),
+        first_byte: Duration::from_secs(5),
+        first_token: Duration::from_secs(2),
+        idle: Duration::from_secs(1),
+        total: Duration::from_secs(60),
     }
 }
 

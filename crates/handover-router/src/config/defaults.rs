@@ -116,3 +116,17 @@ pub(crate) fn class_action(class: ErrorClass) -> ClassAction {
 
 /// How often `handover serve` runs a reconciliation pass.
 pub(crate) const GATEWAY_RECONCILE_EVERY: Duration = Duration::from_secs(1);
+
+/// `[mcp] max_sessions`.
+pub(crate) const MCP_MAX_SESSIONS: u32 = 64;
+/// `[mcp] session_idle`.
+pub(crate) const MCP_SESSION_IDLE: Duration = Duration::from_secs(15 * 60);
+
+/// Default `service.name` of exported spans.
+pub(crate) const TELEMETRY_SERVICE_NAME: &str = "handover";
+/// Default deadline of one OTLP export request.
+pub(crate) const TELEMETRY_EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default interval between OTLP exports.
+pub(crate) const TELEMETRY_EXPORT_INTERVAL: Duration = Duration::from_secs(5);
+/// Default number of finished spans waiting for export; more are dropped.
+pub(crate) const TELEMETRY_MAX_QUEUED_SPANS: u32 = 4096;

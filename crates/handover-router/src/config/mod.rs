@@ -1,5 +1,6 @@
 //! Configuration (DESIGN §8): one TOML file with `[ledger]`,
-//! `[providers.NAME]`, `[policies.NAME]`, `[actions.NAME]`, `[gateway]` and `[mcp]`.
+//! `[providers.NAME]`, `[policies.NAME]`, `[actions.NAME]`, `[gateway]`, `[mcp]`
+//! and `[telemetry]`.
 //!
 //! Two phases, as in the house style: raw serde structs that reject unknown
 //! fields, then validation into runtime types. Every problem names its path
@@ -28,7 +29,7 @@ pub use model::{
     ErrorClass, GatewayClient, GatewayOperator, GatewaySettings, Hop, HttpLookupSpec,
     IdempotencyContract, LedgerBackend, LedgerSettings, LookupContract, LookupHeader, LookupValues,
     McpLookupTool, McpServer, McpSettings, McpTool, ModelSet, PatternRoute, PolicySettings, Prices,
-    ProviderConfig, ProviderKind, Route, RouteVia, Timeouts,
+    ProviderConfig, ProviderKind, Route, RouteVia, TelemetrySettings, Timeouts,
 };
 
 use crate::error::RouterError;
@@ -68,6 +69,7 @@ struct Inner {
     /// The policy of names that name none (see [`Config::route`]).
     builtin: PolicySettings,
     mcp: Option<McpSettings>,
+    telemetry: Option<TelemetrySettings>,
 }
 
 impl Config {
@@ -98,6 +100,7 @@ impl Config {
             gateway: v.gateway,
             builtin: v.builtin,
             mcp: v.mcp,
+            telemetry: v.telemetry,
         }));
         Ok((config, v.missing_keys))
     }
@@ -141,6 +144,11 @@ impl Config {
     /// declares MCP servers or MCP actions.
     pub fn mcp(&self) -> Option<&McpSettings> {
         self.0.mcp.as_ref()
+    }
+
+    /// `[telemetry]` settings, if spans are exported (`otlp_endpoint` set).
+    pub fn telemetry(&self) -> Option<&TelemetrySettings> {
+        self.0.telemetry.as_ref()
     }
 
     /// One policy.

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use handover_providers::Capability;
 pub use handover_providers::{ErrorClass, ProviderKind, Timeouts};
 
 /// Which ledger backend to open.
@@ -76,8 +77,12 @@ pub struct ProviderConfig {
     pub name: String,
     /// Which implementation.
     pub kind: ProviderKind,
-    /// Base URL (defaults per kind; required for `openai_compatible`).
+    /// Base URL (defaults per kind; required for `openai_compatible` and
+    /// `azure_openai`).
     pub base_url: Option<String>,
+    /// API version pin (Azure `api-version`, Anthropic `anthropic-version`);
+    /// `None` uses the kind's default.
+    pub api_version: Option<String>,
     /// Model requested by default (a chain entry naming only the provider).
     pub model: String,
     /// Every model this provider may serve (the default one included).
@@ -104,6 +109,23 @@ pub struct ProviderConfig {
     /// Models whose reasoning content must never be passed back (e.g. the
     /// DeepSeek reasoner); for other models it is passed back on tool-call turns.
     pub no_reasoning_passback: BTreeSet<String>,
+    /// What this provider declares it supports (or not) where that differs
+    /// from its kind's defaults (`supports = { logprobs = false }`): e.g. an
+    /// OpenAI-compatible server without structured outputs. See
+    /// [`ProviderConfig::supports`].
+    pub supports: BTreeMap<Capability, bool>,
+}
+
+impl ProviderConfig {
+    /// Whether this provider honours `c`: its own declaration if it made
+    /// one, else what its kind has ([`ProviderKind::supports`]). The router
+    /// sends a request needing `c` only to providers for which this holds.
+    pub fn supports(&self, c: Capability) -> bool {
+        self.supports
+            .get(&c)
+            .copied()
+            .unwrap_or_else(|| self.kind.supports(c))
+    }
 }
 
 /// What the router does with an error class.
@@ -143,6 +165,24 @@ pub enum CommitPoint {
     FirstToken,
     /// Only when the stream completed: the caller sees nothing before that.
     Complete,
+}
+
+impl CommitPoint {
+    /// Its name in configuration and in the gateway's
+    /// `x-handover-commit-point` header.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FirstToken => "first_token",
+            Self::Complete => "complete",
+        }
+    }
+
+    /// The commit point named `name` (`first_token` or `complete`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::FirstToken, Self::Complete]
+            .into_iter()
+            .find(|p| p.as_str() == name)
+    }
 }
 
 /// Backoff between retries of one provider.
@@ -318,6 +358,27 @@ pub struct GatewaySettings {
     pub routes: Vec<PatternRoute>,
 }
 
+/// `[telemetry]`: export of the process's spans (the providers' GenAI
+/// attempt spans, the router's task spans, the gateway's request spans)
+/// over OTLP/HTTP. Present only when `otlp_endpoint` is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TelemetrySettings {
+    /// Where spans are POSTed (OTLP/HTTP JSON): the collector's traces
+    /// URL, `/v1/traces` appended when the configured URL has no path.
+    pub otlp_endpoint: String,
+    /// The `service.name` resource attribute.
+    pub service_name: String,
+    /// Deadline of one export request (and of the flush at shutdown).
+    pub export_timeout: Duration,
+    /// How often queued spans are sent.
+    pub export_interval: Duration,
+    /// Finished spans that may wait for export; past it they are dropped
+    /// and counted, never waited for.
+    pub max_queued_spans: u32,
+    /// Extra request headers (e.g. a collector's API key from the environment).
+    pub headers: Vec<(String, LookupHeader)>,
+}
+
 /// The models a provider entry may serve.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelSet {
@@ -424,6 +485,20 @@ pub struct McpSettings {
     /// Operation scope of a stdio session: the process that started
     /// `handover mcp` is one principal.
     pub scope: String,
+    /// Streamable HTTP address of `handover mcp` (`--listen` overrides);
+    /// `None`: stdio. Over HTTP the scope comes from the caller's
+    /// `[gateway.clients]` token instead of `scope`.
+    pub listen: Option<SocketAddr>,
+    /// Browser origins allowed to call the HTTP endpoint besides the
+    /// loopback ones (`http://localhost:*`, `http://127.0.0.1:*`,
+    /// `http://[::1]:*`); a request with any other `Origin` is refused 403
+    /// (DNS-rebinding protection, as the MCP specification asks).
+    pub allowed_origins: Vec<String>,
+    /// Open HTTP sessions at most (each has its own upstream connection:
+    /// for a `command` server, a child process); one more is answered 503.
+    pub max_sessions: u32,
+    /// An HTTP session unused this long is closed (its upstream too).
+    pub session_idle: Duration,
     /// Upstream servers, by name.
     pub servers: BTreeMap<String, McpServer>,
     /// Guarded tools, by action name.

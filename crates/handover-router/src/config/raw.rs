@@ -19,6 +19,7 @@ pub(crate) struct RawConfig {
     pub(crate) actions: BTreeMap<String, RawAction>,
     pub(crate) gateway: Option<RawGateway>,
     pub(crate) mcp: Option<RawMcp>,
+    pub(crate) telemetry: Option<RawTelemetry>,
 }
 
 /// `[ledger]`.
@@ -44,6 +45,7 @@ pub(crate) struct RawLedger {
 pub(crate) struct RawProvider {
     pub(crate) kind: String,
     pub(crate) base_url: Option<String>,
+    pub(crate) api_version: Option<String>,
     pub(crate) model: String,
     pub(crate) api_key_env: Option<String>,
     #[serde(default)]
@@ -56,6 +58,9 @@ pub(crate) struct RawProvider {
     pub(crate) timeouts: Option<RawTimeouts>,
     pub(crate) breaker: Option<RawBreaker>,
     pub(crate) models: Option<RawModels>,
+    /// `supports = { structured_outputs = false, ... }`: overrides of the
+    /// kind's capabilities, by capability name.
+    pub(crate) supports: Option<BTreeMap<String, bool>>,
 }
 
 /// `[providers.NAME].models`: what the provider may serve besides its
@@ -275,11 +280,29 @@ pub(crate) struct RawGatewayOperator {
     pub(crate) token_sha256: String,
 }
 
+/// `[telemetry]`: OTLP/HTTP span export.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTelemetry {
+    pub(crate) otlp_endpoint: Option<String>,
+    pub(crate) service_name: Option<String>,
+    pub(crate) export_timeout: Option<String>,
+    pub(crate) export_interval: Option<String>,
+    pub(crate) max_queued_spans: Option<u64>,
+    #[serde(default)]
+    pub(crate) headers: BTreeMap<String, RawHeaderValue>,
+}
+
 /// `[mcp]` (the MCP proxy, `handover mcp`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawMcp {
     pub(crate) scope: Option<String>,
+    pub(crate) listen: Option<String>,
+    #[serde(default)]
+    pub(crate) allowed_origins: Vec<String>,
+    pub(crate) max_sessions: Option<u64>,
+    pub(crate) session_idle: Option<String>,
     #[serde(default)]
     pub(crate) servers: BTreeMap<String, RawMcpServer>,
 }

@@ -14,7 +14,11 @@ impl Router {
     /// answer comes whole from one provider; failed attempts are reported as
     /// attempts, passed-over providers as skips. Fails with
     /// [`RouterError::Task`] when no provider answered within the budget.
-    #[tracing::instrument(name = "handover.task.chat", skip_all, fields(task = %task.id, policy = %task.policy.name))]
+    #[tracing::instrument(
+        name = "handover.task.chat",
+        skip_all,
+        fields(task = %task.id, policy = %task.policy.name, handover.outcome, handover.provider, handover.attempts, error.type)
+    )]
     pub async fn chat(&self, task: &Task, req: &ChatRequest) -> Result<Completion, RouterError> {
         let needs = Needs::of(req);
         let walked = self.walk(task, needs, &Whole(req)).await?;

@@ -168,6 +168,21 @@ pub enum FailureReason {
     },
 }
 
+impl FailureReason {
+    /// Stable name for the task span's `error.type` (the gateway's error
+    /// codes where one exists).
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Self::Budget(_) => "budget_exhausted",
+            Self::Failed { class, .. } => class.as_str(),
+            Self::ChainExhausted => "all_providers_failed",
+            Self::NoAllowedProvider { .. } => "data_class_not_allowed",
+            Self::Unsupported { .. } => "unsupported_parameter",
+            Self::StreamBroken { .. } => "stream_broken",
+        }
+    }
+}
+
 /// A task that produced no answer, with everything it tried.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskFailure {

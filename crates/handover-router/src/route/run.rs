@@ -154,6 +154,7 @@ impl<'t> Run<'t> {
                     .capped(self.task.budget.remaining()),
             )
             .with_send_counter(Arc::new(RequestCounter(self.task.budget.clone())))
+            .with_attempt(u32::try_from(self.attempts.len() + 1).unwrap_or(u32::MAX))
     }
 
     /// Decides what follows a failed attempt: the breaker learns from it,

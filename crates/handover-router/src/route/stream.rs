@@ -166,7 +166,11 @@ struct Committed {
 impl Router {
     /// Streams one chat call of `task` through its policy's chain, falling
     /// back freely until the policy's commit point (see the module docs).
-    #[tracing::instrument(name = "handover.task.chat_stream", skip_all, fields(task = %task.id, policy = %task.policy.name))]
+    #[tracing::instrument(
+        name = "handover.task.chat_stream",
+        skip_all,
+        fields(task = %task.id, policy = %task.policy.name, handover.outcome, handover.provider, handover.attempts, error.type)
+    )]
     pub async fn chat_stream(
         &self,
         task: &Task,

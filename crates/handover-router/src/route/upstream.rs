@@ -42,6 +42,9 @@ impl Upstream {
         if let Some(url) = &config.base_url {
             settings = settings.with_base_url(url);
         }
+        if let Some(version) = &config.api_version {
+            settings = settings.with_api_version(version);
+        }
         if let Some(var) = &config.api_key_env {
             let key =
                 env(var)

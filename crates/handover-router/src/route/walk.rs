@@ -52,10 +52,10 @@ impl<'r> Needs<'r> {
         if !target.upstream.accepts(self.data_class) {
             return Some(SkipReason::DataClass);
         }
-        let kind = target.upstream.config.kind;
+        let provider = &target.upstream.config;
         self.features
             .iter()
-            .find(|n| !kind.supports(n.capability))
+            .find(|n| !provider.supports(n.capability))
             .map(|n| SkipReason::Unsupported(n.capability))
     }
 
@@ -165,6 +165,7 @@ impl Router {
     ) -> Result<Walked<'t, C::Output>, RouterError> {
         let walked = self.walk_chain(task, needs, call).await;
         task.budget.settle().await;
+        record_outcome(&walked);
         walked
     }
 
@@ -211,6 +212,30 @@ impl Router {
             .check()
             .map_or_else(FailureReason::Budget, |()| FailureReason::ChainExhausted);
         Err(stopped(run, reason))
+    }
+}
+
+/// Names the walk's outcome on the task span (`handover.task.*`): which
+/// provider answered after how many attempts, or why it failed.
+fn record_outcome<T>(walked: &Result<Walked<'_, T>, RouterError>) {
+    let span = tracing::Span::current();
+    if span.is_disabled() {
+        return;
+    }
+    match walked {
+        Ok(w) => {
+            span.record("handover.outcome", "answered");
+            span.record("handover.provider", w.target.provider());
+            span.record("handover.attempts", w.run.attempts.len());
+        }
+        Err(RouterError::Task(failure)) => {
+            span.record("handover.outcome", "failed");
+            span.record("handover.attempts", failure.attempts.len());
+            span.record("error.type", failure.reason.kind());
+        }
+        Err(_) => {
+            span.record("handover.outcome", "failed");
+        }
     }
 }
 

@@ -24,6 +24,7 @@ use handover_providers::{
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use tracing::Instrument;
 
 use super::chat::{now_secs, router_error, start};
 use crate::api_error::ApiError;
@@ -126,7 +127,10 @@ pub(crate) async fn create(
     }
     let router = state.router().clone();
     let call_task = task.clone();
-    let result = crate::detach::to_the_end(async move { router.chat(&call_task, &request).await })
+    // In the request's span, so an exported trace keeps request → task → attempts.
+    let call =
+        async move { router.chat(&call_task, &request).await }.instrument(tracing::Span::current());
+    let result = crate::detach::to_the_end(call)
         .await
         .map_err(|p| ApiError::internal(format!("the responses call failed: {}", p.0)))?;
     match result {

@@ -27,72 +27,45 @@ pub(super) fn validate(
         );
         SocketAddr::from(([127, 0, 0, 1], 0))
     });
+    // Each `[gateway]` duration and count is named `gateway.<field>` in errors.
+    macro_rules! duration {
+        ($field:ident, $default:expr) => {
+            parse_or(
+                issues,
+                concat!("gateway.", stringify!($field)),
+                raw.$field.as_deref(),
+                $default,
+            )
+        };
+    }
+    macro_rules! count {
+        ($field:ident, $default:expr) => {
+            positive_u32(
+                issues,
+                concat!("gateway.", stringify!($field)),
+                raw.$field,
+                $default,
+            )
+        };
+    }
     let max_body_bytes = positive(
         issues,
         "gateway.max_body_bytes",
         raw.max_body_bytes,
         d::GATEWAY_MAX_BODY_BYTES as u64,
     ) as usize;
-    let reconcile_every = parse_or(
-        issues,
-        "gateway.reconcile_every",
-        raw.reconcile_every.as_deref(),
-        d::GATEWAY_RECONCILE_EVERY,
+    let reconcile_every = duration!(reconcile_every, d::GATEWAY_RECONCILE_EVERY);
+    let keepalive = duration!(keepalive, d::GATEWAY_KEEPALIVE);
+    let shutdown_grace = duration!(shutdown_grace, d::GATEWAY_SHUTDOWN_GRACE);
+    let header_read_timeout = duration!(header_read_timeout, d::GATEWAY_HEADER_READ_TIMEOUT);
+    let body_read_timeout = duration!(body_read_timeout, d::GATEWAY_BODY_READ_TIMEOUT);
+    let idle_timeout = duration!(idle_timeout, d::GATEWAY_IDLE_TIMEOUT);
+    let max_connections = count!(max_connections, d::GATEWAY_MAX_CONNECTIONS);
+    let max_in_flight_per_client = count!(
+        max_in_flight_per_client,
+        d::GATEWAY_MAX_IN_FLIGHT_PER_CLIENT
     );
-    let keepalive = parse_or(
-        issues,
-        "gateway.keepalive",
-        raw.keepalive.as_deref(),
-        d::GATEWAY_KEEPALIVE,
-    );
-    let shutdown_grace = parse_or(
-        issues,
-        "gateway.shutdown_grace",
-        raw.shutdown_grace.as_deref(),
-        d::GATEWAY_SHUTDOWN_GRACE,
-    );
-    let timeout = |issues: &mut ConfigIssues, name: &str, raw: Option<&str>, default| {
-        parse_or(issues, &format!("gateway.{name}"), raw, default)
-    };
-    let header_read_timeout = timeout(
-        issues,
-        "header_read_timeout",
-        raw.header_read_timeout.as_deref(),
-        d::GATEWAY_HEADER_READ_TIMEOUT,
-    );
-    let body_read_timeout = timeout(
-        issues,
-        "body_read_timeout",
-        raw.body_read_timeout.as_deref(),
-        d::GATEWAY_BODY_READ_TIMEOUT,
-    );
-    let idle_timeout = timeout(
-        issues,
-        "idle_timeout",
-        raw.idle_timeout.as_deref(),
-        d::GATEWAY_IDLE_TIMEOUT,
-    );
-    let max_connections = positive_u32(
-        issues,
-        "gateway.max_connections",
-        raw.max_connections,
-        d::GATEWAY_MAX_CONNECTIONS,
-    );
-    let max_in_flight_per_client = positive_u32(
-        issues,
-        "gateway.max_in_flight_per_client",
-        raw.max_in_flight_per_client,
-        d::GATEWAY_MAX_IN_FLIGHT_PER_CLIENT,
-    );
-    let mut tokens = Tokens::default();
-    if raw.clients.is_empty() {
-        issues.push(
-            "gateway.clients",
-            "the gateway needs at least one client ([gateway.clients.NAME] with token_sha256 and scope)",
-        );
-    }
-    let clients = clients(issues, &mut tokens, raw.clients);
-    let operators = operators(issues, &mut tokens, raw.operators);
+    let (clients, operators) = principals(issues, raw.clients, raw.operators);
     aliases(issues, policies, &raw.models);
     if let Some(p) = &raw.direct_policy
         && !policies.contains_key(p)
@@ -117,6 +90,27 @@ pub(super) fn validate(
         direct_policy: raw.direct_policy,
         routes,
     }
+}
+
+/// The clients and operators, each token hash used once across both.
+fn principals(
+    issues: &mut ConfigIssues,
+    clients_raw: BTreeMap<String, RawGatewayClient>,
+    operators_raw: BTreeMap<String, RawGatewayOperator>,
+) -> (
+    BTreeMap<String, GatewayClient>,
+    BTreeMap<String, GatewayOperator>,
+) {
+    let mut tokens = Tokens::default();
+    if clients_raw.is_empty() {
+        issues.push(
+            "gateway.clients",
+            "the gateway needs at least one client ([gateway.clients.NAME] with token_sha256 and scope)",
+        );
+    }
+    let clients = clients(issues, &mut tokens, clients_raw);
+    let operators = operators(issues, &mut tokens, operators_raw);
+    (clients, operators)
 }
 
 /// The token hashes seen so far. One token, one principal: a hash listed

@@ -141,7 +141,7 @@ fn check_url(issues: &mut ConfigIssues, path: &str, url: &str) {
     }
 }
 
-fn headers(
+pub(super) fn headers(
     issues: &mut ConfigIssues,
     missing: &mut ConfigIssues,
     env: EnvLookup<'_>,

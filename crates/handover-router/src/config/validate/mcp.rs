@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use super::super::defaults as d;
+use super::super::duration::parse_or;
 use super::super::issues::ConfigIssues;
 use super::super::model::{McpLookupTool, McpServer, McpSettings, McpTool, placeholder};
 use super::super::raw::{RawActionMcp, RawMcp, RawMcpServer};
-use super::name_ok;
+use super::{name_ok, positive_u32};
 
 /// What an action contributes to `[mcp]`: its binding and its lookup's
 /// MCP part (`mcp_tool`, `arguments`).
@@ -26,9 +28,43 @@ pub(super) fn validate(
         Some(raw) => raw,
         None => RawMcp {
             scope: None,
+            listen: None,
+            allowed_origins: Vec::new(),
+            max_sessions: None,
+            session_idle: None,
             servers: BTreeMap::new(),
         },
     };
+    let listen = raw.listen.as_deref().and_then(|text| {
+        text.parse::<std::net::SocketAddr>()
+            .map_err(|_| {
+                issues.push(
+                    "mcp.listen",
+                    format!("invalid address {text:?} (expected IP:PORT, e.g. \"127.0.0.1:8788\")"),
+                );
+            })
+            .ok()
+    });
+    for (i, o) in raw.allowed_origins.iter().enumerate() {
+        if !(o.starts_with("http://") || o.starts_with("https://")) || o.ends_with('/') {
+            issues.push(
+                format!("mcp.allowed_origins[{i}]"),
+                format!("{o:?} is not an origin (scheme://host[:port], no path)"),
+            );
+        }
+    }
+    let max_sessions = positive_u32(
+        issues,
+        "mcp.max_sessions",
+        raw.max_sessions,
+        d::MCP_MAX_SESSIONS,
+    );
+    let session_idle = parse_or(
+        issues,
+        "mcp.session_idle",
+        raw.session_idle.as_deref(),
+        d::MCP_SESSION_IDLE,
+    );
     let scope = raw.scope.unwrap_or_else(|| "local".to_owned());
     if scope.is_empty() || scope.len() > 255 || !scope.bytes().all(|b| b.is_ascii_graphic()) {
         issues.push(
@@ -49,6 +85,10 @@ pub(super) fn validate(
     }
     (any_binding || !servers.is_empty()).then_some(McpSettings {
         scope,
+        listen,
+        allowed_origins: raw.allowed_origins,
+        max_sessions,
+        session_idle,
         servers,
         tools,
     })

@@ -10,6 +10,7 @@ mod mcp;
 mod policy;
 mod provider;
 mod routes;
+mod telemetry;
 
 use std::collections::BTreeMap;
 
@@ -31,6 +32,7 @@ pub(crate) struct Validated {
     pub(crate) gateway: Option<GatewaySettings>,
     pub(crate) builtin: PolicySettings,
     pub(crate) mcp: Option<McpSettings>,
+    pub(crate) telemetry: Option<TelemetrySettings>,
     pub(crate) missing_keys: ConfigIssues,
 }
 
@@ -77,6 +79,9 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
     let gateway = raw
         .gateway
         .map(|g| gateway::validate(&mut issues, &providers, &policies, g));
+    let telemetry = raw
+        .telemetry
+        .and_then(|t| telemetry::validate(&mut issues, &mut missing_keys, env, t));
     if issues.is_empty() {
         Ok(Validated {
             ledger,
@@ -86,6 +91,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
             gateway,
             builtin: policy::builtin(),
             mcp,
+            telemetry,
             missing_keys,
         })
     } else {

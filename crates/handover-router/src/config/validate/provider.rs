@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use handover_providers::Capability;
+
 use super::super::defaults as d;
 use super::super::duration::parse_or;
 use super::super::issues::ConfigIssues;
@@ -21,13 +23,19 @@ pub(super) fn validate(
 ) -> Option<ProviderConfig> {
     let path = format!("providers.{name}");
     name_ok(issues, &path, name);
-    let Ok(kind) = raw.kind.parse::<ProviderKind>() else {
-        let other = &raw.kind;
-        issues.push(
-            format!("{path}.kind"),
-            format!("unknown provider kind {other:?} (expected \"openai\", \"deepseek\" or \"openai_compatible\")"),
-        );
-        return None;
+    let kind = match raw.kind.parse::<ProviderKind>() {
+        Ok(kind) => kind,
+        Err(_) => {
+            let known = ProviderKind::ALL
+                .map(|k| format!("{:?}", k.as_str()))
+                .join(", ");
+            let other = &raw.kind;
+            issues.push(
+                format!("{path}.kind"),
+                format!("unknown provider kind {other:?} (expected one of {known})"),
+            );
+            return None;
+        }
     };
     endpoint(issues, &path, kind, &raw);
     api_key(issues, missing_keys, env, &path, raw.api_key_env.as_deref());
@@ -43,10 +51,12 @@ pub(super) fn validate(
     let breaker = breaker(issues, &path, raw.breaker.unwrap_or_default());
     let (models, settings) = models(issues, &path, &raw.model, raw.models);
     let no_reasoning_passback = no_reasoning_passback(issues, &path, &settings);
+    let supports = supports(issues, &path, raw.supports.unwrap_or_default());
     Some(ProviderConfig {
         name: name.to_owned(),
         kind,
         base_url: raw.base_url,
+        api_version: raw.api_version,
         model: raw.model,
         models,
         api_key_env: raw.api_key_env,
@@ -63,10 +73,13 @@ pub(super) fn validate(
         timeouts,
         breaker,
         no_reasoning_passback,
+        supports,
     })
 }
 
-/// `base_url` (an http(s) URL, required for `openai_compatible`) and `model`.
+/// `base_url` (an http(s) URL, required where the kind has no default:
+/// `openai_compatible`, `azure_openai`), `api_version` (only where the kind
+/// pins one) and `model`.
 fn endpoint(issues: &mut ConfigIssues, path: &str, kind: ProviderKind, raw: &RawProvider) {
     match &raw.base_url {
         Some(url) => {
@@ -74,9 +87,20 @@ fn endpoint(issues: &mut ConfigIssues, path: &str, kind: ProviderKind, raw: &Raw
                 issues.push(format!("{path}.base_url"), format!("{url:?} {why}"));
             }
         }
-        None if kind == ProviderKind::OpenAiCompatible => issues.push(
+        None if kind.default_base_url().is_none() => issues.push(
             format!("{path}.base_url"),
-            "required for kind \"openai_compatible\"",
+            format!("required for kind {:?}", kind.as_str()),
+        ),
+        _ => {}
+    }
+    match &raw.api_version {
+        Some(_) if kind.default_api_version().is_none() => issues.push(
+            format!("{path}.api_version"),
+            format!("kind {:?} has no API version to pin", kind.as_str()),
+        ),
+        Some(v) if v.is_empty() || !v.bytes().all(version_byte) => issues.push(
+            format!("{path}.api_version"),
+            format!("{v:?} is not a version like \"2024-10-21\""),
         ),
         _ => {}
     }
@@ -85,8 +109,13 @@ fn endpoint(issues: &mut ConfigIssues, path: &str, kind: ProviderKind, raw: &Raw
     }
 }
 
+/// Characters of an API version (`2024-10-21`, `2025-01-01-preview`).
+fn version_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._".contains(&b)
+}
+
 /// An absolute http(s) URL with a host, as every request is built on it.
-fn http_url(text: &str) -> Result<(), &'static str> {
+pub(super) fn http_url(text: &str) -> Result<(), &'static str> {
     let url = reqwest::Url::parse(text).map_err(|_| "is not a valid URL")?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err("is not an http(s) URL");
@@ -268,5 +297,26 @@ fn no_reasoning_passback(
             choice(issues, &mpath, "value", value, &choices).unwrap_or(false)
         })
         .map(|(model, _)| model.clone())
+        .collect()
+}
+
+/// `supports`: capability overrides, each name one of [`Capability::ALL`].
+fn supports(
+    issues: &mut ConfigIssues,
+    path: &str,
+    raw: BTreeMap<String, bool>,
+) -> BTreeMap<Capability, bool> {
+    raw.into_iter()
+        .filter_map(|(name, on)| match Capability::from_name(&name) {
+            Some(c) => Some((c, on)),
+            None => {
+                let known = Capability::ALL.map(Capability::as_str).join(", ");
+                issues.push(
+                    format!("{path}.supports.{name}"),
+                    format!("unknown capability {name:?} (expected one of {known})"),
+                );
+                None
+            }
+        })
         .collect()
 }

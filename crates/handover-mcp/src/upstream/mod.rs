@@ -1,5 +1,6 @@
-//! One upstream MCP server, a child process speaking MCP over stdio. Lines
-//! it writes are routed back: answers to the proxy's own requests (ids
+//! One upstream MCP server connection: a child process speaking MCP over
+//! stdio, or a Streamable HTTP endpoint ([`http`]). Lines it sends are
+//! routed back: answers to the proxy's own requests (ids
 //! `handover-N`, which no client uses) go to the waiting call, everything
 //! else — answers to the client's requests, notifications, the server's own
 //! requests — goes to the client unchanged.
@@ -20,7 +21,9 @@ use crate::wire::{Peek, codec};
 
 const OWN_ID_PREFIX: &str = "handover-";
 
-type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<String>>>>;
+mod http;
+
+type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Result<String, Lost>>>>>;
 
 /// Why an upstream request got no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +63,22 @@ impl Drop for Waiter<'_> {
 }
 
 impl Upstream {
+    /// A handle over a transport: lines put on `to_server` reach the server;
+    /// `gone` turns true once it can answer nothing more.
+    fn over(
+        to_server: mpsc::UnboundedSender<String>,
+        pending: Pending,
+        gone: tokio::sync::watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            to_server,
+            pending,
+            next_id: Arc::default(),
+            gone,
+            meta: Arc::default(),
+        }
+    }
+
     /// Starts `command args`, whose stderr is the proxy's. Lines from the
     /// server that are not answers to the proxy go to `to_client`.
     pub(crate) fn spawn(
@@ -109,14 +128,7 @@ impl Upstream {
                 .clear();
             let _ = gone_tx.send(true);
         });
-        let upstream = Self {
-            to_server,
-            pending,
-            next_id: Arc::default(),
-            gone,
-            meta: Arc::default(),
-        };
-        Ok((upstream, child))
+        Ok((Self::over(to_server, pending, gone), child))
     }
 
     /// Resolves once the server has closed its output (exited or crashed).
@@ -184,10 +196,16 @@ impl Upstream {
             "jsonrpc": "2.0", "id": id, "method": method, "params": params,
         })
         .to_string();
-        if self.to_server.send(line).is_err() {
+        // A server already gone gets nothing (its reader may have cleared
+        // the waiters before this one was added, and would never answer it).
+        if *self.gone.borrow() || self.to_server.send(line).is_err() {
             return Err(Lost::NotSent);
         }
-        rx.await.map_err(|_| Lost::AfterSend)
+        tokio::select! {
+            biased;
+            answer = rx => answer.unwrap_or(Err(Lost::AfterSend)),
+            () = self.closed() => Err(Lost::AfterSend),
+        }
     }
 }
 
@@ -203,7 +221,7 @@ fn route(pending: &Pending, to_client: &mpsc::UnboundedSender<String>, line: Str
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&id);
         if let Some(tx) = waiter {
-            let _ = tx.send(line);
+            let _ = tx.send(Ok(line));
         }
         return;
     }

@@ -1,0 +1,126 @@
+//! `handover mcp` in front of a Streamable HTTP upstream
+//! (`[mcp.servers.NAME] url = ...`): the official Python SDK's shipping
+//! server served over HTTP, the proxy on stdio, the SDK's client. Effects
+//! are counted in the server's log. Skipped without `HANDOVER_TEST_PYTHON`.
+
+mod mcp_world;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use mcp_world::{LOOKUP, SCRIPTS, World, assert_replays_the_one_shipment, python, ship, status};
+use serde_json::json;
+
+/// The Python shipping server on Streamable HTTP, killed on drop.
+struct HttpShipping {
+    child: Child,
+    url: String,
+}
+
+impl HttpShipping {
+    fn start(w: &World, mode: &str) -> Self {
+        let port = free_port();
+        let mut child = Command::new(&w.python)
+            .arg(format!("{SCRIPTS}/shipping_server.py"))
+            .args(["--http", &port.to_string()])
+            .env("SHIPPING_LOG", w.path("shipments.jsonl"))
+            .env("SHIPPING_MODE", mode)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Uvicorn says when it accepts connections.
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("Uvicorn running on") {
+            line.clear();
+            assert!(stderr.read_line(&mut line).unwrap() > 0, "server exited");
+        }
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpShipping {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Points the world's `shipping` server at `url` instead of a command.
+fn over_http(w: &World, url: &str) {
+    let path = w.path("handover.toml");
+    let config = std::fs::read_to_string(&path).unwrap();
+    let start = config.find("command = ").unwrap();
+    let end = start + config[start..].find("]\n").unwrap() + 2;
+    let config = format!("{}url = \"{url}\"\n{}", &config[..start], &config[end..]);
+    std::fs::write(path, config).unwrap();
+}
+
+#[test]
+fn an_http_upstream_passes_through_unchanged() {
+    let Some(python) = python() else { return };
+    let w = World::new(python, "");
+    let server = HttpShipping::start(&w, "ok");
+    over_http(&w, &server.url);
+    for mode in ["auto", "legacy"] {
+        let env = [("MCP_MODE", mode)];
+        let direct = w.client_with("ok", &["fidelity"], &[&server.url], &env);
+        let proxied = w.through_handover();
+        let proxied: Vec<&str> = proxied.iter().map(String::as_str).collect();
+        let proxied = w.client_with("ok", &["fidelity"], &proxied, &env);
+        assert_eq!(direct.len(), 6);
+        assert_eq!(proxied, direct, "mode {mode}");
+    }
+    assert!(w.shipments().is_empty());
+}
+
+#[test]
+fn a_lost_answer_from_an_http_upstream_is_unknown_then_found_and_replayed() {
+    let Some(python) = python() else { return };
+    let w = World::with_lookup(python, r#"timeout = "1s""#, LOOKUP);
+    // The server applies, then never answers: the proxy's deadline passes.
+    let server = HttpShipping::start(&w, "stall");
+    over_http(&w, &server.url);
+    let mut retry = ship("U-1", 1);
+    retry["retry_while"] = json!("outcome_unknown");
+    let r = w.calls("stall", &json!([ship("U-1", 1), retry]));
+    assert_eq!(status(&r[0]), "outcome_unknown", "{}", r[0]);
+    assert_replays_the_one_shipment(&w, &r[1]);
+}
+
+#[test]
+fn an_http_upstream_that_dies_after_applying_is_unknown_and_one_that_is_down_is_a_clear_error() {
+    let Some(python) = python() else { return };
+    let w = World::new(python, "");
+    let server = HttpShipping::start(&w, "drop");
+    over_http(&w, &server.url);
+    // Applied, then the server process exits mid-answer: unknown, and the
+    // retry (the server is gone now) sends nothing.
+    let r = w.calls("drop", &json!([ship("V-1", 1), ship("V-1", 1)]));
+    for result in &r {
+        assert_eq!(status(result), "outcome_unknown", "{result}");
+    }
+    assert_eq!(w.shipments().len(), 1);
+    // With the server down, a client gets a clear error saying so (the
+    // connection was refused: nothing was sent), not a session.
+    drop(server);
+    let proxy = w.through_handover();
+    let proxy: Vec<&str> = proxy.iter().map(String::as_str).collect();
+    let r = w.client("ok", &["refused"], &proxy);
+    let e = r[0].as_str().unwrap();
+    assert!(e.contains("unreachable (not sent)"), "{e}");
+    assert_eq!(w.shipments().len(), 1, "nothing else applied");
+}

@@ -1,0 +1,247 @@
+//! A Streamable HTTP upstream (`[mcp.servers.NAME] url = "http://..."`):
+//! each line for the server is one POST; what comes back (one JSON body, or
+//! an SSE stream of messages ending with the answer) is routed exactly as a
+//! child's stdout lines are. The session id the server assigns on
+//! `initialize` is sent on every later request, and `DELETE`d when the
+//! session ends.
+//!
+//! Headers the protocol asks for are derived from the message itself:
+//! `MCP-Protocol-Version` from a 2026-07-28 request's `_meta` (with
+//! `Mcp-Method` and `Mcp-Name`), or else the version `initialize`
+//! negotiated.
+//!
+//! Failures: a request that could not be delivered because the connection
+//! was refused was provably not sent (`Lost::NotSent`); any other failure
+//! after the POST began (a reset, a timeout, a 5xx, a stream that ends
+//! without the answer) may have reached the server: the proxy's own
+//! requests are lost after sending (unknown), the client's get a JSON-RPC
+//! error.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::{Lost, Pending, Upstream, route};
+use crate::error::McpError;
+use crate::wire::{Peek, error_line};
+
+const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What every POST of one connection shares.
+#[derive(Clone)]
+struct Conn {
+    http: reqwest::Client,
+    url: String,
+    session: Arc<Mutex<Option<String>>>,
+    version: Arc<Mutex<Option<String>>>,
+    pending: Pending,
+    to_client: mpsc::UnboundedSender<String>,
+}
+
+impl Upstream {
+    /// A connection to the Streamable HTTP server at `url`. Nothing is sent
+    /// until the first line.
+    pub(crate) fn connect(
+        name: &str,
+        url: &str,
+        to_client: mpsc::UnboundedSender<String>,
+    ) -> Result<Self, McpError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| McpError::Spawn {
+                server: name.to_owned(),
+                source: std::io::Error::other(e),
+            })?;
+        let pending: Pending = Arc::default();
+        let conn = Conn {
+            http,
+            url: url.to_owned(),
+            session: Arc::default(),
+            version: Arc::default(),
+            pending: pending.clone(),
+            to_client,
+        };
+        let (to_server, mut outgoing) = mpsc::unbounded_channel::<String>();
+        let (gone_tx, gone) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            // Each message is its own POST, concurrently, as the transport allows.
+            while let Some(line) = outgoing.recv().await {
+                tokio::spawn(conn.clone().post(line));
+            }
+            conn.end().await;
+            drop(gone_tx);
+        });
+        Ok(Self::over(to_server, pending, gone))
+    }
+}
+
+impl Conn {
+    async fn post(self, line: String) {
+        let peek = Peek::of(&line);
+        let request_id = peek
+            .as_ref()
+            .filter(|p| p.method.is_some())
+            .and_then(|p| p.id)
+            .map(|id| id.to_owned());
+        let initialize = peek.as_ref().and_then(|p| p.method.as_deref()) == Some("initialize");
+        let headers = self.headers(&line);
+        drop(peek);
+        let mut req = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(line);
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        let answered = match req.send().await {
+            Ok(resp) => self.read(resp, initialize).await,
+            Err(e) if e.is_connect() => Err(Lost::NotSent),
+            Err(e) => {
+                tracing::warn!(error = %e, "upstream MCP POST failed");
+                Err(Lost::AfterSend)
+            }
+        };
+        if let (Err(lost), Some(id)) = (answered, request_id) {
+            self.fail(&id, lost);
+        }
+    }
+
+    /// The protocol's headers for `line`.
+    fn headers(&self, line: &str) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if let Some(s) = lock(&self.session).clone() {
+            out.push(("mcp-session-id", s));
+        }
+        let msg: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+        let modern = msg["params"]["_meta"][PROTOCOL_VERSION_META].as_str();
+        match modern {
+            Some(v) => {
+                out.push(("mcp-protocol-version", v.to_owned()));
+                if let Some(m) = msg["method"].as_str() {
+                    out.push(("mcp-method", m.to_owned()));
+                    let key = match m {
+                        "tools/call" | "prompts/get" => Some("name"),
+                        "resources/read" => Some("uri"),
+                        _ => None,
+                    };
+                    if let Some(name) = key.and_then(|k| msg["params"][k].as_str())
+                        && header_safe(name)
+                    {
+                        out.push(("mcp-name", name.to_owned()));
+                    }
+                }
+            }
+            None => {
+                if let Some(v) = lock(&self.version).clone() {
+                    out.push(("mcp-protocol-version", v));
+                }
+            }
+        }
+        out
+    }
+
+    /// Routes what the server answered; `Err` if the answer to a request
+    /// did not come (the caller says so to whoever waits).
+    async fn read(&self, resp: reqwest::Response, initialize: bool) -> Result<(), Lost> {
+        if initialize
+            && let Some(s) = resp
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+        {
+            *lock(&self.session) = Some(s.to_owned());
+        }
+        let status = resp.status();
+        if status == reqwest::StatusCode::ACCEPTED {
+            return Ok(());
+        }
+        let sse = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !sse {
+            let body = resp.text().await.map_err(|_| Lost::AfterSend)?;
+            // A JSON-RPC answer (an error one too, at a 4xx) is an answer.
+            let is_message = Peek::of(&body).is_some_and(|p| p.id.is_some() || p.method.is_some());
+            if !is_message {
+                tracing::warn!(%status, "upstream MCP answer is not a JSON-RPC message");
+                return Err(Lost::AfterSend);
+            }
+            self.deliver(body, initialize);
+            return Ok(());
+        }
+        let mut events = eventsource_stream::EventStream::new(resp.bytes_stream());
+        while let Some(event) = events.next().await {
+            let Ok(event) = event else {
+                return Err(Lost::AfterSend);
+            };
+            if event.data.is_empty() {
+                continue; // priming events
+            }
+            let is_answer = Peek::of(&event.data).is_some_and(|p| p.method.is_none());
+            self.deliver(event.data, initialize);
+            if is_answer {
+                return Ok(());
+            }
+        }
+        Err(Lost::AfterSend)
+    }
+
+    fn deliver(&self, line: String, initialize: bool) {
+        if initialize {
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if let Some(version) = v["result"]["protocolVersion"].as_str() {
+                *lock(&self.version) = Some(version.to_owned());
+            }
+        }
+        route(&self.pending, &self.to_client, line);
+    }
+
+    /// The request `id` will get no answer: the proxy's own waiter learns
+    /// how it was lost; a client gets a JSON-RPC error.
+    fn fail(&self, id: &serde_json::value::RawValue, lost: Lost) {
+        let own = serde_json::from_str::<String>(id.get())
+            .ok()
+            .and_then(|k| lock(&self.pending).remove(&k));
+        if let Some(tx) = own {
+            let _ = tx.send(Err(lost));
+            return;
+        }
+        let message = match lost {
+            Lost::NotSent => "the upstream MCP server is unreachable (not sent)",
+            Lost::AfterSend => "the upstream MCP server did not answer (it may have acted)",
+        };
+        let e = rmcp::model::ErrorData::internal_error(message.to_owned(), None);
+        let _ = self.to_client.send(error_line(Some(id), &e));
+    }
+
+    /// The session is over: tell the server (best effort, bounded).
+    async fn end(&self) {
+        let Some(session) = lock(&self.session).take() else {
+            return;
+        };
+        let req = self
+            .http
+            .delete(&self.url)
+            .header("mcp-session-id", session)
+            .timeout(CONNECT_TIMEOUT);
+        let _ = req.send().await;
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Plain printable ASCII with no edge whitespace travels as is.
+fn header_safe(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| (0x20..0x7f).contains(&b)) && s.trim() == s
+}

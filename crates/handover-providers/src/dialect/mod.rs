@@ -1,0 +1,137 @@
+//! The seam between the one engine and each vendor's wire format.
+//!
+//! Every adapter shares one transport (`transport.rs`: send counter,
+//! deadlines, exactly one HTTP request per call) and one stream state
+//! machine (`stream.rs`: keep-alives are not progress, cut and stalled
+//! streams are errors). What differs per kind is only *shape*, and a
+//! [`Dialect`] holds all of it: the URL and the authentication headers, the
+//! request body built from the OpenAI-shaped [`ChatRequest`], a whole
+//! answer parsed into the OpenAI-shaped [`ChatResponse`], SSE events parsed
+//! into [`StreamEvent`]s (or keep-alive, end, in-stream error), and error
+//! bodies into an [`ApiFailure`]. Dialects are pure: no I/O, no clocks.
+
+mod anthropic;
+mod anthropic_request;
+mod anthropic_stream;
+mod gemini;
+mod gemini_answer;
+mod gemini_stream;
+mod openai;
+mod translate;
+
+use std::time::Duration;
+
+use eventsource_stream::Event;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use secrecy::SecretString;
+
+use crate::{
+    classify,
+    error::{ApiFailure, ProviderError},
+    request::ChatRequest,
+    settings::{ProviderKind, ProviderSettings},
+    types::{ChatResponse, StreamEvent},
+    wire::WireError,
+};
+
+/// One vendor's wire format.
+pub(crate) trait Dialect: Send + Sync {
+    /// The URL of one call (some vendors put the model or the stream mode
+    /// in the path).
+    fn url(&self, model: &str, stream: bool) -> String;
+
+    /// Headers sent with every request (authentication marked sensitive,
+    /// version pins). Built once per provider.
+    fn headers(&self, key: Option<&SecretString>) -> Result<HeaderMap, ProviderError>;
+
+    /// The request body for `model`, as JSON bytes.
+    fn body(
+        &self,
+        req: &ChatRequest,
+        model: &str,
+        stream: bool,
+    ) -> Result<Vec<u8>, serde_json::Error>;
+
+    /// A whole 2xx answer as the neutral response.
+    fn response(
+        &self,
+        body: &[u8],
+        requested_model: &str,
+        request_id: Option<String>,
+    ) -> Result<ChatResponse, serde_json::Error>;
+
+    /// A fresh decoder for one stream.
+    fn decoder(&self) -> Box<dyn StreamDecoder>;
+
+    /// The failure an error response (status, body) stands for.
+    fn failure(
+        &self,
+        status: u16,
+        body: &[u8],
+        retry_after: Option<Duration>,
+        key: Option<&SecretString>,
+    ) -> ApiFailure {
+        classify::api_failure(status, body, retry_after, key)
+    }
+}
+
+/// Turns the SSE events of one stream into [`StreamEvent`]s. Stateful:
+/// some vendors announce a tool call once and send its arguments by index.
+pub(crate) trait StreamDecoder: Send {
+    /// Decodes one SSE event, appending what it says to `out`.
+    fn decode(&mut self, event: &Event, out: &mut Vec<StreamEvent>) -> Decoded;
+}
+
+/// What one SSE event was.
+pub(crate) enum Decoded {
+    /// Data: progress (events, if any, were appended).
+    Data,
+    /// A vendor keep-alive (Anthropic `ping`): never progress, never resets
+    /// a deadline.
+    KeepAlive,
+    /// The vendor's end-of-stream marker (`[DONE]`, `message_stop`).
+    Done,
+    /// An in-stream error object: the stream is broken.
+    Error(WireError),
+    /// Data that is not what the vendor documents (not terminal).
+    Malformed(String),
+}
+
+/// The dialect of `settings.kind`.
+pub(crate) fn for_settings(settings: &ProviderSettings) -> Result<Box<dyn Dialect>, ProviderError> {
+    match settings.kind {
+        ProviderKind::OpenAi
+        | ProviderKind::DeepSeek
+        | ProviderKind::OpenAiCompatible
+        | ProviderKind::AzureOpenAi => Ok(Box::new(openai::OpenAiDialect::new(settings))),
+        ProviderKind::Anthropic => Ok(Box::new(anthropic::AnthropicDialect::new(settings))),
+        ProviderKind::Gemini => Ok(Box::new(gemini::GeminiDialect::new(settings))),
+    }
+}
+
+/// `s` as one URL path segment (percent-encoded): an Azure deployment, a
+/// Gemini model.
+pub(crate) fn path_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A header whose value is a secret: marked sensitive, so it never reaches
+/// Debug output; the error never shows the value.
+pub(crate) fn secret_header(
+    name: HeaderName,
+    value: &str,
+) -> Result<(HeaderName, HeaderValue), ProviderError> {
+    let mut v = HeaderValue::from_str(value).map_err(|_| ProviderError::InvalidSettings {
+        field: "api_key".into(),
+        reason: "contains characters not allowed in an http header".into(),
+    })?;
+    v.set_sensitive(true);
+    Ok((name, v))
+}

@@ -1,0 +1,115 @@
+//! OpenAI Chat Completions and the kinds that speak it: DeepSeek (its
+//! additions live in `wire.rs`), any OpenAI-compatible endpoint, and Azure
+//! OpenAI (deployment URL, `api-version` query, `api-key` header).
+
+use eventsource_stream::Event;
+use http::{HeaderMap, HeaderName, header};
+use secrecy::{ExposeSecret, SecretString};
+
+use super::{Decoded, Dialect, StreamDecoder, path_segment, secret_header};
+use crate::{
+    error::ProviderError,
+    request::ChatRequest,
+    settings::{ProviderKind, ProviderSettings},
+    types::{ChatResponse, StreamEvent},
+    wire::{Shape, WireChunk, WireError, WireResponse, request_body},
+};
+
+pub(crate) struct OpenAiDialect {
+    settings: ProviderSettings,
+    base_url: String,
+}
+
+impl OpenAiDialect {
+    pub(crate) fn new(settings: &ProviderSettings) -> Self {
+        Self {
+            base_url: settings.base_url.trim_end_matches('/').to_owned(),
+            settings: settings.clone(),
+        }
+    }
+}
+
+impl Dialect for OpenAiDialect {
+    fn url(&self, model: &str, _stream: bool) -> String {
+        let base = &self.base_url;
+        match (self.settings.kind, self.settings.api_version()) {
+            (ProviderKind::AzureOpenAi, Some(v)) => {
+                let deployment = path_segment(model);
+                format!("{base}/openai/deployments/{deployment}/chat/completions?api-version={v}")
+            }
+            _ => format!("{base}/chat/completions"),
+        }
+    }
+
+    fn headers(&self, key: Option<&SecretString>) -> Result<HeaderMap, ProviderError> {
+        let mut headers = HeaderMap::new();
+        if let Some(key) = key {
+            let (name, value) = if self.settings.kind == ProviderKind::AzureOpenAi {
+                secret_header(HeaderName::from_static("api-key"), key.expose_secret())?
+            } else {
+                let bearer = format!("Bearer {}", key.expose_secret());
+                secret_header(header::AUTHORIZATION, &bearer)?
+            };
+            headers.insert(name, value);
+        }
+        Ok(headers)
+    }
+
+    fn body(
+        &self,
+        req: &ChatRequest,
+        model: &str,
+        stream: bool,
+    ) -> Result<Vec<u8>, serde_json::Error> {
+        let shape = Shape {
+            kind: self.settings.kind,
+            passback: self.settings.passback_for(model),
+            stream_usage: self.settings.stream_usage,
+        };
+        request_body(req, model, shape, stream)
+    }
+
+    fn response(
+        &self,
+        body: &[u8],
+        requested_model: &str,
+        request_id: Option<String>,
+    ) -> Result<ChatResponse, serde_json::Error> {
+        let wire: WireResponse = serde_json::from_slice(body)?;
+        Ok(wire.into_response(requested_model, request_id))
+    }
+
+    fn decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(ChunkDecoder { model_seen: false })
+    }
+}
+
+/// `data: {chunk}` events, `data: [DONE]` at the end, `{"error": ...}`
+/// (or an `error` event) for an in-stream failure.
+struct ChunkDecoder {
+    model_seen: bool,
+}
+
+impl StreamDecoder for ChunkDecoder {
+    fn decode(&mut self, event: &Event, out: &mut Vec<StreamEvent>) -> Decoded {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            return Decoded::Done;
+        }
+        let mut chunk: WireChunk = match serde_json::from_str(data) {
+            Ok(c) => c,
+            Err(e) => {
+                return Decoded::Malformed(format!(
+                    "event data is not a chat completion chunk: {e}"
+                ));
+            }
+        };
+        if let Some(error) = chunk.error.take().or_else(|| {
+            (event.event == "error").then(|| serde_json::Value::String(data.to_owned()))
+        }) {
+            return Decoded::Error(WireError::from_value(error));
+        }
+        chunk.push_events(&mut self.model_seen, out);
+        Decoded::Data
+    }
+}
