@@ -10,10 +10,12 @@
 //! * `chat`: [`Provider::chat`] (one request through our transport, decode);
 //! * `chat_stream`: [`Provider::chat_stream`] consumed to the end.
 //!
-//! `--kind openai|anthropic` picks the adapter (default `openai`); the mock
-//! then answers in that vendor's shape and the baseline posts the very body
-//! the adapter sends (Anthropic: a Messages API body with `x-api-key` and
-//! `anthropic-version`) to the same URL.
+//! `--kind openai|anthropic|gemini` picks the adapter (default `openai`);
+//! the mock then answers in that vendor's shape and the baseline posts the
+//! very body the adapter sends (Anthropic: a Messages API body with
+//! `x-api-key` and `anthropic-version`; Gemini: `contents` with
+//! `x-goog-api-key`, to `:generateContent` or
+//! `:streamGenerateContent?alt=sse`) to the same URL.
 //!
 //! Prints one JSON line per mode with p50/p99, baseline and ratios. The
 //! streaming line also carries `parse_baseline_p50_us` / `_p99_us`: reqwest
@@ -80,7 +82,12 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     let kind = match args.string("kind", "openai").as_str() {
         "openai" => ProviderKind::OpenAi,
         "anthropic" => ProviderKind::Anthropic,
-        other => return Err(format!("--kind: expected openai or anthropic, got {other:?}").into()),
+        "gemini" => ProviderKind::Gemini,
+        other => {
+            return Err(
+                format!("--kind: expected openai, anthropic or gemini, got {other:?}").into(),
+            );
+        }
     };
     let wire = Wire::of(kind);
     let base = format!("{}/v1", mock_http::start(wire.answers())?);
@@ -92,6 +99,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     )?;
     let raw = reqwest::Client::new();
     let url = format!("{base}{}", wire.path);
+    let stream_url = format!("{base}{}", wire.stream_path);
     let headers = wire.headers(key)?;
     let req = ChatRequest::new(vec![
         Message::system("You are a helpful assistant."),
@@ -118,7 +126,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     let baseline_stream = || async {
         let t = Instant::now();
         let mut s = raw
-            .post(&url)
+            .post(&stream_url)
             .headers(headers.clone())
             .json(&stream_body)
             .send()
@@ -136,7 +144,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         use eventsource_stream::Eventsource;
         let t = Instant::now();
         let mut s = raw
-            .post(&url)
+            .post(&stream_url)
             .headers(headers.clone())
             .json(&stream_body)
             .send()
@@ -244,6 +252,7 @@ struct Wire {
     kind: ProviderKind,
     model: &'static str,
     path: &'static str,
+    stream_path: &'static str,
 }
 
 impl Wire {
@@ -253,11 +262,19 @@ impl Wire {
                 kind,
                 model: "claude-sonnet-4-5",
                 path: "/messages",
+                stream_path: "/messages",
+            },
+            ProviderKind::Gemini => Wire {
+                kind,
+                model: "gemini-2.5-flash",
+                path: "/models/gemini-2.5-flash:generateContent",
+                stream_path: "/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
             },
             _ => Wire {
                 kind,
                 model: "gpt-4o-mini",
                 path: "/chat/completions",
+                stream_path: "/chat/completions",
             },
         }
     }
@@ -265,17 +282,24 @@ impl Wire {
     fn answers(&self) -> mock_http::Answers {
         match self.kind {
             ProviderKind::Anthropic => mock_http::anthropic_answers(),
+            ProviderKind::Gemini => mock_http::gemini_answers(),
             _ => mock_http::llm_answers(),
         }
     }
 
-    fn headers(&self, key: &str) -> Result<reqwest::header::HeaderMap, crate::gateway::Err> {
+    fn headers(&self, key: &str) -> Result<reqwest::header::HeaderMap, crate::gateway_proc::Err> {
         let mut h = reqwest::header::HeaderMap::new();
-        if self.kind == ProviderKind::Anthropic {
-            h.insert("x-api-key", key.parse()?);
-            h.insert("anthropic-version", "2023-06-01".parse()?);
-        } else {
-            h.insert("authorization", format!("Bearer {key}").parse()?);
+        match self.kind {
+            ProviderKind::Anthropic => {
+                h.insert("x-api-key", key.parse()?);
+                h.insert("anthropic-version", "2023-06-01".parse()?);
+            }
+            ProviderKind::Gemini => {
+                h.insert("x-goog-api-key", key.parse()?);
+            }
+            _ => {
+                h.insert("authorization", format!("Bearer {key}").parse()?);
+            }
         }
         Ok(h)
     }
@@ -287,6 +311,11 @@ impl Wire {
                 "max_tokens": 4096,
                 "system": [{"type": "text", "text": "You are a helpful assistant."}],
                 "messages": [{"role": "user", "content": [{"type": "text", "text": "Hello!"}]}],
+            }),
+            // The model and the stream mode are in the URL.
+            ProviderKind::Gemini => serde_json::json!({
+                "contents": [{"role": "user", "parts": [{"text": "Hello!"}]}],
+                "systemInstruction": {"parts": [{"text": "You are a helpful assistant."}]},
             }),
             _ => serde_json::json!({
                 "model": self.model,

@@ -3,8 +3,9 @@
 //! Prometheus recorder's upkeep never running, RSS grew ~35 bytes per
 //! request until a scrape.) Sends `--rate` chat requests per second
 //! through the gateway for `--duration-s` seconds, never touching
-//! `/metrics`, and prints one line per `--window-s` window (RSS, latency
-//! of that window) and a summary: RSS after warm-up vs at the end, and the
+//! `/metrics`, and prints one line per `--window-s` window (the gateway
+//! process's RSS, latency of that window) and a summary: RSS after
+//! warm-up vs at the end, and the
 //! last window's latency against the first's (the baseline of this run).
 //! The load generator keeps only one window of samples, so its own memory
 //! does not grow with the run.
@@ -13,11 +14,12 @@
 //! cargo run --release -p handover-bench -- gateway-soak --rate 1000 --duration-s 600
 //! ```
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::gateway::{TOKEN, rss_kib, start_gateway};
+use crate::gateway_proc::{GatewayProcess, Limits, TOKEN};
 use crate::stats::{Samples, emit, round2};
 use crate::{BenchResult, args::Args, mock_http};
 
@@ -39,18 +41,18 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     let duration = Duration::from_secs(args.number("duration-s", 600)?.max(2));
     let window = Duration::from_secs(args.number("window-s", 60)?.max(1));
     let mock = mock_http::start(mock_http::llm_answers())?;
-    let gateway = start_gateway(&mock)?;
-    let url = format!("{gateway}/v1/chat/completions");
+    let gw = Arc::new(GatewayProcess::start(&mock, Limits::default()).await?);
+    let url = format!("{}/v1/chat/completions", gw.url);
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(1024)
         .build()?;
 
     // Warm-up: pools, code paths, allocator arenas.
     let (tx, rx) = mpsc::unbounded_channel();
-    let collector = tokio::spawn(collect(rx));
+    let collector = tokio::spawn(collect(rx, gw.clone()));
     pace(&client, &url, rate, Duration::from_secs(10), &tx).await;
     let _ = tx.send(Event::Window(0));
-    let (rss_start, _) = rss_kib();
+    let (rss_start, _) = gw.rss_kib();
     let started = Instant::now();
     let windows = duration.as_secs().div_ceil(window.as_secs()).max(1);
     for n in 1..=windows {
@@ -59,7 +61,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     }
     drop(tx);
     let (windows, errors, ops) = collector.await?;
-    let (rss_end, rss_peak) = rss_kib();
+    let (rss_end, rss_peak) = gw.rss_kib();
     let (Some(first), Some(last)) = (windows.get(1), windows.last()) else {
         return Err("the run was shorter than one window".into());
     };
@@ -117,7 +119,10 @@ async fn pace(
 }
 
 /// Per window: latency quantiles and RSS, printed as they close.
-async fn collect(mut rx: mpsc::UnboundedReceiver<Event>) -> (Vec<Window>, u64, u64) {
+async fn collect(
+    mut rx: mpsc::UnboundedReceiver<Event>,
+    gw: Arc<GatewayProcess>,
+) -> (Vec<Window>, u64, u64) {
     let mut windows = Vec::new();
     let mut samples = Samples::default();
     let (mut errors, mut ops) = (0u64, 0u64);
@@ -129,7 +134,7 @@ async fn collect(mut rx: mpsc::UnboundedReceiver<Event>) -> (Vec<Window>, u64, u
             }
             Event::Done(None) => errors += 1,
             Event::Window(i) => {
-                let (rss, _) = rss_kib();
+                let (rss, _) = gw.rss_kib();
                 let w = Window {
                     p50: samples.quantile_us(0.5),
                     p99: samples.quantile_us(0.99),

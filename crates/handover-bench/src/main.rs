@@ -13,7 +13,9 @@
 mod adapter;
 mod args;
 mod gateway;
+mod gateway_proc;
 mod gateway_soak;
+mod gateway_stalled;
 mod ledger;
 mod ledger_pg;
 mod mcp;
@@ -41,6 +43,8 @@ fn main() -> BenchResult {
         "router" => runtime.block_on(router::run(rest)),
         "gateway" => runtime.block_on(gateway::run(rest)),
         "gateway-soak" => runtime.block_on(gateway_soak::run(rest)),
+        // The process `gateway` and `gateway-soak` measure.
+        "gateway-serve" => runtime.block_on(gateway_proc::serve(rest)),
         "task" => runtime.block_on(task::run(rest)),
         "mcp" => runtime.block_on(mcp::run(rest)),
         // The two processes `mcp` starts: a minimal upstream and the proxy.
@@ -51,5 +55,5 @@ fn main() -> BenchResult {
 }
 
 fn usage() -> String {
-    "usage: handover-bench <ledger|adapter|router|perform|gateway|gateway-soak|task|mcp> [--backend B] [--concurrency N] [--ops N]".to_owned()
+    "usage: handover-bench <ledger|adapter|router|perform|gateway|gateway-soak|task|mcp> [--backend B] [--concurrency N] [--ops N] (gateway: [--stalled N])".to_owned()
 }

@@ -1,6 +1,7 @@
 //! A minimal keep-alive HTTP/1.1 server on its own thread and runtime, for
 //! benchmarks: it answers every request with a fixed JSON body, or with a
-//! fixed SSE body when the request body asks for `"stream":true`. Being
+//! fixed SSE body when the request body asks for `"stream":true` (or its
+//! URL for `alt=sse`, as Gemini's streaming method does). Being
 //! this small keeps the server's own cost out of the comparison.
 
 use std::sync::Arc;
@@ -91,6 +92,41 @@ pub(crate) fn anthropic_answers() -> Answers {
     }
 }
 
+const GEMINI_ANSWER: &str = r#"{"candidates":[{"content":{"parts":[{"text":"Hello! How can I assist you today?"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":19,"candidatesTokenCount":10,"totalTokenCount":29,"promptTokensDetails":[{"modality":"TEXT","tokenCount":19}]},"modelVersion":"gemini-2.5-flash","responseId":"c2Q6aOSdFsqmz7IP7K3b2QM"}"#;
+
+fn gemini_sse_body() -> String {
+    let words = [
+        "Hello", "!", " How", " can", " I", " assist", " you", " today", "?",
+    ];
+    let mut s = String::new();
+    for (i, w) in words.iter().enumerate() {
+        let last = i + 1 == words.len();
+        let finish = if last {
+            r#","finishReason":"STOP""#
+        } else {
+            ""
+        };
+        let usage = if last {
+            r#","usageMetadata":{"promptTokenCount":19,"candidatesTokenCount":10,"totalTokenCount":29}"#
+        } else {
+            r#","usageMetadata":{"promptTokenCount":19,"totalTokenCount":19}"#
+        };
+        s.push_str(&format!(
+            r#"data: {{"candidates":[{{"content":{{"parts":[{{"text":"{w}"}}],"role":"model"}}{finish},"index":0}}]{usage},"modelVersion":"gemini-2.5-flash","responseId":"c2Q6aOSdFsqmz7IP7K3b2QM"}}"#
+        ));
+        s.push_str("\r\n\r\n");
+    }
+    s
+}
+
+/// A `generateContent` answer and its `alt=sse` stream, as Gemini sends them.
+pub(crate) fn gemini_answers() -> Answers {
+    Answers {
+        json: GEMINI_ANSWER.as_bytes().into(),
+        sse: gemini_sse_body().into_bytes().into(),
+    }
+}
+
 /// Starts the server; returns `http://127.0.0.1:PORT`.
 pub(crate) fn start(answers: Answers) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
     let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
@@ -140,7 +176,9 @@ async fn serve_conn(mut sock: TcpStream, answers: Answers) {
             }
         }
         let body = &buf[head_end..head_end + len];
-        let stream = body.windows(13).any(|w| w == b"\"stream\":true");
+        let request_line = head.lines().next().unwrap_or_default();
+        let stream =
+            body.windows(13).any(|w| w == b"\"stream\":true") || request_line.contains("alt=sse");
         let (ctype, payload) = if stream {
             ("text/event-stream", &answers.sse)
         } else {

@@ -52,6 +52,8 @@ fn the_example_prints_resolved_chains_budgets_error_tables_and_contracts() {
         "overloaded=next",
         "invalid_request=fail",
         "data classes: internal, public",
+        "supports: structured_outputs, json_mode, logprobs, reasoning_effort, parallel_tool_calls, not images (declared), not audio (declared), not files (declared)",
+        "supports: json_mode, logprobs\n",
         "$OPENAI_API_KEY (NOT SET)",
         "$DEEPSEEK_API_KEY (set)",
         "idempotency: header Idempotency-Key",

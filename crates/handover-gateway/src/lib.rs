@@ -40,6 +40,7 @@ mod api_error;
 mod auth;
 mod body;
 mod conn;
+mod detach;
 mod error;
 mod limits;
 mod metrics;

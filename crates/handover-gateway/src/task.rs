@@ -15,7 +15,7 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use handover_ledger::{TaskBudget, TaskBudgets, TaskId};
 use handover_router::RouterError;
-use handover_router::config::Route;
+use handover_router::config::{CommitPoint, Route};
 use handover_router::route::Task;
 
 use crate::api_error::ApiError;
@@ -24,6 +24,9 @@ use crate::state::GatewayState;
 
 /// The request header naming the user task.
 pub(crate) const TASK_HEADER: &str = "x-handover-task";
+/// The request header choosing where this call's stream is committed
+/// (`first_token` or `complete`), overriding the policy's `commit_point`.
+pub(crate) const COMMIT_POINT_HEADER: &str = "x-handover-commit-point";
 /// The response header with what is left of the task's budget.
 pub(crate) const REMAINING_HEADER: &str = "x-handover-budget-remaining";
 
@@ -47,23 +50,52 @@ fn task_id(headers: &HeaderMap, client: &Client) -> Result<Option<TaskId>, ApiEr
         .map_err(|e| invalid(e.reason()))
 }
 
+/// The commit point a request asks for in `x-handover-commit-point`
+/// (`None`: no header, the policy's applies).
+fn commit_point(headers: &HeaderMap) -> Result<Option<CommitPoint>, ApiError> {
+    let Some(value) = headers.get(COMMIT_POINT_HEADER) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(CommitPoint::from_name)
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "invalid_header",
+                COMMIT_POINT_HEADER,
+                format!("{COMMIT_POINT_HEADER}: expected \"first_token\" or \"complete\""),
+            )
+        })
+}
+
 /// The task a call runs under: the one its `x-handover-task` names (joined
-/// in the ledger's store), or a fresh one of `route`.
+/// in the ledger's store), or a fresh one of `route`; with the commit point
+/// `x-handover-commit-point` asks for. Both headers are checked before
+/// anything is opened.
 pub(crate) async fn open(
     state: &GatewayState,
     route: &Route,
     client: &Client,
     headers: &HeaderMap,
 ) -> Result<Task, ApiError> {
-    let Some(id) = task_id(headers, client)? else {
-        return state.router().task_for(route).map_err(|e| refused(&e));
+    let point = commit_point(headers)?;
+    let task = match task_id(headers, client)? {
+        None => state.router().task_for(route).map_err(|e| refused(&e))?,
+        Some(id) => {
+            let store: Arc<dyn TaskBudgets> = state.ledger().clone();
+            state
+                .router()
+                .join_task_for(route, store, &id)
+                .await
+                .map_err(|e| refused(&e))?
+        }
     };
-    let store: Arc<dyn TaskBudgets> = state.ledger().clone();
-    state
-        .router()
-        .join_task_for(route, store, &id)
-        .await
-        .map_err(|e| refused(&e))
+    Ok(match point {
+        Some(p) => task.with_commit_point(p),
+        None => task,
+    })
 }
 
 fn refused(e: &RouterError) -> ApiError {

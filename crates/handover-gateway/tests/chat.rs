@@ -1,6 +1,7 @@
 //! `/v1/chat/completions` and `/v1/models` over real HTTP against testkit
 //! providers: the answering provider and every attempt in headers, fallback
-//! after a 503, streams before and after their commit point, keep-alives
+//! after a 503, streams before and after their commit point (the policy's
+//! or the request's `x-handover-commit-point`), keep-alives
 //! while a stream waits, and metrics.
 
 mod support;
@@ -216,6 +217,72 @@ async fn a_stream_cut_before_its_commit_point_falls_back_whole() {
         .find(|v| v["usage"].is_object());
     assert_eq!(usage.unwrap()["usage"]["total_tokens"], 19);
     assert_eq!(cut.requests(), 1);
+}
+
+/// `x-handover-commit-point` picks the commit point per request on one
+/// policy (here `first_token`): `complete` falls back whole past a cut that
+/// the policy's own point commits to; a bad value is a 400 naming the
+/// header, and nothing is sent.
+#[tokio::test]
+async fn the_commit_point_header_overrides_the_policy_per_request() {
+    let cut = TcpProvider::start(Flavor::OpenAi).await.unwrap();
+    cut.set_default(Plan::sse(
+        bodies::text_stream(Flavor::OpenAi, &["Partial "], false, false),
+        After::Close,
+    ));
+    let spare = MockProvider::start(Flavor::OpenAi).await;
+    spare.set_default(Reply::Sse(bodies::text_stream(
+        Flavor::OpenAi,
+        &["Whole ", "answer"],
+        true,
+        true,
+    )));
+    let mut c = support::provider("cut", cut.base_url());
+    c.push_str(&support::provider("spare", &spare.base_url()));
+    c.push_str(&support::policy(
+        "default",
+        &["cut", "spare"],
+        "first_token",
+    ));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let gw = Running::start_in_memory(&c).await;
+    let with_point = |point: &str| {
+        gw.http
+            .post(gw.url("/v1/chat/completions"))
+            .bearer_auth(CLIENT_A)
+            .header("x-handover-commit-point", point)
+            .json(&ask("default", true))
+            .send()
+    };
+
+    let resp = with_point("complete").await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["x-handover-provider"], "spare");
+    let data = sse_data(&resp.text().await.unwrap());
+    assert_eq!(content(&data), "Whole answer");
+    assert_eq!(data.last().unwrap(), "[DONE]");
+    assert_eq!((cut.requests(), spare.requests().await), (1, 1));
+
+    // Without the header the policy's first_token applies: committed to the cut.
+    let resp = post(&gw, &ask("default", true)).await;
+    assert_eq!(resp.headers()["x-handover-provider"], "cut");
+    let data = sse_data(&resp.text().await.unwrap());
+    assert_eq!(content(&data), "Partial ");
+    assert!(!data.iter().any(|d| d == "[DONE]"), "{data:?}");
+    assert_eq!((cut.requests(), spare.requests().await), (2, 1));
+
+    for bad in ["whole", "", "Complete"] {
+        let resp = with_point(bad).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{bad:?}");
+        let err: Value = resp.json().await.unwrap();
+        assert_eq!(err["error"]["param"], "x-handover-commit-point", "{err}");
+        assert_eq!(err["error"]["code"], "invalid_header", "{err}");
+    }
+    assert_eq!(
+        (cut.requests(), spare.requests().await),
+        (2, 1),
+        "nothing sent"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,8 +1,9 @@
 //! Fallback across provider families in the middle of a tool-using
-//! conversation: an OpenAI primary fails, an Anthropic fallback answers.
-//! The Anthropic mock checks the body it got (tool calls as `tool_use`,
-//! results as `tool_result`, ids paired); the client still gets an
-//! OpenAI-shaped answer naming the model and provider that answered.
+//! conversation: an OpenAI primary fails, an Anthropic (or Gemini)
+//! fallback answers. The fallback's mock checks the body it got (tool
+//! calls as `tool_use` / `functionCall`, results as `tool_result` /
+//! `functionResponse`, paired); the client still gets an OpenAI-shaped
+//! answer naming the model and provider that answered.
 
 mod support;
 
@@ -64,7 +65,14 @@ fn paired_history() -> Value {
     })
 }
 
-async fn gateway(primary: &MockServer, claude: &MockServer) -> Running {
+/// A fallback provider: configured name, kind, model.
+type Fallback = (&'static str, &'static str, &'static str);
+const TO_CLAUDE: Fallback = ("claude", "anthropic", "claude-sonnet-4-5");
+const TO_GEMINI: Fallback = ("gemini", "gemini", "gemini-2.5-flash");
+
+/// An OpenAI primary, then the fallback.
+async fn gateway(primary: &MockServer, fallback: &MockServer, to: Fallback) -> Running {
+    let (name, kind, model) = to;
     let c = format!(
         r#"
 [providers.primary]
@@ -72,23 +80,28 @@ kind = "openai"
 base_url = "{primary}/v1"
 model = "gpt-4.1"
 
-[providers.claude]
-kind = "anthropic"
-base_url = "{claude}/v1"
-model = "claude-sonnet-4-5"
+[providers.{name}]
+kind = "{kind}"
+base_url = "{fallback}/v1"
+model = "{model}"
 {policy}{gateway}"#,
         primary = primary.uri(),
-        claude = claude.uri(),
-        policy = support::policy("support", &["primary", "claude"], "first_token"),
+        fallback = fallback.uri(),
+        policy = support::policy("support", &["primary", name], "first_token"),
         gateway = support::gateway_section(1 << 20, "5s", ""),
     );
     Running::start(&c).await
 }
 
 /// Sends the conversation through a gateway over both mocks; checks that
-/// the answer is a 200 from `claude`.
-async fn ask(primary: &MockServer, claude: &MockServer, stream: bool) -> reqwest::Response {
-    let gw = gateway(primary, claude).await;
+/// the answer is a 200 from the fallback.
+async fn ask(
+    primary: &MockServer,
+    fallback: &MockServer,
+    to: Fallback,
+    stream: bool,
+) -> reqwest::Response {
+    let gw = gateway(primary, fallback, to).await;
     let resp = gw
         .http
         .post(gw.url("/v1/chat/completions"))
@@ -98,7 +111,7 @@ async fn ask(primary: &MockServer, claude: &MockServer, stream: bool) -> reqwest
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(resp.headers()["x-handover-provider"], "claude");
+    assert_eq!(resp.headers()["x-handover-provider"], to.0);
     resp
 }
 
@@ -137,7 +150,7 @@ async fn anthropic_fallback_answers_a_tool_using_conversation_in_openai_shape() 
         "usage": {"input_tokens": 100, "cache_read_input_tokens": 20, "output_tokens": 12}
     })))
     .await;
-    let resp = ask(&primary, &claude, false).await;
+    let resp = ask(&primary, &claude, TO_CLAUDE, false).await;
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["object"], "chat.completion");
     assert_eq!(body["model"], CLAUDE);
@@ -186,7 +199,7 @@ async fn anthropic_stream_reaches_an_openai_streaming_client_as_chunks() {
             .set_body_string(events),
     )
     .await;
-    let resp = ask(&primary, &claude, true).await;
+    let resp = ask(&primary, &claude, TO_CLAUDE, true).await;
     let text = resp.text().await.unwrap();
     let chunks: Vec<Value> = text
         .split("\n\n")
@@ -212,4 +225,130 @@ async fn anthropic_stream_reaches_an_openai_streaming_client_as_chunks() {
         "{text}"
     );
     claude.verify().await;
+}
+
+// ---- Gemini ----
+
+const GEMINI: &str = "gemini-2.5-flash-preview-09-2025";
+
+/// What Gemini must receive: calls as `functionCall`s, each result a
+/// `functionResponse` named after the call its id answered.
+fn gemini_history() -> Value {
+    json!({
+        "systemInstruction": {"parts": [{"text": "You are a support agent."}]},
+        "contents": [
+            {"role": "user", "parts": [{"text": "Where is order K-701? Tell ops too."}]},
+            {"role": "model", "parts": [
+                {"functionCall": {"name": "lookup_order", "args": {"order": "K-701"}}},
+                {"functionCall": {"name": "notify_ops", "args": {"order": "K-701"}}}
+            ]},
+            {"role": "user", "parts": [
+                {"functionResponse": {"name": "lookup_order", "response": {"status": "in transit"}}},
+                {"functionResponse": {"name": "notify_ops", "response": {"result": "notified"}}}
+            ]}
+        ],
+        "tools": [{"functionDeclarations": [
+            {"name": "lookup_order", "parametersJsonSchema": {"type": "object", "properties": {"order": {"type": "string"}}}},
+            {"name": "notify_ops", "parametersJsonSchema": {"type": "object", "properties": {"order": {"type": "string"}}}}
+        ]}]
+    })
+}
+
+/// Gemini's next step: one more call, `schedule_redelivery`.
+fn gemini_call() -> Value {
+    json!({
+        "candidates": [{"content": {"role": "model", "parts": [
+            {"functionCall": {"name": "schedule_redelivery", "args": {"order": "K-701", "day": "friday"}}}
+        ]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 90, "candidatesTokenCount": 14, "totalTokenCount": 104},
+        "modelVersion": GEMINI,
+        "responseId": "c2Q6aOSdFsqmz7IP7K3b2QM"
+    })
+}
+
+async fn gemini(stream: bool, answer: ResponseTemplate) -> MockServer {
+    let method_name = if stream {
+        "streamGenerateContent"
+    } else {
+        "generateContent"
+    };
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(format!("/v1/models/gemini-2.5-flash:{method_name}")))
+        .and(body_partial_json(gemini_history()))
+        .respond_with(answer)
+        .expect(1)
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test]
+async fn gemini_fallback_answers_with_an_openai_tool_call() {
+    let primary = failing_primary().await;
+    let g = gemini(
+        false,
+        ResponseTemplate::new(200).set_body_json(gemini_call()),
+    )
+    .await;
+    let body: Value = ask(&primary, &g, TO_GEMINI, false)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["model"], GEMINI);
+    assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
+    let calls = body["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["type"], "function");
+    assert_eq!(calls[0]["function"]["name"], "schedule_redelivery");
+    let args: Value =
+        serde_json::from_str(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(args, json!({"order": "K-701", "day": "friday"}));
+    assert!(calls[0]["id"].as_str().unwrap().starts_with("call_"));
+    assert_eq!(body["usage"]["prompt_tokens"], 90);
+    assert_eq!(body["usage"]["completion_tokens"], 14);
+    assert!(!primary.received_requests().await.unwrap().is_empty());
+    g.verify().await;
+}
+
+#[tokio::test]
+async fn gemini_stream_reaches_an_openai_streaming_client_as_tool_call_chunks() {
+    let primary = failing_primary().await;
+    let events = format!("data: {}\r\n\r\n", gemini_call());
+    let g = gemini(
+        true,
+        ResponseTemplate::new(200)
+            .insert_header("content-type", "text/event-stream")
+            .set_body_string(events),
+    )
+    .await;
+    let text = ask(&primary, &g, TO_GEMINI, true)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    let chunks: Vec<Value> = text
+        .split("\n\n")
+        .filter_map(|ev| ev.lines().find_map(|l| l.strip_prefix("data: ")))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect();
+    let call = chunks
+        .iter()
+        .find_map(|c| c["choices"][0]["delta"]["tool_calls"][0].as_object())
+        .unwrap_or_else(|| panic!("no tool call chunk: {text}"));
+    assert_eq!(call["function"]["name"], "schedule_redelivery");
+    assert!(call["id"].as_str().unwrap().starts_with("call_"));
+    assert!(
+        chunks
+            .iter()
+            .any(|c| c["choices"][0]["finish_reason"] == "tool_calls"),
+        "{text}"
+    );
+    assert!(chunks.iter().any(|c| c["model"] == GEMINI), "{text}");
+    g.verify().await;
 }

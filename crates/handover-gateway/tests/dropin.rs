@@ -215,6 +215,7 @@ async fn stream_chunks_pass_through_with_one_model_and_id() {
             "every chunk, the first included: {c}"
         );
         assert_eq!(c["id"], "chatcmpl-upstream-2", "{c}");
+        assert_eq!(c["created"], 1_764_000_001, "the provider's: {c}");
         assert_eq!(c["system_fingerprint"], "fp_abc", "{c}");
         assert_eq!(c["service_tier"], "default", "{c}");
     }
@@ -223,6 +224,17 @@ async fn stream_chunks_pass_through_with_one_model_and_id() {
         .filter_map(|c| c["choices"][0]["logprobs"]["content"][0]["token"].as_str())
         .collect();
     assert_eq!(tokens, ["Hel", "lo"]);
+    // Each piece's log probabilities travel in the chunk with its text, as
+    // the provider sent them.
+    let paired: Vec<(&str, &str)> = chunks
+        .iter()
+        .filter_map(|c| {
+            let choice = &c["choices"][0];
+            let token = choice["logprobs"]["content"][0]["token"].as_str()?;
+            Some((choice["delta"]["content"].as_str()?, token))
+        })
+        .collect();
+    assert_eq!(paired, [("Hel", "Hel"), ("lo", "lo")]);
     let usage = chunks.iter().find_map(|c| c.get("usage")).unwrap();
     assert_eq!(
         usage["completion_tokens_details"]["accepted_prediction_tokens"], 0,
@@ -286,4 +298,61 @@ async fn no_provider_left_is_a_400_naming_the_parameter_and_the_providers() {
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("weak"), "{message}");
     assert_eq!(received(&weak).await.len(), 0, "nothing was sent");
+}
+
+#[tokio::test]
+async fn a_providers_declared_capabilities_override_its_kinds() {
+    // An OpenAI-compatible server without structured outputs, and a
+    // DeepSeek deployment declared to take `reasoning_effort`.
+    let plain = upstream(ResponseTemplate::new(200).set_body_json(completion())).await;
+    let thinker = upstream(ResponseTemplate::new(200).set_body_json(completion())).await;
+    let providers = provider("plain", "openai_compatible", &plain)
+        + "supports = { structured_outputs = false }\n"
+        + &provider("thinker", "deepseek", &thinker)
+        + "supports = { reasoning_effort = true }\n";
+    let gw = gateway(&providers, &["plain", "thinker"]).await;
+
+    let resp = post(
+        &gw,
+        &json!({"model": "default", "reasoning_effort": "high",
+            "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(
+        resp.status(),
+        StatusCode::OK,
+        "the kind's default for plain"
+    );
+    assert_eq!(received(&plain).await[0]["reasoning_effort"], "high");
+
+    let tool = json!({"type": "function", "function": {"name": "f", "strict": true,
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": false}}});
+    let resp = post(
+        &gw,
+        &json!({"model": "default", "tools": [tool],
+            "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unsupported_parameter", "{body}");
+    assert_eq!(body["error"]["param"], "tools[0].function.strict", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("plain") && message.contains("thinker"),
+        "{message}"
+    );
+    assert_eq!(received(&plain).await.len(), 1, "nothing more was sent");
+    assert_eq!(received(&thinker).await.len(), 0);
+
+    // Declared on: DeepSeek receives reasoning_effort once plain is skipped.
+    let gw = gateway(&providers, &["thinker"]).await;
+    let resp = post(
+        &gw,
+        &json!({"model": "default", "reasoning_effort": "low",
+            "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(received(&thinker).await[0]["reasoning_effort"], "low");
 }

@@ -200,7 +200,32 @@ async fn agent_frameworks_behave_through_the_gateway_as_against_the_upstream() {
             .or_default()
             .insert(v["via"].as_str().unwrap().to_owned(), v["result"].clone());
     }
-    assert!(results.len() >= 15, "{stdout}");
+    assert!(results.len() >= 20, "{stdout}");
+    // Every chunk whole, the first naming the same model as the rest.
+    let chunks = results["openai_stream_chunks"]["gateway"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(chunks.len() >= 4, "{chunks:?}");
+    for c in &chunks {
+        assert_eq!(c["model"], "mock-model-2026", "{c}");
+        assert_eq!(c["id"], "chatcmpl-mock-s", "{c}");
+        assert_eq!(c["system_fingerprint"], "fp_mock", "{c}");
+    }
+    assert!(
+        chunks
+            .iter()
+            .any(|c| c["choices"][0]["logprobs"]["content"][0]["logprob"] == -0.25),
+        "{chunks:?}"
+    );
+    assert_eq!(
+        results["langchain_stream"]["gateway"]["models"],
+        json!(["mock-model-2026"])
+    );
+    assert_eq!(
+        results["agents_chat_output_type"]["gateway"],
+        json!({"city": "Oslo", "country": "Norway"})
+    );
     let streamed = &results["agents_responses_streamed"]["gateway"];
     assert_eq!(streamed["output"], "It is sunny in Oslo.", "{streamed}");
     assert_eq!(streamed["saw_text_delta"], true, "{streamed}");

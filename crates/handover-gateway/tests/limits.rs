@@ -6,10 +6,11 @@
 
 mod support;
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::json;
-use support::{CLIENT_A, CLIENT_B, Running, held_provider};
+use support::{CLIENT_A, CLIENT_B, Running, held_provider, held_provider_counted};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -207,4 +208,71 @@ async fn a_client_over_its_in_flight_limit_gets_429_and_others_do_not() {
         .send(())
         .unwrap();
     assert_eq!(a3.await.unwrap().unwrap().status(), 200);
+}
+
+/// A stalled provider gets at most its `max_concurrency` connections: the
+/// next request waits in the provider's queue without a socket, one more
+/// than the queue holds is refused, and a freed slot lets exactly one
+/// queued request connect. Connections are counted by the provider.
+#[tokio::test]
+async fn a_stalled_provider_gets_no_more_connections_than_its_max_concurrency() {
+    let (url, mut arrivals, accepted) = held_provider_counted().await;
+    let provider = support::provider("held", &url).replacen(
+        "[providers.held.breaker]",
+        "max_concurrency = 2\nmax_queue = 1\n[providers.held.breaker]",
+        1,
+    );
+    let mut c = provider;
+    c.push_str(&support::policy("default", &["held"], "first_token"));
+    c.push_str(&support::gateway_section_with("", ""));
+    let gw = Running::start(&c).await;
+    let ask = json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]});
+    let send = || {
+        let req = gw
+            .http
+            .post(gw.url("/v1/chat/completions"))
+            .bearer_auth(CLIENT_A)
+            .json(&ask);
+        tokio::spawn(req.send())
+    };
+
+    let r1 = send();
+    let r2 = send();
+    let release_1 = arrivals.recv().await.expect("r1 reached the provider");
+    let release_2 = arrivals.recv().await.expect("r2 reached the provider");
+    // Two more: one takes the queue's place, the other is refused. The
+    // refusal says admission has decided both.
+    let (mut r3, mut r4) = (send(), send());
+    let (refused, queued) = tokio::time::timeout(DEADLINE, async {
+        tokio::select! {
+            r = &mut r3 => (r, r4),
+            r = &mut r4 => (r, r3),
+        }
+    })
+    .await
+    .expect("one of the two overflowing requests is refused at once");
+    let refused = refused.unwrap().unwrap();
+    assert_eq!(refused.status(), 502);
+    let why = refused.text().await.unwrap();
+    assert!(why.contains("admission queue full"), "{why}");
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        2,
+        "a queued or refused request opened a connection to the stalled provider"
+    );
+    assert!(arrivals.try_recv().is_err());
+
+    // A freed slot lets the queued request through, on one new connection.
+    release_1.send(()).unwrap();
+    assert_eq!(r1.await.unwrap().unwrap().status(), 200);
+    let release_3 = arrivals
+        .recv()
+        .await
+        .expect("the queued request reached the provider");
+    assert_eq!(accepted.load(Ordering::SeqCst), 3);
+    release_2.send(()).unwrap();
+    release_3.send(()).unwrap();
+    assert_eq!(r2.await.unwrap().unwrap().status(), 200);
+    assert_eq!(queued.await.unwrap().unwrap().status(), 200);
+    assert_eq!(accepted.load(Ordering::SeqCst), 3);
 }

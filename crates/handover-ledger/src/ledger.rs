@@ -323,6 +323,20 @@ pub trait Ledger: crate::TaskBudgets + Send + Sync + std::fmt::Debug {
         req: &OperationRequest,
         opts: &BeginOptions,
     ) -> Result<BeginOutcome, LedgerError>;
+    /// [`begin`](Self::begin) and, if it answers `Started`, [`mark_dispatched`](Self::mark_dispatched)
+    /// on that claim — in one atomic, durable step (one commit instead of
+    /// two), for a caller that sends right after claiming. On `Started` the
+    /// operation is already `dispatched` (with a pending dispatch attempt):
+    /// if the caller then dies before sending, the outcome is `unknown`
+    /// once the lease passes, never `planned` — the same as a crash right
+    /// after `mark_dispatched`. Every other answer is `begin`'s. An invalid
+    /// `dispatch` is refused before anything is claimed.
+    async fn begin_dispatched(
+        &self,
+        req: &OperationRequest,
+        opts: &BeginOptions,
+        dispatch: Dispatch,
+    ) -> Result<BeginOutcome, LedgerError>;
     /// Extends a live claim's lease to `now + lease`.
     async fn renew(&self, claim: &Claim, lease: Duration) -> Result<Claim, LedgerError>;
     /// Records, durably, that the request is about to be sent; call before the first byte.

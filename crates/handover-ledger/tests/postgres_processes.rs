@@ -4,7 +4,7 @@
 //! * 4 child processes × 16 tasks race `begin` on one key per round →
 //!   exactly one `started` across all processes;
 //! * a child holding a claim is killed (SIGKILL) after claim / after
-//!   dispatch: another process sees the claim held until its lease passes,
+//!   dispatch / after the combined claim-and-dispatch: another process sees the claim held until its lease passes,
 //!   then re-claimable (pre-dispatch) or `unknown` (post-dispatch) — never a
 //!   second dispatch.
 
@@ -65,20 +65,22 @@ fn child_process_entry() {
         let me = format!("pid-{}", std::process::id());
         match mode.as_str() {
             "race" => race_child(ledger, &me).await,
-            "claim" | "dispatch" => {
+            "claim" | "dispatch" | "begin_dispatched" => {
                 let req = request("K-kill");
-                let BeginOutcome::Started(claim) = ledger
-                    .begin(&req, &BeginOptions::new(&me, LEASE))
-                    .await
-                    .expect("begin")
-                else {
+                let opts = BeginOptions::new(&me, LEASE);
+                let d = Dispatch {
+                    executor: me.clone(),
+                    metadata: None,
+                };
+                let begun = if mode == "begin_dispatched" {
+                    ledger.begin_dispatched(&req, &opts, d.clone()).await
+                } else {
+                    ledger.begin(&req, &opts).await
+                };
+                let BeginOutcome::Started(claim) = begun.expect("begin") else {
                     panic!("child could not claim");
                 };
                 if mode == "dispatch" {
-                    let d = Dispatch {
-                        executor: me.clone(),
-                        metadata: None,
-                    };
                     ledger.mark_dispatched(&claim, d).await.expect("dispatch");
                 }
                 println!("HELD {}", claim.epoch.0);
@@ -277,7 +279,19 @@ fn killed_before_dispatch_is_reclaimable_after_its_lease() {
 
 #[test]
 fn killed_after_dispatch_becomes_unknown_never_a_second_dispatch() {
-    let Some((rt, ledger, clock, _guard)) = kill_holder("dispatch") else {
+    unknown_after_killed("dispatch");
+}
+
+/// The write gate's combined step (claim and dispatch in one commit): a
+/// holder killed after it — before or while sending — leaves the same
+/// `unknown` as one killed after a separate `mark_dispatched`.
+#[test]
+fn killed_after_combined_begin_dispatch_becomes_unknown() {
+    unknown_after_killed("begin_dispatched");
+}
+
+fn unknown_after_killed(mode: &str) {
+    let Some((rt, ledger, clock, _guard)) = kill_holder(mode) else {
         return;
     };
     let req = request("K-kill");

@@ -55,16 +55,34 @@ async fn claim(l: &SqliteLedger, r: &OperationRequest) -> Claim {
     }
 }
 
+fn primary_dispatch() -> Dispatch {
+    Dispatch {
+        executor: "primary".into(),
+        metadata: Some(json!({"tool_call_id": "call_1"})),
+    }
+}
+
 async fn dispatch(l: &SqliteLedger, c: &Claim) {
-    l.mark_dispatched(
-        c,
-        Dispatch {
-            executor: "primary".into(),
-            metadata: Some(json!({"tool_call_id": "call_1"})),
-        },
-    )
-    .await
-    .expect("dispatch");
+    l.mark_dispatched(c, primary_dispatch())
+        .await
+        .expect("dispatch");
+}
+
+/// Claimed and dispatched: in two commits, or in the write gate's one.
+async fn in_flight(l: &SqliteLedger, r: &OperationRequest, combined: bool) -> Claim {
+    if !combined {
+        let c = claim(l, r).await;
+        dispatch(l, &c).await;
+        return c;
+    }
+    match l
+        .begin_dispatched(r, &opts("primary"), primary_dispatch())
+        .await
+        .expect("begin_dispatched")
+    {
+        BeginOutcome::Started(c) => c,
+        other => panic!("expected started, got {other:?}"),
+    }
 }
 
 fn setup() -> (tempfile::TempDir, std::path::PathBuf, ManualClock) {
@@ -118,14 +136,25 @@ async fn after_claim_the_claim_survives_and_lapses_back_to_claimable() {
 
 #[tokio::test]
 async fn after_dispatch_the_operation_is_never_claimable_again() {
+    dispatched_is_never_claimable_again(false).await;
+}
+
+/// The write gate's claim-and-dispatch commit: a holder that vanishes
+/// right after it (before or while sending) leaves what a separate
+/// dispatch mark leaves.
+#[tokio::test]
+async fn after_combined_claim_and_dispatch_the_operation_is_never_claimable_again() {
+    dispatched_is_never_claimable_again(true).await;
+}
+
+async fn dispatched_is_never_claimable_again(combined: bool) {
     let (_dir, path, clock) = setup();
     let r = request();
     let (c, before) = {
         let l = open(&path, &clock).await;
-        let c = claim(&l, &r).await;
-        dispatch(&l, &c).await;
+        let c = in_flight(&l, &r, combined).await;
         let s = snapshot(&l, &r).await;
-        l.close().await;
+        drop(l); // no close: nothing but the file remains
         (c, s)
     };
 

@@ -13,7 +13,7 @@ use crate::{
 };
 
 /// A request feature not every provider honours.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Capability {
     /// `response_format: json_schema`, `tools[].function.strict: true`.
@@ -35,6 +35,24 @@ pub enum Capability {
 }
 
 impl Capability {
+    /// Every capability, in the order errors list them.
+    pub const ALL: [Capability; 8] = [
+        Self::StructuredOutputs,
+        Self::JsonMode,
+        Self::Logprobs,
+        Self::ReasoningEffort,
+        Self::Images,
+        Self::Audio,
+        Self::Files,
+        Self::ParallelToolCalls,
+    ];
+
+    /// The capability named `name` (its [`Capability::as_str`]), as
+    /// configuration spells it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+
     /// Stable name for errors, headers and logs.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -75,7 +93,11 @@ impl ProviderKind {
     /// API has no JSON mode, `response_format` schemas, strict tools, log
     /// probabilities, reasoning effort, audio or file parts; it honours
     /// images (sent as image blocks) and `parallel_tool_calls` (as
-    /// `disable_parallel_tool_use`). Gemini has no adapter yet.
+    /// `disable_parallel_tool_use`). Gemini honours JSON mode
+    /// (`responseMimeType`), images (inline data or file URIs); it does not
+    /// enforce strict tool schemas (so no structured outputs), returns no
+    /// OpenAI-shaped log probabilities, has no reasoning effort, audio or
+    /// file parts here, and no switch to forbid parallel calls.
     pub fn supports(self, c: Capability) -> bool {
         match self {
             ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::AzureOpenAi => {
@@ -85,7 +107,7 @@ impl ProviderKind {
             ProviderKind::Anthropic => {
                 matches!(c, Capability::Images | Capability::ParallelToolCalls)
             }
-            ProviderKind::Gemini => false,
+            ProviderKind::Gemini => matches!(c, Capability::JsonMode | Capability::Images),
         }
     }
 }

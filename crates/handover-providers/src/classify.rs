@@ -24,7 +24,9 @@ fn class_from_code(code: &str) -> Option<ErrorClass> {
         "content_filter" | "content_policy_violation" => ErrorClass::ContentFiltered,
         "insufficient_quota" => ErrorClass::QuotaExhausted,
         "rate_limit_exceeded" => ErrorClass::RateLimited,
-        "invalid_api_key" | "invalid_authentication" => ErrorClass::Auth,
+        // Gemini sends a bad key as 400 INVALID_ARGUMENT with this
+        // `ErrorInfo` reason.
+        "invalid_api_key" | "invalid_authentication" | "API_KEY_INVALID" => ErrorClass::Auth,
         "server_error" => ErrorClass::ServerError,
         "overloaded" | "engine_overloaded" => ErrorClass::Overloaded,
         _ => return None,
@@ -39,6 +41,12 @@ fn class_from_type(kind: &str) -> Option<ErrorClass> {
         "billing_error" => ErrorClass::Billing,
         "overloaded_error" => ErrorClass::Overloaded,
         "server_error" | "api_error" => ErrorClass::ServerError,
+        // Google's canonical statuses (Gemini's `error.status`).
+        "RESOURCE_EXHAUSTED" => ErrorClass::RateLimited,
+        "UNAUTHENTICATED" | "PERMISSION_DENIED" => ErrorClass::Auth,
+        "UNAVAILABLE" => ErrorClass::Overloaded,
+        "INTERNAL" => ErrorClass::ServerError,
+        "DEADLINE_EXCEEDED" => ErrorClass::Timeout,
         _ => return None,
     })
 }
@@ -47,8 +55,11 @@ fn class_from_type(kind: &str) -> Option<ErrorClass> {
 fn class_from_message(message: &str) -> Option<ErrorClass> {
     let m = message.to_ascii_lowercase();
     // OpenAI-compatible servers; Anthropic's "prompt is too long: N tokens >
-    // M maximum" and "input length and `max_tokens` exceed context limit".
+    // M maximum" and "input length and `max_tokens` exceed context limit";
+    // Gemini's "The input token count (N) exceeds the maximum number of
+    // tokens allowed (M)".
     if m.contains("maximum context length")
+        || m.contains("exceeds the maximum number of tokens")
         || m.contains("context length exceeded")
         || m.contains("prompt is too long")
         || m.contains("exceed context limit")

@@ -1,6 +1,6 @@
 //! Provider adapters for Handover: turn a provider-neutral [`ChatRequest`]
 //! into **exactly one** HTTP request to OpenAI (or Azure OpenAI), DeepSeek,
-//! any OpenAI-compatible API or Anthropic's Messages API, and turn whatever comes back — an answer, a
+//! any OpenAI-compatible API, Anthropic's Messages API or Google's Gemini API, and turn whatever comes back — an answer, a
 //! stream, an error status, a broken or silent connection — into typed,
 //! classified results.
 //!
@@ -65,8 +65,8 @@ pub use capability::{Capability, Need};
 pub use error::{ApiFailure, ErrorClass, ProviderError, TimeoutPhase, UnknownErrorClass};
 pub use gate::{CallOptions, SendCounter, SendInfo, SendRefused};
 pub use provider::{
-    AnthropicProvider, AnyProvider, DeepSeekProvider, OpenAiCompatibleProvider, OpenAiProvider,
-    Provider,
+    AnthropicProvider, AnyProvider, DeepSeekProvider, GeminiProvider, OpenAiCompatibleProvider,
+    OpenAiProvider, Provider,
 };
 pub use request::{ChatRequest, Content, ContentPart, Message, Role, Tool, ToolCall, ToolChoice};
 pub use settings::{ProviderKind, ProviderSettings, ReasoningPassback, Timeouts};

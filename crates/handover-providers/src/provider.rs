@@ -138,6 +138,15 @@ adapter!(
     ProviderKind::Anthropic
 );
 
+adapter!(
+    /// Google's Gemini API (`generateContent`, `streamGenerateContent` with
+    /// SSE): contents and parts, `functionCall` / `functionResponse` with
+    /// deterministic tool-call ids, safety blocks as `content_filter`,
+    /// usage metadata; the key in `x-goog-api-key`.
+    GeminiProvider,
+    ProviderKind::Gemini
+);
+
 /// The closed set of shipped providers, built from [`ProviderSettings`] and
 /// dispatching [`Provider`] by `match`.
 ///
@@ -163,6 +172,8 @@ pub enum AnyProvider {
     OpenAiCompatible(OpenAiCompatibleProvider),
     /// [`AnthropicProvider`].
     Anthropic(AnthropicProvider),
+    /// [`GeminiProvider`].
+    Gemini(GeminiProvider),
 }
 
 impl AnyProvider {
@@ -177,15 +188,7 @@ impl AnyProvider {
                 AnyProvider::OpenAiCompatible(OpenAiCompatibleProvider::new(settings)?)
             }
             ProviderKind::Anthropic => AnyProvider::Anthropic(AnthropicProvider::new(settings)?),
-            ProviderKind::Gemini => {
-                return Err(ProviderError::InvalidSettings {
-                    field: "kind".into(),
-                    reason: format!(
-                        "provider kind {} has no adapter in this build",
-                        settings.kind
-                    ),
-                });
-            }
+            ProviderKind::Gemini => AnyProvider::Gemini(GeminiProvider::new(settings)?),
         })
     }
 
@@ -196,6 +199,7 @@ impl AnyProvider {
             AnyProvider::DeepSeek(p) => p.settings(),
             AnyProvider::OpenAiCompatible(p) => p.settings(),
             AnyProvider::Anthropic(p) => p.settings(),
+            AnyProvider::Gemini(p) => p.settings(),
         }
     }
 }
@@ -219,6 +223,7 @@ impl Provider for AnyProvider {
             AnyProvider::DeepSeek(p) => p.chat(req, opts).await,
             AnyProvider::OpenAiCompatible(p) => p.chat(req, opts).await,
             AnyProvider::Anthropic(p) => p.chat(req, opts).await,
+            AnyProvider::Gemini(p) => p.chat(req, opts).await,
         }
     }
 
@@ -232,6 +237,7 @@ impl Provider for AnyProvider {
             AnyProvider::DeepSeek(p) => p.chat_stream(req, opts).await,
             AnyProvider::OpenAiCompatible(p) => p.chat_stream(req, opts).await,
             AnyProvider::Anthropic(p) => p.chat_stream(req, opts).await,
+            AnyProvider::Gemini(p) => p.chat_stream(req, opts).await,
         }
     }
 }

@@ -22,7 +22,8 @@ pub enum ProviderKind {
     /// Anthropic's Messages API (`/v1/messages`, `x-api-key`,
     /// `anthropic-version`).
     Anthropic,
-    /// Google's Gemini API (reserved: no adapter in this build yet).
+    /// Google's Gemini API (`models/{model}:generateContent` and
+    /// `:streamGenerateContent?alt=sse`, `x-goog-api-key`).
     Gemini,
 }
 

@@ -247,8 +247,9 @@ pub(crate) struct WireChunk {
     extra: Map<String, Value>,
 }
 
-/// Chunk fields that repeat on every chunk and say nothing new.
-const CHUNK_FRAME: &[&str] = &["object", "created"];
+/// Chunk fields that say nothing new (`object` is the chunk's type; the
+/// provider's `created` is kept: a drop-in passes its chunks on as sent).
+const CHUNK_FRAME: &[&str] = &["object"];
 
 impl WireChunk {
     /// Appends this chunk's events to `out`; `model_seen` makes the

@@ -126,12 +126,13 @@ async fn sentinel_key_never_leaks() {
     // Invalid settings carrying the key.
     errors.push(AnyProvider::new(settings(kind, "not a url")).unwrap_err());
     // Every other kind, with its own key header (Azure `api-key`,
-    // Anthropic `x-api-key`), on the echoing 401.
+    // Anthropic `x-api-key`, Gemini `x-goog-api-key`), on the echoing 401.
     for kind in [
         ProviderKind::DeepSeek,
         ProviderKind::OpenAiCompatible,
         ProviderKind::AzureOpenAi,
         ProviderKind::Anthropic,
+        ProviderKind::Gemini,
     ] {
         let p = AnyProvider::new(settings(kind, &format!("{}/v1", servers[0].uri()))).unwrap();
         debug_dumps.push(format!("{p:?} {:?}", p.settings()));
@@ -146,6 +147,26 @@ async fn sentinel_key_never_leaks() {
     ))
     .unwrap();
     errors.extend(run_all(&p, &CallOptions::default()).await);
+    // Gemini echoing the key in a 400 body and in an in-stream error.
+    for template in [
+        ResponseTemplate::new(400).set_body_json(bodies::g_error(
+            400,
+            "INVALID_ARGUMENT",
+            &echo,
+            json!([]),
+        )),
+        sse(bodies::g_event(bodies::g_error(
+            503,
+            "UNAVAILABLE",
+            &echo,
+            json!([]),
+        ))),
+    ] {
+        let server = mock(template).await;
+        let base = format!("{}/v1", server.uri());
+        let p = AnyProvider::new(settings(ProviderKind::Gemini, &base)).unwrap();
+        errors.extend(run_all(&p, &CallOptions::default()).await);
+    }
 
     // Every path above was taken.
     let classes: std::collections::HashSet<&str> =

@@ -88,7 +88,7 @@ fn provider_kind_names_and_passback_defaults() {
     for k in ProviderKind::ALL {
         assert_eq!(k.as_str().parse::<ProviderKind>().unwrap(), k);
     }
-    // Azure needs its resource URL; Gemini has no adapter in this build.
+    // Azure needs its resource URL.
     let azure = ProviderSettings::new("az", ProviderKind::AzureOpenAi, "gpt-4o-deployment");
     assert!(err_of(azure.clone()).contains("base_url"));
     assert_eq!(azure.api_version(), Some("2024-10-21"));
@@ -103,7 +103,11 @@ fn provider_kind_names_and_passback_defaults() {
     assert_eq!(claude.api_version(), Some("2023-06-01"));
     assert!(AnyProvider::new(claude).is_ok());
     let gemini = ProviderSettings::new("g", ProviderKind::Gemini, "gemini-2.5-flash");
-    assert!(err_of(gemini).contains("kind"));
+    assert_eq!(
+        gemini.base_url,
+        "https://generativelanguage.googleapis.com/v1beta"
+    );
+    assert!(AnyProvider::new(gemini).is_ok());
     assert!(
         "deepsek"
             .parse::<ProviderKind>()

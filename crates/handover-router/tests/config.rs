@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use handover_providers::Capability;
 use handover_router::RouterError;
 use handover_router::config::{
     BlockSetting, ClassAction, CommitPoint, Config, ErrorClass, LedgerBackend,
@@ -106,7 +107,7 @@ fn example_resolves_every_section() {
 }
 
 #[test]
-fn anthropic_and_azure_kinds_are_configured_and_gemini_is_reserved() {
+fn anthropic_azure_and_gemini_kinds_are_configured() {
     let text = format!(
         "{BASE}{}",
         r#"
@@ -122,17 +123,23 @@ api_version = "2025-01-01-preview"
 model = "gpt-4o-deployment"
 api_key_env = "AZURE_OPENAI_API_KEY"
 
+[providers.gemini]
+kind = "gemini"
+model = "gemini-2.5-flash"
+api_key_env = "GEMINI_API_KEY"
+
 [policies.cross]
-chain = ["azure", "claude"]
+chain = ["azure", "claude", "gemini"]
 "#
     );
     let config = Config::parse(&text, &all_set).unwrap();
     let azure = &config.providers()["azure"];
     assert_eq!(azure.api_version.as_deref(), Some("2025-01-01-preview"));
     assert_eq!(config.providers()["claude"].base_url, None);
+    assert_eq!(config.providers()["gemini"].base_url, None);
 
-    // Azure has no default endpoint; only Azure and Anthropic pin versions;
-    // Gemini is a known name without an adapter yet.
+    // Azure has no default endpoint; only Azure and Anthropic pin versions
+    // (Gemini's version is its base URL's path: `/v1beta`, `/v1`).
     let e = errors(&text.replace("base_url = \"https://my-resource.openai.azure.com\"\n", ""));
     assert!(
         e.contains(r#"providers.azure.base_url: required for kind "azure_openai""#),
@@ -147,9 +154,12 @@ chain = ["azure", "claude"]
     );
     let e = errors(&text.replace("2025-01-01-preview", "2025 01/01"));
     assert!(e.contains("providers.azure.api_version"), "{e}");
-    let e = errors(&text.replace("kind = \"anthropic\"", "kind = \"gemini\""));
+    let e = errors(&text.replace(
+        "model = \"gemini-2.5-flash\"",
+        "model = \"gemini-2.5-flash\"\napi_version = \"v1\"",
+    ));
     assert!(
-        e.contains(r#"providers.claude.kind: kind "gemini" is reserved"#),
+        e.contains(r#"providers.gemini.api_version: kind "gemini" has no API version to pin"#),
         "{e}"
     );
     let e = errors(&text.replace("kind = \"anthropic\"", "kind = \"claude\""));
@@ -158,6 +168,48 @@ chain = ["azure", "claude"]
         e.contains(r#""anthropic""#),
         "the error lists the kinds: {e}"
     );
+}
+
+#[test]
+fn declared_capabilities_override_the_kinds_and_unknown_names_are_errors() {
+    let text = BASE.replace(
+        "data_classes = [\"public\"]\n",
+        "data_classes = [\"public\"]\nsupports = { structured_outputs = false, logprobs = true }\n",
+    );
+    let text = text.replace(
+        "api_key_env = \"DS_KEY\"\n",
+        "api_key_env = \"DS_KEY\"\nsupports = { reasoning_effort = true }\n",
+    );
+    let config = Config::parse(&text, &all_set).unwrap();
+    let (a, b) = (&config.providers()["a"], &config.providers()["b"]);
+    assert!(!a.supports(Capability::StructuredOutputs), "declared off");
+    assert!(a.supports(Capability::Logprobs));
+    assert!(a.supports(Capability::Images), "undeclared: the kind's");
+    assert!(b.supports(Capability::ReasoningEffort), "declared on");
+    assert!(
+        !b.supports(Capability::StructuredOutputs),
+        "DeepSeek's default"
+    );
+
+    let e = errors(&BASE.replace(
+        "model = \"m\"\n",
+        "model = \"m\"\nsupports = { structured_output = false }\n",
+    ));
+    assert!(
+        e.contains(
+            r#"providers.a.supports.structured_output: unknown capability "structured_output""#
+        ),
+        "{e}"
+    );
+    assert!(
+        e.contains("structured_outputs, json_mode"),
+        "lists the names: {e}"
+    );
+    let e = errors(&BASE.replace(
+        "model = \"m\"\n",
+        "model = \"m\"\nsupports = { logprobs = \"yes\" }\n",
+    ));
+    assert!(e.contains("supports"), "{e}");
 }
 
 #[test]

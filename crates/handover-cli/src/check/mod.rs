@@ -209,6 +209,7 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
     };
     let _ = writeln!(out, "      models: {models}");
     let _ = writeln!(out, "      data classes: {}", list(&p.data_classes));
+    let _ = writeln!(out, "      supports: {}", capabilities(p));
     let prices = p.prices.map_or_else(
         || "no prices".to_owned(),
         |pr| {
@@ -269,10 +270,7 @@ fn policy(out: &mut String, p: &PolicySettings) {
         d(p.backoff.initial),
         d(p.backoff.max),
         if p.backoff.jitter { " with jitter" } else { "" },
-        match p.commit_point {
-            handover::router::config::CommitPoint::FirstToken => "first_token",
-            handover::router::config::CommitPoint::Complete => "complete",
-        },
+        p.commit_point.as_str(),
         list(&p.data_classes)
     );
     if let Some(h) = p.abandon_after {
@@ -366,4 +364,23 @@ fn action(out: &mut String, a: &ActionContract) {
             "      an unknown outcome waits for an operator (handover ops resolve)"
         );
     }
+}
+
+/// The capabilities a provider honours, those its config declares marked.
+fn capabilities(p: &handover::router::config::ProviderConfig) -> String {
+    use handover::providers::Capability;
+    let mut on: Vec<String> = Capability::ALL
+        .into_iter()
+        .filter(|c| p.supports(*c))
+        .map(|c| match p.supports.contains_key(&c) {
+            true => format!("{c} (declared)"),
+            false => c.to_string(),
+        })
+        .collect();
+    let off = p.supports.iter().filter(|(_, on)| !**on);
+    on.extend(off.map(|(c, _)| format!("not {c} (declared)")));
+    if on.is_empty() {
+        return "plain chat only".to_owned();
+    }
+    on.join(", ")
 }

@@ -408,13 +408,6 @@ pub(crate) fn render(r: &McpReport, s: Style) -> String {
         ("duplicates", m.duplicates.to_string()),
         ("final state", s.state(&m.final_state)),
     ];
-    for (k, v) in rows {
-        let _ = writeln!(out, "  {k:<24}{v}");
-    }
-    let _ = writeln!(
-        out,
-        "\nInspect it: handover ops show --ledger {} {} {}",
-        r.ledger, r.scope, r.key
-    );
+    super::summary_end(&mut out, &rows, &r.ledger, r.scope, &r.key);
     out
 }

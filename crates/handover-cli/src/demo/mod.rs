@@ -202,13 +202,18 @@ fn render(r: &Report, s: Style) -> String {
         ("unresolved", m.unresolved.to_string()),
         ("final state", s.state(&m.final_state)),
     ];
+    summary_end(&mut out, &rows, &r.ledger, &r.scope, &r.key);
+    out
+}
+
+/// The summary's rows and where to inspect the operation (both stories).
+fn summary_end(out: &mut String, rows: &[(&str, String)], ledger: &str, scope: &str, key: &str) {
+    use std::fmt::Write as _;
     for (k, v) in rows {
         let _ = writeln!(out, "  {k:<24}{v}");
     }
     let _ = writeln!(
         out,
-        "\nInspect it: handover ops show --ledger {} {} {}",
-        r.ledger, r.scope, r.key
+        "\nInspect it: handover ops show --ledger {ledger} {scope} {key}"
     );
-    out
 }

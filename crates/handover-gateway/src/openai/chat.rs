@@ -7,8 +7,8 @@
 //! in `x-handover-provider`. A failed call answers with the router's reason
 //! and `x-should-retry: false`: the router already spent the task's budget
 //! on retries and fallbacks, and an SDK retrying on top would multiply it.
-//! The router call runs detached, so a client hanging up cannot cut it off
-//! half-way (its breaker bookkeeping must complete).
+//! The router call runs to its end even when the client hangs up (its
+//! breaker bookkeeping must complete; see `detach.rs`).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -61,21 +61,20 @@ pub(crate) async fn completions(
             model: String::new(),
             include_usage: parsed.include_usage,
             top: serde_json::Map::new(),
+            pending: None,
         };
         return Ok(super::stream::respond(state, task, parsed.request, chunker).await);
     }
-    // The call runs in its own task and to its end even if the client goes
-    // away (see `stream.rs`: the router's breakers must hear how a probe ended).
+    // The call runs to its end even if the client goes away (the router's
+    // breakers must hear how a probe ended); see `detach.rs`.
     let router = state.router().clone();
     let request = parsed.request;
     let call_task = task.clone();
     // In the request's span, so an exported trace keeps request → task → attempts.
-    let call = tokio::spawn(
-        async move { router.chat(&call_task, &request).await }.instrument(Span::current()),
-    );
-    let result = call
+    let call = async move { router.chat(&call_task, &request).await }.instrument(Span::current());
+    let result = crate::detach::to_the_end(call)
         .await
-        .map_err(|e| ApiError::internal(format!("the chat call task failed: {e}")))?;
+        .map_err(|p| ApiError::internal(format!("the chat call failed: {}", p.0)))?;
     match result {
         Ok(c) => {
             let body = c.response.to_openai(&id, now_secs());

@@ -3,7 +3,7 @@
 
 use axum::http::HeaderValue;
 use axum::response::sse::Event;
-use handover_providers::StreamEvent;
+use handover_providers::{Passthrough, StreamEvent};
 use handover_router::route::{Attempt, AttemptResult, Skip};
 use serde_json::{Map, Value, json};
 
@@ -46,6 +46,10 @@ pub(crate) struct Chunker {
     pub(crate) include_usage: bool,
     /// The provider's top-level chunk fields, repeated on every chunk.
     pub(crate) top: Map<String, Value>,
+    /// Choice and delta fields of the provider's current chunk (its
+    /// `logprobs`, a `refusal` piece), waiting for that chunk's delta so
+    /// they leave in one chunk, as the provider sent them.
+    pub(crate) pending: Option<Passthrough>,
 }
 
 impl Chunker {
@@ -61,7 +65,7 @@ impl Chunker {
         let mut v = self.top.clone();
         v.entry("id").or_insert_with(|| self.id.as_str().into());
         v.insert("object".into(), "chat.completion.chunk".into());
-        v.insert("created".into(), self.created.into());
+        v.entry("created").or_insert_with(|| self.created.into());
         v.insert("model".into(), self.model.as_str().into());
         v.insert("choices".into(), json!([c]));
         Value::Object(v)
@@ -80,6 +84,43 @@ impl Chunker {
         true
     }
 
+    /// The chunks for one provider event: a chunk's choice fields wait for
+    /// its delta (or finish) and join it; alone they make a chunk of their
+    /// own when the next chunk's fields or the usage come first.
+    fn chunks_for(&mut self, ev: StreamEvent) -> Vec<Value> {
+        let joins = matches!(
+            ev,
+            StreamEvent::ContentDelta(_)
+                | StreamEvent::ReasoningDelta(_)
+                | StreamEvent::ToolCallDelta { .. }
+                | StreamEvent::Finish { .. }
+        );
+        let mut out = Vec::new();
+        if !joins && !matches!(ev, StreamEvent::Model(_)) {
+            out.extend(self.flush());
+        }
+        let pending = if joins { self.pending.take() } else { None };
+        if let Some(mut v) = self.chunk_for(ev) {
+            if let Some(p) = pending {
+                let choice = &mut v["choices"][0];
+                for (k, x) in p.choice {
+                    choice[k] = x;
+                }
+                for (k, x) in p.message {
+                    choice["delta"][k] = x;
+                }
+            }
+            out.push(v);
+        }
+        out
+    }
+
+    /// The waiting choice fields as a chunk of their own.
+    fn flush(&mut self) -> Option<Value> {
+        let p = self.pending.take()?;
+        Some(self.chunk(Value::Object(p.message), None, p.choice))
+    }
+
     /// The chunk for one provider event, if it has one.
     fn chunk_for(&mut self, ev: StreamEvent) -> Option<Value> {
         let plain = |this: &Self, delta: Value| Some(this.chunk(delta, None, Map::new()));
@@ -90,8 +131,13 @@ impl Chunker {
             }
             StreamEvent::Passthrough(p) => {
                 self.top.extend(p.top);
-                (!p.choice.is_empty() || !p.message.is_empty())
-                    .then(|| self.chunk(Value::Object(p.message), None, p.choice))
+                if !p.choice.is_empty() || !p.message.is_empty() {
+                    self.pending = Some(Passthrough {
+                        top: Map::new(),
+                        ..p
+                    });
+                }
+                None
             }
             StreamEvent::ContentDelta(t) => plain(self, json!({"content": t})),
             StreamEvent::ReasoningDelta(t) => plain(self, json!({"reasoning_content": t})),
@@ -150,11 +196,14 @@ impl Encoder for Chunker {
     }
 
     fn event(&mut self, ev: StreamEvent) -> Vec<Event> {
-        self.chunk_for(ev).map(|v| data(&v)).into_iter().collect()
+        self.chunks_for(ev).iter().map(data).collect()
     }
 
     fn complete(&mut self) -> Vec<Event> {
-        vec![Event::default().data("[DONE]")]
+        let rest = self.flush().map(|v| data(&v));
+        rest.into_iter()
+            .chain([Event::default().data("[DONE]")])
+            .collect()
     }
 
     /// An OpenAI-style error event, which the SDKs raise as `APIError`.

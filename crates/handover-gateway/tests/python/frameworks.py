@@ -110,6 +110,32 @@ def openai_logprobs(base, key):
     }
 
 
+def openai_stream_chunks(base, key, **kwargs):
+    """Every chunk whole (but for the gateway's own `handover` object on the
+    first): ids, model, fingerprint, logprobs, usage, in order."""
+    stream = openai_client(base, key).chat.completions.create(
+        model="default",
+        messages=[{"role": "user", "content": kwargs.pop("prompt", "hi")}],
+        stream=True,
+        stream_options={"include_usage": True},
+        **(kwargs or {"logprobs": True, "top_logprobs": 1}),
+    )
+    chunks = []
+    for chunk in stream:
+        d = chunk.model_dump(exclude_none=True)
+        d.pop("handover", None)
+        chunks.append(d)
+    return chunks
+
+
+def openai_stream_tool_chunks(base, key):
+    tool = {"type": "function", "function": {"name": "get_weather", "strict": True, "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+        "required": ["city", "country"], "additionalProperties": False}}}
+    return openai_stream_chunks(base, key, prompt="CASE:tool weather in Oslo?", tools=[tool],
+                                parallel_tool_calls=False)
+
+
 # ---- the OpenAI Agents SDK ----
 
 def agents_run(base, key, *, responses, output_type=None, prompt):
@@ -182,6 +208,10 @@ def agents_chat_tool(base, key):
     return agents_run(base, key, responses=False, prompt="CASE:tool weather in Oslo?")
 
 
+def agents_chat_output_type(base, key):
+    return agents_run(base, key, responses=False, output_type=Place, prompt="where is it?")
+
+
 # ---- pydantic-ai ----
 
 def pydantic_ai_run(base, key, output):
@@ -235,7 +265,11 @@ def langchain_bind_tools(base, key):
 
 
 def langchain_stream(base, key):
-    return [chunk.content for chunk in chat_openai(base, key).stream("hi")]
+    chunks = list(chat_openai(base, key).stream("hi"))
+    return {
+        "content": [c.content for c in chunks],
+        "models": sorted({c.response_metadata.get("model_name", "") for c in chunks} - {""}),
+    }
 
 
 run("openai_parse", openai_parse)
@@ -243,11 +277,14 @@ run("openai_stream_helper", openai_stream_helper)
 run("openai_strict_tools", openai_strict_tools)
 run("openai_reasoning_effort", openai_reasoning_effort)
 run("openai_logprobs", openai_logprobs)
+run("openai_stream_chunks", openai_stream_chunks)
+run("openai_stream_tool_chunks", openai_stream_tool_chunks)
 run("agents_responses_tool", agents_responses_tool, vias=("gateway",))
 run("agents_responses_output_type", agents_responses_output_type, vias=("gateway",))
 run("agents_responses_streamed", agents_responses_streamed, vias=("gateway",))
 run("openai_responses_parse", openai_responses_parse, vias=("gateway",))
 run("agents_chat_tool", agents_chat_tool)
+run("agents_chat_output_type", agents_chat_output_type)
 run("pydantic_ai_native", pydantic_ai_native)
 run("pydantic_ai_prompted", pydantic_ai_prompted)
 run("pydantic_ai_tool", pydantic_ai_tool)

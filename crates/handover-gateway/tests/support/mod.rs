@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses its own subset
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use handover::{Config, HandoverOptions};
 use handover_gateway::{Gateway, GatewayState, hash_token};
@@ -228,11 +229,25 @@ max = "2ms"
 
 /// A provider that reports each request and answers only when released.
 pub(crate) async fn held_provider() -> (String, mpsc::Receiver<oneshot::Sender<()>>) {
+    let (url, rx, _accepted) = held_provider_counted().await;
+    (url, rx)
+}
+
+/// [`held_provider`], also counting the TCP connections it accepted (each
+/// answer closes its connection, so every request needs one).
+pub(crate) async fn held_provider_counted() -> (
+    String,
+    mpsc::Receiver<oneshot::Sender<()>>,
+    Arc<AtomicUsize>,
+) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let (tx, rx) = mpsc::channel(4);
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
     tokio::spawn(async move {
         while let Ok((mut sock, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
             let tx = tx.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
@@ -271,7 +286,7 @@ pub(crate) async fn held_provider() -> (String, mpsc::Receiver<oneshot::Sender<(
             });
         }
     });
-    (url, rx)
+    (url, rx, accepted)
 }
 
 /// What a Python scenario script printed: one JSON object per line, each

@@ -17,6 +17,7 @@
 //! Scenarios panic (with a message) when a backend deviates.
 
 mod approval;
+mod dispatch;
 mod errors;
 mod lifecycle;
 mod resolution;
@@ -33,6 +34,7 @@ pub use approval::{
     approval_binds_parameters, approval_in_unknown_and_cancelled,
     concurrent_approvals_record_one_plan, numbers_are_recorded_exactly,
 };
+pub use dispatch::{begin_dispatched_claims_and_dispatches, begin_dispatched_races_one_winner};
 pub use errors::{
     finish_invalid_result_changes_nothing, finish_mismatched_params_changes_nothing,
     finish_unknown_identity_changes_nothing, second_finish_cannot_overwrite, stale_epoch_refused,
@@ -211,7 +213,8 @@ macro_rules! conformance_tests {
             concurrent_approvals_record_one_plan, numbers_are_recorded_exactly,
             task_budget_open_join_and_policy_mismatch,
             task_budget_concurrent_reservations_never_exceed,
-            task_budget_cost_deadline_expiry_and_purge
+            task_budget_cost_deadline_expiry_and_purge,
+            begin_dispatched_claims_and_dispatches, begin_dispatched_races_one_winner
         );
     };
     (@each $make:path, $enabled:path; $($name:ident),+ $(,)?) => {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{Job, Store};
 use crate::identity::{OperationId, OperationRequest};
-use crate::ledger::{BeginOptions, BeginOutcome, BlockWidth, UnknownUpdate};
+use crate::ledger::{BeginOptions, BeginOutcome, BlockWidth, Dispatch, UnknownUpdate};
 use crate::machine::{self, Change, Ctx, Effect, Retire, Step};
 use crate::model::{OperationRecord, State};
 use crate::retention::PurgeReport;
@@ -93,9 +93,12 @@ pub(crate) fn get(
 
 /// Check-and-claim: the identity's record and, for a block width wider
 /// than the operation, the first other unresolved operation within it.
+/// With `dispatch`, a claim it takes is marked dispatched in the same step
+/// (see [`crate::Ledger::begin_dispatched`]).
 pub(crate) struct Begin {
     pub(crate) req: OperationRequest,
     pub(crate) opts: BeginOptions,
+    pub(crate) dispatch: Option<Dispatch>,
 }
 
 impl Job for Begin {
@@ -116,7 +119,14 @@ impl Job for Begin {
             }
             None => None,
         };
-        machine::begin(cur.as_ref(), blocker.as_ref(), &self.req, &self.opts, ctx)
+        let (cur, blocker) = (cur.as_ref(), blocker.as_ref());
+        match &self.dispatch {
+            None => machine::begin(cur, blocker, &self.req, &self.opts, ctx),
+            Some(d) => {
+                let attempt = uuid::Uuid::now_v7();
+                machine::begin_dispatched(cur, blocker, &self.req, &self.opts, d, attempt, ctx)
+            }
+        }
     }
 
     /// Racing losers and replays write nothing, and a new identity is one

@@ -33,7 +33,27 @@ impl<B: Backend> Ledger for B {
         opts: &BeginOptions,
     ) -> Result<BeginOutcome, LedgerError> {
         let (req, opts) = (req.clone(), opts.clone());
-        self.run(Begin { req, opts }).await
+        self.run(Begin {
+            req,
+            opts,
+            dispatch: None,
+        })
+        .await
+    }
+
+    async fn begin_dispatched(
+        &self,
+        req: &OperationRequest,
+        opts: &BeginOptions,
+        dispatch: Dispatch,
+    ) -> Result<BeginOutcome, LedgerError> {
+        let (req, opts) = (req.clone(), opts.clone());
+        self.run(Begin {
+            req,
+            opts,
+            dispatch: Some(dispatch),
+        })
+        .await
     }
 
     async fn renew(&self, claim: &Claim, lease: Duration) -> Result<Claim, LedgerError> {

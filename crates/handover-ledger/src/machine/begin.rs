@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::{Change, Ctx, Effect, Step, illegal, require_lease, require_text, view};
 use crate::error::{LedgerError, ValidationError};
 use crate::identity::{OperationId, OperationRequest, destination_key};
-use crate::ledger::{ApproveOutcome, BeginOptions, BeginOutcome};
+use crate::ledger::{ApproveOutcome, BeginOptions, BeginOutcome, Dispatch};
 use crate::model::{Claim, Epoch, OperationRecord, State, Terminal};
 
 fn validate_opts(opts: &BeginOptions) -> Result<(), ValidationError> {
@@ -200,6 +200,34 @@ pub(crate) fn begin(
     let c = claim(&mut rec, opts, ctx);
     effect.saves.push(rec);
     Ok(Change::new(effect, BeginOutcome::Started(c)))
+}
+
+/// `begin` and, if it starts, `mark_dispatched` on the claim it took: one
+/// step, so a backend writes both in one commit. Every other answer is
+/// `begin`'s, with its effect. The dispatch is validated first: an invalid
+/// one is refused before anything is claimed.
+pub(crate) fn begin_dispatched(
+    cur: Option<&OperationRecord>,
+    blocker: Option<&OperationRecord>,
+    req: &OperationRequest,
+    opts: &BeginOptions,
+    dispatch: &Dispatch,
+    attempt_id: uuid::Uuid,
+    ctx: Ctx<'_>,
+) -> Step<BeginOutcome> {
+    super::holder::validate_dispatch(dispatch, ctx)?;
+    let begun = begin(cur, blocker, req, opts, ctx)?;
+    let BeginOutcome::Started(claim) = &begun.answer else {
+        return Ok(begun);
+    };
+    let mut effect = begun.effect;
+    // `begin` saved the claimed record last; dispatch from it and save the
+    // dispatched one in its place.
+    let claimed = effect.saves.pop();
+    let dispatched =
+        super::holder::mark_dispatched(claimed.as_ref(), claim, dispatch, attempt_id, ctx)?;
+    effect.extend(dispatched.effect);
+    Ok(Change::new(effect, begun.answer))
 }
 
 /// `claim_for_resend`: an `unknown` operation is re-claimed (epoch + 1) only

@@ -6,6 +6,7 @@ use super::{
     AttemptFinish, Change, Ctx, Effect, Step, canonical_value, fence, illegal, require_lease,
     require_opt_text, require_text,
 };
+use crate::error::ValidationError;
 use crate::ledger::{Dispatch, ReleaseReason, UnknownReport};
 use crate::model::{
     AttemptKind, AttemptOutcome, AttemptRecord, Claim, OperationRecord, Owner, State, UnknownInfo,
@@ -33,6 +34,19 @@ pub(crate) fn renew(
     Ok(Change::new(Effect::save(rec), renewed))
 }
 
+/// Checks a dispatch's fields; returns its metadata in canonical form.
+pub(super) fn validate_dispatch(
+    dispatch: &Dispatch,
+    ctx: Ctx<'_>,
+) -> Result<Option<serde_json::Value>, ValidationError> {
+    require_text("executor", &dispatch.executor)?;
+    dispatch
+        .metadata
+        .as_ref()
+        .map(|m| canonical_value("metadata", m, ctx.limits))
+        .transpose()
+}
+
 /// `claimed` → `dispatched`, appending a pending dispatch attempt.
 pub(crate) fn mark_dispatched(
     cur: Option<&OperationRecord>,
@@ -41,12 +55,7 @@ pub(crate) fn mark_dispatched(
     attempt_id: uuid::Uuid,
     ctx: Ctx<'_>,
 ) -> Step<uuid::Uuid> {
-    require_text("executor", &dispatch.executor)?;
-    let metadata = dispatch
-        .metadata
-        .as_ref()
-        .map(|m| canonical_value("metadata", m, ctx.limits))
-        .transpose()?;
+    let metadata = validate_dispatch(dispatch, ctx)?;
     let mut rec = fence(cur, claim, ctx.now, "mark_dispatched")?;
     let State::Claimed {
         holder,

@@ -12,7 +12,7 @@ mod begin;
 mod holder;
 
 pub(crate) use admin::{append_attempt, cancel, get, resolve, update_unknown};
-pub(crate) use begin::{approve, begin, claim_for_resend};
+pub(crate) use begin::{approve, begin, begin_dispatched, claim_for_resend};
 pub(crate) use holder::{confirm, mark_dispatched, mark_unknown, reject, release, renew};
 
 use crate::clock::Timestamp;
@@ -96,7 +96,6 @@ impl Effect {
     }
 
     /// Appends `other`'s writes after this one's.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn extend(&mut self, other: Effect) {
         self.saves.extend(other.saves);
         self.attempts.extend(other.attempts);

@@ -196,10 +196,16 @@ impl Upstream {
             "jsonrpc": "2.0", "id": id, "method": method, "params": params,
         })
         .to_string();
-        if self.to_server.send(line).is_err() {
+        // A server already gone gets nothing (its reader may have cleared
+        // the waiters before this one was added, and would never answer it).
+        if *self.gone.borrow() || self.to_server.send(line).is_err() {
             return Err(Lost::NotSent);
         }
-        rx.await.unwrap_or(Err(Lost::AfterSend))
+        tokio::select! {
+            biased;
+            answer = rx => answer.unwrap_or(Err(Lost::AfterSend)),
+            () = self.closed() => Err(Lost::AfterSend),
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
+use super::translate::{call_arguments, data_url, invalid, is_off};
 use crate::request::{ChatRequest, Content, ContentPart, Message, Role, ToolChoice};
 
 /// Output limit sent when the request sets none (the API requires one).
@@ -26,10 +27,6 @@ const DROPPED: &[&str] = &[
     "service_tier",
     "parallel_tool_calls",
 ];
-
-fn invalid(what: String) -> serde_json::Error {
-    <serde_json::Error as serde::ser::Error>::custom(what)
-}
 
 /// The Messages API body for `req`.
 pub(crate) fn request_body(
@@ -77,12 +74,7 @@ pub(crate) fn request_body(
     for (k, v) in &req.extra {
         match k.as_str() {
             k if DROPPED.contains(&k) => {}
-            // Explicit "off" values of OpenAI-only parameters (SDKs and
-            // frameworks send them): nothing is asked, nothing is lost.
-            _ if v.is_null() => {}
-            "n" if v == &json!(1) => {}
-            "logprobs" if v == &json!(false) => {}
-            "response_format" if v == &json!({"type": "text"}) => {}
+            k if is_off(k, v) => {}
             // OpenAI's `metadata` (stored-completion tags) is not
             // Anthropic's (only `user_id`).
             "metadata" if body.contains_key("metadata") || !anthropic_metadata(v) => {}
@@ -186,20 +178,7 @@ fn messages(msgs: &[Message]) -> Result<(Vec<Value>, Vec<Value>), serde_json::Er
 fn assistant_blocks(m: &Message, i: usize) -> Result<Vec<Value>, serde_json::Error> {
     let mut blocks = text_blocks(m.content.as_ref(), i)?;
     for (j, c) in m.tool_calls.iter().enumerate() {
-        let input: Value = if c.arguments.trim().is_empty() {
-            json!({})
-        } else {
-            serde_json::from_str(&c.arguments).map_err(|_| {
-                invalid(format!(
-                    "messages[{i}].tool_calls[{j}].function.arguments is not JSON"
-                ))
-            })?
-        };
-        if !input.is_object() {
-            return Err(invalid(format!(
-                "messages[{i}].tool_calls[{j}].function.arguments is not a JSON object"
-            )));
-        }
+        let input = call_arguments(c, i, j)?;
         blocks.push(json!({
             "type": "tool_use",
             "id": tool_use_id(&c.id),
@@ -247,8 +226,8 @@ fn text_blocks(content: Option<&Content>, i: usize) -> Result<Vec<Value>, serde_
 /// An `image_url` part as an image block (URL or base64 source).
 fn image(p: &ContentPart) -> Option<Value> {
     let url = p.extra.get("image_url")?.get("url")?.as_str()?;
-    if let Some(rest) = url.strip_prefix("data:") {
-        let (media_type, data) = rest.split_once(";base64,")?;
+    if url.starts_with("data:") {
+        let (media_type, data) = data_url(url)?;
         return Some(json!({"type": "image", "source": {
             "type": "base64", "media_type": media_type, "data": data}}));
     }

@@ -151,7 +151,9 @@ impl MessageDecoder {
             }
             Some("input_json_delta") => {
                 let Some((t, got)) = self.tools.get_mut(&i) else {
-                    return malformed("input_json_delta for a block that is not a tool call:");
+                    return Decoded::Malformed(
+                        "input_json_delta for a content block that is not a tool call".into(),
+                    );
                 };
                 if let Some(piece) = text("partial_json") {
                     *got = true;

@@ -13,7 +13,11 @@
 mod anthropic;
 mod anthropic_request;
 mod anthropic_stream;
+mod gemini;
+mod gemini_answer;
+mod gemini_stream;
 mod openai;
+mod translate;
 
 use std::time::Duration;
 
@@ -101,14 +105,21 @@ pub(crate) fn for_settings(settings: &ProviderSettings) -> Result<Box<dyn Dialec
         | ProviderKind::OpenAiCompatible
         | ProviderKind::AzureOpenAi => Ok(Box::new(openai::OpenAiDialect::new(settings))),
         ProviderKind::Anthropic => Ok(Box::new(anthropic::AnthropicDialect::new(settings))),
-        ProviderKind::Gemini => Err(ProviderError::InvalidSettings {
-            field: "kind".into(),
-            reason: format!(
-                "provider kind {} has no adapter in this build",
-                settings.kind
-            ),
-        }),
+        ProviderKind::Gemini => Ok(Box::new(gemini::GeminiDialect::new(settings))),
     }
+}
+
+/// `s` as one URL path segment (percent-encoded): an Azure deployment, a
+/// Gemini model.
+pub(crate) fn path_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// A header whose value is a secret: marked sensitive, so it never reaches

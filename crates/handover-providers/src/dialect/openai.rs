@@ -6,7 +6,7 @@ use eventsource_stream::Event;
 use http::{HeaderMap, HeaderName, header};
 use secrecy::{ExposeSecret, SecretString};
 
-use super::{Decoded, Dialect, StreamDecoder, secret_header};
+use super::{Decoded, Dialect, StreamDecoder, path_segment, secret_header};
 use crate::{
     error::ProviderError,
     request::ChatRequest,
@@ -82,18 +82,6 @@ impl Dialect for OpenAiDialect {
     fn decoder(&self) -> Box<dyn StreamDecoder> {
         Box::new(ChunkDecoder { model_seen: false })
     }
-}
-
-/// A deployment name as one URL path segment (percent-encoded).
-fn path_segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// `data: {chunk}` events, `data: [DONE]` at the end, `{"error": ...}`

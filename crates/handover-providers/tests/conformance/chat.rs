@@ -58,6 +58,21 @@ pub(crate) async fn success_reports_answer(kind: ProviderKind) {
     assert_eq!(usage.cached_input_tokens, Some(4));
     assert_eq!(gate.admitted(), 1);
     let body = sent_body(&server).await;
+    if kind == ProviderKind::Gemini {
+        // The model is in the path; the conversation is `contents`.
+        assert_eq!(
+            body["systemInstruction"],
+            json!({"parts": [{"text": "be brief"}]})
+        );
+        assert_eq!(
+            body["contents"],
+            json!([{"role": "user", "parts": [{"text": "hello"}]}])
+        );
+        assert_eq!(body["generationConfig"]["maxOutputTokens"], 50);
+        assert!(body.get("model").is_none() && body.get("user").is_none());
+        server.verify().await;
+        return;
+    }
     assert_eq!(body["model"], support::model_for(kind));
     assert_eq!(body["max_tokens"], 50);
     if kind == ProviderKind::Anthropic {
@@ -102,8 +117,13 @@ pub(crate) async fn model_override_is_sent(kind: ProviderKind) {
     )
     .await
     .unwrap();
-    assert_eq!(sent_body(&server).await["model"], "other-model");
+    let body = sent_body(&server).await;
     let url = server.received_requests().await.unwrap()[0].url.clone();
+    if kind == ProviderKind::Gemini {
+        assert_eq!(url.path(), "/v1/models/other-model:generateContent");
+        return;
+    }
+    assert_eq!(body["model"], "other-model");
     if kind == ProviderKind::AzureOpenAi {
         // Azure names the model by its deployment, in the path.
         assert_eq!(
@@ -122,6 +142,13 @@ type ErrorCase = (u16, Value, Vec<(&'static str, &'static str)>, ErrorClass);
 fn error_cases(kind: ProviderKind) -> Vec<ErrorCase> {
     if kind == ProviderKind::Anthropic {
         return anthropic_error_cases();
+    }
+    if kind == ProviderKind::Gemini {
+        // Google sends the retry delay in the body (`RetryInfo`), not a header.
+        return bodies::g_error_cases()
+            .into_iter()
+            .map(|(status, body, class)| (status, body, vec![], class))
+            .collect();
     }
     vec![
         (
@@ -381,17 +408,18 @@ pub(crate) async fn error_statuses_are_classified_with_one_request_each(
         assert!(err.was_sent());
         assert_eq!(err.request_id(), Some("req_err"));
         assert_eq!(err.is_retryable(), want.is_retryable());
-        if headers.is_empty() {
+        let retry_info = body.to_string().contains("RetryInfo");
+        if headers.is_empty() && !retry_info {
             assert_eq!(err.retry_after(), None);
         } else {
             assert_eq!(err.retry_after(), Some(Duration::from_secs(20)));
         }
         if let Value::Object(_) = body {
-            assert_eq!(
-                err.provider_code(),
-                body["error"]["code"].as_str(),
-                "status {status}"
-            );
+            let code = match kind {
+                ProviderKind::Gemini => bodies::g_error_code(&body),
+                _ => body["error"]["code"].as_str(),
+            };
+            assert_eq!(err.provider_code(), code, "status {status}");
         }
         assert_eq!(
             server.received_requests().await.unwrap().len(),

@@ -1,7 +1,7 @@
 //! One conformance suite, run against every adapter kind on wiremock (and
 //! the raw TCP server for dropped, cut and stalled connections). Each case
 //! counts the HTTP requests the mock actually received. Bodies follow each
-//! vendor's documented shapes (`support/bodies.rs`, `support/anthropic.rs`).
+//! vendor's documented shapes (`support/bodies.rs`, `support/anthropic.rs`, `support/gemini.rs`).
 //!
 //! `chat.rs` holds the non-streaming and transport cases, `stream.rs` the
 //! streaming ones; the macro below instantiates every case per adapter.
@@ -15,10 +15,7 @@ mod stream;
 use futures::StreamExt;
 use handover_providers::{ChatRequest, Message, ProviderError, ProviderKind, StreamEvent};
 use serde_json::Value;
-use wiremock::{
-    Mock, MockServer, ResponseTemplate,
-    matchers::{method, path},
-};
+use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
 
 pub(crate) fn request() -> ChatRequest {
     ChatRequest::new(vec![Message::system("be brief"), Message::user("hello")])
@@ -28,8 +25,14 @@ pub(crate) fn request() -> ChatRequest {
 
 pub(crate) async fn server_with(kind: ProviderKind, template: ResponseTemplate) -> MockServer {
     let server = MockServer::start().await;
+    // Gemini streams post to another method; either path answers.
+    let any_of = move |req: &wiremock::Request| {
+        [false, true]
+            .into_iter()
+            .any(|stream| req.url.path() == support::stream_path(kind, stream))
+    };
     Mock::given(method("POST"))
-        .and(path(support::endpoint_path(kind)))
+        .and(any_of)
         .respond_with(template)
         .expect(1)
         .mount(&server)
@@ -99,4 +102,5 @@ conformance!(
     openai_compatible => ProviderKind::OpenAiCompatible,
     azure_openai => ProviderKind::AzureOpenAi,
     anthropic => ProviderKind::Anthropic,
+    gemini => ProviderKind::Gemini,
 );

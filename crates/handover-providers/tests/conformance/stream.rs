@@ -34,6 +34,14 @@ pub(crate) async fn stream_with_keepalives_assembles(kind: ProviderKind) {
     );
     assert_eq!(resp.request_id.as_deref(), Some("req_stream_1"));
     let body = sent_body(&server).await;
+    if kind == ProviderKind::Gemini {
+        // Gemini streams by method and `alt=sse`, always with usage.
+        let url = server.received_requests().await.unwrap()[0].url.clone();
+        assert_eq!(url.path(), support::stream_path(kind, true));
+        assert_eq!(url.query(), Some("alt=sse"));
+        assert!(body.get("stream").is_none());
+        return;
+    }
     assert_eq!(body["stream"], true);
     if kind == ProviderKind::Anthropic {
         // Anthropic always streams usage; OpenAI must be asked.
@@ -164,8 +172,16 @@ pub(crate) async fn tool_call_deltas_assemble(kind: ProviderKind) {
         .await
         .unwrap();
     assert_eq!(resp.finish_reason, Some(FinishReason::ToolCalls));
+    let mut calls = resp.tool_calls.clone();
+    if kind == ProviderKind::Gemini {
+        // Gemini sends no ids: they are derived, distinct, OpenAI-like.
+        assert!(calls.iter().all(|c| c.id.starts_with("call_")));
+        assert_ne!(calls[0].id, calls[1].id);
+        calls[0].id = "call_a".into();
+        calls[1].id = "call_b".into();
+    }
     assert_eq!(
-        resp.tool_calls,
+        calls,
         vec![
             ToolCall {
                 id: "call_a".into(),
@@ -180,7 +196,14 @@ pub(crate) async fn tool_call_deltas_assemble(kind: ProviderKind) {
         ]
     );
     let body = sent_body(&server).await;
-    if kind == ProviderKind::Anthropic {
+    if kind == ProviderKind::Gemini {
+        let decl = &body["tools"][0]["functionDeclarations"][0];
+        assert_eq!(decl["name"], "create_shipment");
+        assert_eq!(
+            decl["parametersJsonSchema"]["properties"]["order"]["type"],
+            "string"
+        );
+    } else if kind == ProviderKind::Anthropic {
         assert_eq!(body["tools"][0]["name"], "create_shipment");
         assert_eq!(
             body["tools"][0]["input_schema"]["properties"]["order"]["type"],
@@ -201,7 +224,11 @@ pub(crate) async fn non_streaming_tool_calls_and_reasoning(kind: ProviderKind) {
     let p = provider(kind, &base(&server));
     let resp = p.chat(&request(), &CallOptions::default()).await.unwrap();
     assert_eq!(resp.finish_reason, Some(FinishReason::ToolCalls));
-    assert_eq!(resp.tool_calls[0].id, bodies::tool_call_id(kind));
+    if kind == ProviderKind::Gemini {
+        assert!(resp.tool_calls[0].id.starts_with("call_"));
+    } else {
+        assert_eq!(resp.tool_calls[0].id, bodies::tool_call_id(kind));
+    }
     assert_eq!(resp.tool_calls[0].arguments, "{\"order\":\"K-701\"}");
     assert_eq!(
         resp.reasoning_content.as_deref(),
@@ -217,6 +244,13 @@ pub(crate) async fn stream_error_status_sends_once(kind: ProviderKind) {
             .insert_header("retry-after", "2")
             .set_body_json(match kind {
                 ProviderKind::Anthropic => bodies::a_error("rate_limit_error", "Rate limited"),
+                // The header wins over the body's `RetryInfo`.
+                ProviderKind::Gemini => bodies::g_error(
+                    429,
+                    "RESOURCE_EXHAUSTED",
+                    "Resource has been exhausted (e.g. check quota).",
+                    bodies::g_retry_20s(),
+                ),
                 _ => bodies::error(
                     "Rate limit reached",
                     Some("requests"),

@@ -6,7 +6,7 @@
 use handover_providers::{ErrorClass, ProviderKind};
 use serde_json::{Value, json};
 
-pub use super::anthropic::*;
+pub use super::{anthropic::*, gemini::*};
 
 /// The model string the provider reports (differs from the requested alias).
 pub fn answering_model(kind: ProviderKind) -> &'static str {
@@ -14,6 +14,7 @@ pub fn answering_model(kind: ProviderKind) -> &'static str {
         ProviderKind::OpenAi | ProviderKind::AzureOpenAi => "gpt-4o-mini-2024-07-18",
         ProviderKind::DeepSeek => "deepseek-chat-v3",
         ProviderKind::Anthropic => "claude-sonnet-4-5-20250929",
+        ProviderKind::Gemini => G_MODEL,
         _ => "Qwen/Qwen2.5-7B-Instruct-served",
     }
 }
@@ -21,6 +22,7 @@ pub fn answering_model(kind: ProviderKind) -> &'static str {
 pub fn success(kind: ProviderKind) -> Value {
     match kind {
         ProviderKind::Anthropic => a_success(),
+        ProviderKind::Gemini => g_success(),
         ProviderKind::DeepSeek => json!({
             "id": "930c60df-bf64-41c9-a88e-3ec75f81e00e",
             "object": "chat.completion",
@@ -68,6 +70,9 @@ pub fn tool_call_id(kind: ProviderKind) -> &'static str {
 pub fn tool_call_response(kind: ProviderKind) -> Value {
     if kind == ProviderKind::Anthropic {
         return a_tool_call_response();
+    }
+    if kind == ProviderKind::Gemini {
+        return g_tool_call_response();
     }
     json!({
         "id": "chatcmpl-tool",
@@ -127,6 +132,9 @@ pub fn text_stream(kind: ProviderKind, done: bool) -> String {
     if kind == ProviderKind::Anthropic {
         return a_text_stream(done);
     }
+    if kind == ProviderKind::Gemini {
+        return g_text_stream(done);
+    }
     let mut s = String::new();
     s.push_str(": keep-alive\n\n\n");
     s.push_str(&chunk(
@@ -152,6 +160,9 @@ pub fn partial_text(kind: ProviderKind) -> (String, usize) {
     if kind == ProviderKind::Anthropic {
         return a_partial_text();
     }
+    if kind == ProviderKind::Gemini {
+        return g_partial_text();
+    }
     let body = format!(
         "{}{}",
         chunk(kind, json!({"role": "assistant", "content": "Hel"}), None),
@@ -165,6 +176,9 @@ pub fn finish_and_done(kind: ProviderKind) -> String {
     if kind == ProviderKind::Anthropic {
         return a_finish_and_done();
     }
+    if kind == ProviderKind::Gemini {
+        return g_finish_and_done();
+    }
     format!("{}data: [DONE]\n\n", chunk(kind, json!({}), Some("stop")))
 }
 
@@ -172,6 +186,9 @@ pub fn finish_and_done(kind: ProviderKind) -> String {
 pub fn stream_error(kind: ProviderKind) -> (String, ErrorClass, Option<&'static str>) {
     if kind == ProviderKind::Anthropic {
         return a_stream_error();
+    }
+    if kind == ProviderKind::Gemini {
+        return g_stream_error();
     }
     let e = error(
         "Rate limit reached",
@@ -190,6 +207,9 @@ pub fn stream_error(kind: ProviderKind) -> (String, ErrorClass, Option<&'static 
 pub fn tool_stream(kind: ProviderKind) -> String {
     if kind == ProviderKind::Anthropic {
         return a_tool_stream();
+    }
+    if kind == ProviderKind::Gemini {
+        return g_tool_stream();
     }
     let tc = |index: u32, id: Option<&str>, name: Option<&str>, args: &str| {
         let mut f = json!({"arguments": args});

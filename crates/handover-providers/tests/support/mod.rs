@@ -5,6 +5,7 @@
 
 pub mod anthropic;
 pub mod bodies;
+pub mod gemini;
 pub mod raw;
 
 use std::{
@@ -45,10 +46,21 @@ pub fn relaxed() -> Timeouts {
     }
 }
 
-/// The path (under the mock's `/v1` base) an adapter of `kind` posts to.
+/// The path (under the mock's `/v1` base) an adapter of `kind` posts a
+/// plain call to.
 pub fn endpoint_path(kind: ProviderKind) -> String {
+    stream_path(kind, false)
+}
+
+/// The path an adapter of `kind` posts to (Gemini: the method differs for
+/// streams).
+pub fn stream_path(kind: ProviderKind, stream: bool) -> String {
     match kind {
+        ProviderKind::Gemini if stream => {
+            format!("/v1/models/{}:streamGenerateContent", model_for(kind))
+        }
         ProviderKind::Anthropic => "/v1/messages".into(),
+        ProviderKind::Gemini => format!("/v1/models/{}:generateContent", model_for(kind)),
         ProviderKind::AzureOpenAi => format!(
             "/v1/openai/deployments/{}/chat/completions",
             model_for(kind)
@@ -61,6 +73,7 @@ pub fn endpoint_path(kind: ProviderKind) -> String {
 pub fn auth_header(kind: ProviderKind) -> (&'static str, String) {
     match kind {
         ProviderKind::Anthropic => ("x-api-key", KEY.into()),
+        ProviderKind::Gemini => ("x-goog-api-key", KEY.into()),
         ProviderKind::AzureOpenAi => ("api-key", KEY.into()),
         _ => ("authorization", format!("Bearer {KEY}")),
     }

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use handover_providers::Capability;
 pub use handover_providers::{ErrorClass, ProviderKind, Timeouts};
 
 /// Which ledger backend to open.
@@ -108,6 +109,23 @@ pub struct ProviderConfig {
     /// Models whose reasoning content must never be passed back (e.g. the
     /// DeepSeek reasoner); for other models it is passed back on tool-call turns.
     pub no_reasoning_passback: BTreeSet<String>,
+    /// What this provider declares it supports (or not) where that differs
+    /// from its kind's defaults (`supports = { logprobs = false }`): e.g. an
+    /// OpenAI-compatible server without structured outputs. See
+    /// [`ProviderConfig::supports`].
+    pub supports: BTreeMap<Capability, bool>,
+}
+
+impl ProviderConfig {
+    /// Whether this provider honours `c`: its own declaration if it made
+    /// one, else what its kind has ([`ProviderKind::supports`]). The router
+    /// sends a request needing `c` only to providers for which this holds.
+    pub fn supports(&self, c: Capability) -> bool {
+        self.supports
+            .get(&c)
+            .copied()
+            .unwrap_or_else(|| self.kind.supports(c))
+    }
 }
 
 /// What the router does with an error class.
@@ -147,6 +165,24 @@ pub enum CommitPoint {
     FirstToken,
     /// Only when the stream completed: the caller sees nothing before that.
     Complete,
+}
+
+impl CommitPoint {
+    /// Its name in configuration and in the gateway's
+    /// `x-handover-commit-point` header.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FirstToken => "first_token",
+            Self::Complete => "complete",
+        }
+    }
+
+    /// The commit point named `name` (`first_token` or `complete`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::FirstToken, Self::Complete]
+            .into_iter()
+            .find(|p| p.as_str() == name)
+    }
 }
 
 /// Backoff between retries of one provider.

@@ -58,6 +58,9 @@ pub(crate) struct RawProvider {
     pub(crate) timeouts: Option<RawTimeouts>,
     pub(crate) breaker: Option<RawBreaker>,
     pub(crate) models: Option<RawModels>,
+    /// `supports = { structured_outputs = false, ... }`: overrides of the
+    /// kind's capabilities, by capability name.
+    pub(crate) supports: Option<BTreeMap<String, bool>>,
 }
 
 /// `[providers.NAME].models`: what the provider may serve besides its

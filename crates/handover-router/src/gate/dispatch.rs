@@ -1,5 +1,5 @@
 //! The Rust door's call: for a claim the protocol handed out, mark it
-//! dispatched, call the application's executor under a timeout, and hand
+//! dispatched (unless the claim was taken already dispatched), call the application's executor under a timeout, and hand
 //! what it said (or did not say) back to the protocol as a [`Report`].
 
 use std::panic::AssertUnwindSafe;
@@ -36,9 +36,29 @@ impl Drop for DroppedAfterDispatch {
 }
 
 impl WriteGate {
-    /// Runs one dispatch for a claim the protocol handed out and records
-    /// its outcome.
+    /// Runs one dispatch for a claim the protocol handed out (not yet
+    /// marked dispatched) and records its outcome.
     pub(crate) async fn dispatch(
+        &self,
+        req: &OperationRequest,
+        started: Started,
+        executor: &dyn Executor,
+        opts: PerformOptions<'_>,
+    ) -> Result<PerformOutcome, RouterError> {
+        let dispatch = Dispatch {
+            executor: self.holder().to_owned(),
+            metadata: opts.metadata.cloned(),
+        };
+        // Durable before the first byte: if this fails, nothing is sent.
+        self.protocol()
+            .mark_dispatched(&started.claim, dispatch)
+            .await?;
+        self.call(req, started, executor, opts).await
+    }
+
+    /// Calls the executor for a claim already marked dispatched and
+    /// records its outcome.
+    pub(crate) async fn call(
         &self,
         req: &OperationRequest,
         started: Started,
@@ -49,12 +69,6 @@ impl WriteGate {
             claim, contract, ..
         } = started;
         let protocol = self.protocol();
-        let dispatch = Dispatch {
-            executor: self.holder().to_owned(),
-            metadata: opts.metadata.cloned(),
-        };
-        // Durable before the first byte: if this fails, nothing is sent.
-        protocol.mark_dispatched(&claim, dispatch).await?;
         let mut guard = DroppedAfterDispatch {
             armed: Some((
                 protocol.ledger().clone(),

@@ -1,6 +1,8 @@
 //! The write gate (DESIGN §6): a business action is executed only through
 //! the ledger — begin → claim → mark dispatched (durable before the first
 //! byte) → the application's executor → confirmed / rejected / unknown.
+//! The claim and the dispatch mark are one commit (the executor runs right
+//! after the claim), the outcome a second one.
 //!
 //! Why writes block while unresolved: after a lost confirmation the effect
 //! may exist. Retrying the model is fine; re-executing the action is not. So
@@ -19,7 +21,7 @@ mod tool_call;
 
 use std::sync::Arc;
 
-use handover_ledger::{ApproveOutcome, Clock, Ledger, OperationRequest};
+use handover_ledger::{ApproveOutcome, Clock, Dispatch, Ledger, OperationRequest};
 
 pub use executor::{DispatchContext, Executor, ExecutorError, ExecutorOutcome};
 pub use http::HttpJsonExecutor;
@@ -147,8 +149,17 @@ impl WriteGate {
         executor: &dyn Executor,
         opts: PerformOptions<'_>,
     ) -> Result<PerformOutcome, RouterError> {
-        let outcome = match self.protocol.begin(req, &self.holder).await? {
-            Begun::Started(started) => self.dispatch(req, *started, executor, opts).await?,
+        // Claim and dispatch in one commit: the executor runs right after.
+        let dispatch = Dispatch {
+            executor: self.holder.clone(),
+            metadata: opts.metadata.cloned(),
+        };
+        let begun = self
+            .protocol
+            .begin_dispatched(req, &self.holder, dispatch)
+            .await?;
+        let outcome = match begun {
+            Begun::Started(started) => self.call(req, *started, executor, opts).await?,
             Begun::NotStarted(answer) => answer.into(),
         };
         tracing::Span::current().record("outcome", outcome.as_str());

@@ -15,7 +15,10 @@
 //!   holds a [`Claim`]) or [`Begun::NotStarted`] (replay, conflict, in
 //!   progress, unresolved, suspended, cancelled: nothing may be sent).
 //! * **dispatch** — [`Protocol::mark_dispatched`], durable before the first
-//!   byte leaves; if it fails, the door must not call the destination.
+//!   byte leaves; if it fails, the door must not call the destination. A
+//!   door that sends right after claiming (the Rust write gate) uses
+//!   [`Protocol::begin_dispatched`] instead: claim and dispatch in one
+//!   commit, so an action costs two commits (`docs/decisions.md`).
 //! * **outcome** — [`Protocol::record`] turns what the door learned
 //!   ([`Report`]) into ledger state: confirmed, rejected, unknown (with its
 //!   owner and next check, see below), not sent (claim released), abandoned.
@@ -163,9 +166,41 @@ impl Protocol {
     /// module docs). Errors mean the ledger could not be used: nothing may
     /// be sent.
     pub async fn begin(&self, req: &OperationRequest, holder: &str) -> Result<Begun, RouterError> {
+        self.begin_with(req, holder, None).await
+    }
+
+    /// [`begin`](Self::begin) for a door that sends right after claiming:
+    /// a [`Begun::Started`] claim is already marked dispatched (durable
+    /// before the first byte), in the **same commit** as the claim — so an
+    /// action costs two commits (this one and its outcome) instead of three.
+    /// If the door dies between this commit and the send, the operation is
+    /// `unknown` once the lease passes (as after a crash right after
+    /// [`mark_dispatched`](Self::mark_dispatched)); a lookup proves it not
+    /// applied once its visibility lag has passed. A re-send claim (an
+    /// unknown outcome inside the idempotency window) is marked dispatched
+    /// in a second commit. Errors mean nothing may be sent.
+    pub async fn begin_dispatched(
+        &self,
+        req: &OperationRequest,
+        holder: &str,
+        dispatch: Dispatch,
+    ) -> Result<Begun, RouterError> {
+        self.begin_with(req, holder, Some(dispatch)).await
+    }
+
+    async fn begin_with(
+        &self,
+        req: &OperationRequest,
+        holder: &str,
+        dispatch: Option<Dispatch>,
+    ) -> Result<Begun, RouterError> {
         let contract = self.contract(req.action().as_str());
         let opts = Self::begin_options(&contract, holder);
-        let not_started = match self.ledger.begin(req, &opts).await? {
+        let begun = match &dispatch {
+            None => self.ledger.begin(req, &opts).await?,
+            Some(d) => self.ledger.begin_dispatched(req, &opts, d.clone()).await?,
+        };
+        let not_started = match begun {
             BeginOutcome::Started(claim) => {
                 return Ok(Begun::Started(Box::new(Started {
                     claim,
@@ -176,6 +211,9 @@ impl Protocol {
             BeginOutcome::Unresolved(info) => {
                 match self.resend_claim(req.id(), &contract, holder).await? {
                     Some(claim) => {
+                        if let Some(d) = dispatch {
+                            self.mark_dispatched(&claim, d).await?;
+                        }
                         return Ok(Begun::Started(Box::new(Started {
                             claim,
                             resend: true,

@@ -7,7 +7,7 @@ use handover_providers::{SendCounter, SendInfo, SendRefused};
 
 use super::report::Attempt;
 use crate::budget::Budget;
-use crate::config::{Hop, PolicySettings};
+use crate::config::{CommitPoint, Hop, PolicySettings};
 
 /// A user task: the unit that is completed or not (the denominator of the
 /// completion rate), with its one budget.
@@ -31,6 +31,20 @@ impl Task {
     /// The policy it runs under.
     pub fn policy(&self) -> &PolicySettings {
         &self.policy
+    }
+
+    /// This task with its streams committed at `point` instead of its
+    /// policy's (e.g. a chat UI streams from the first token while an agent
+    /// loop on the same policy asks for whole answers). Budget and chain
+    /// are unchanged.
+    #[must_use]
+    pub fn with_commit_point(mut self, point: CommitPoint) -> Self {
+        if self.policy.commit_point != point {
+            let mut policy = (*self.policy).clone();
+            policy.commit_point = point;
+            self.policy = Arc::new(policy);
+        }
+        self
     }
 
     /// Attempts that answered (or failed) after the task had stopped waiting

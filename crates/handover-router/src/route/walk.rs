@@ -52,10 +52,10 @@ impl<'r> Needs<'r> {
         if !target.upstream.accepts(self.data_class) {
             return Some(SkipReason::DataClass);
         }
-        let kind = target.upstream.config.kind;
+        let provider = &target.upstream.config;
         self.features
             .iter()
-            .find(|n| !kind.supports(n.capability))
+            .find(|n| !provider.supports(n.capability))
             .map(|n| SkipReason::Unsupported(n.capability))
     }
 

@@ -128,12 +128,11 @@ pub(crate) async fn create(
     let router = state.router().clone();
     let call_task = task.clone();
     // In the request's span, so an exported trace keeps request → task → attempts.
-    let call = tokio::spawn(
-        async move { router.chat(&call_task, &request).await }.instrument(tracing::Span::current()),
-    );
-    let result = call
+    let call =
+        async move { router.chat(&call_task, &request).await }.instrument(tracing::Span::current());
+    let result = crate::detach::to_the_end(call)
         .await
-        .map_err(|e| ApiError::internal(format!("the responses call task failed: {e}")))?;
+        .map_err(|p| ApiError::internal(format!("the responses call failed: {}", p.0)))?;
     match result {
         Ok(c) => {
             let body = response_object(&id, now_secs(), &echo, &c.model, Some(&c.response));

@@ -43,8 +43,8 @@ pub(super) fn validate(
         "commit point",
         raw.commit_point.as_deref(),
         &[
-            ("first_token", CommitPoint::FirstToken),
-            ("complete", CommitPoint::Complete),
+            (CommitPoint::FirstToken.as_str(), CommitPoint::FirstToken),
+            (CommitPoint::Complete.as_str(), CommitPoint::Complete),
         ],
     )
     .unwrap_or(CommitPoint::FirstToken);

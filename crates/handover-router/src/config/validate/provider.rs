@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use handover_providers::Capability;
+
 use super::super::defaults as d;
 use super::super::duration::parse_or;
 use super::super::issues::ConfigIssues;
@@ -22,13 +24,6 @@ pub(super) fn validate(
     let path = format!("providers.{name}");
     name_ok(issues, &path, name);
     let kind = match raw.kind.parse::<ProviderKind>() {
-        Ok(ProviderKind::Gemini) => {
-            issues.push(
-                format!("{path}.kind"),
-                "kind \"gemini\" is reserved: this build has no Gemini adapter yet",
-            );
-            return None;
-        }
         Ok(kind) => kind,
         Err(_) => {
             let known = ProviderKind::ALL
@@ -56,6 +51,7 @@ pub(super) fn validate(
     let breaker = breaker(issues, &path, raw.breaker.unwrap_or_default());
     let (models, settings) = models(issues, &path, &raw.model, raw.models);
     let no_reasoning_passback = no_reasoning_passback(issues, &path, &settings);
+    let supports = supports(issues, &path, raw.supports.unwrap_or_default());
     Some(ProviderConfig {
         name: name.to_owned(),
         kind,
@@ -77,6 +73,7 @@ pub(super) fn validate(
         timeouts,
         breaker,
         no_reasoning_passback,
+        supports,
     })
 }
 
@@ -300,5 +297,26 @@ fn no_reasoning_passback(
             choice(issues, &mpath, "value", value, &choices).unwrap_or(false)
         })
         .map(|(model, _)| model.clone())
+        .collect()
+}
+
+/// `supports`: capability overrides, each name one of [`Capability::ALL`].
+fn supports(
+    issues: &mut ConfigIssues,
+    path: &str,
+    raw: BTreeMap<String, bool>,
+) -> BTreeMap<Capability, bool> {
+    raw.into_iter()
+        .filter_map(|(name, on)| match Capability::from_name(&name) {
+            Some(c) => Some((c, on)),
+            None => {
+                let known = Capability::ALL.map(Capability::as_str).join(", ");
+                issues.push(
+                    format!("{path}.supports.{name}"),
+                    format!("unknown capability {name:?} (expected one of {known})"),
+                );
+                None
+            }
+        })
         .collect()
 }
