@@ -352,3 +352,33 @@ async fn gemini_stream_reaches_an_openai_streaming_client_as_tool_call_chunks() 
     assert!(chunks.iter().any(|c| c["model"] == GEMINI), "{text}");
     g.verify().await;
 }
+
+/// A `temperature` above 1 is OpenAI's to give (0–2) but not Anthropic's
+/// (0–1, refused with a 400): the Anthropic fallback is skipped for such
+/// a request rather than sent one it refuses or a changed one.
+#[tokio::test]
+async fn a_temperature_above_1_never_reaches_an_anthropic_fallback() {
+    let primary = failing_primary().await;
+    let claude = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .expect(0)
+        .mount(&claude)
+        .await;
+    let gw = gateway(&primary, &claude, TO_CLAUDE).await;
+    let mut body = conversation(false);
+    body["temperature"] = json!(1.5);
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(CLIENT_A)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(resp.status(), StatusCode::OK);
+    let text = resp.text().await.unwrap();
+    assert!(text.contains("temperature"), "{text}");
+    assert!(!primary.received_requests().await.unwrap().is_empty());
+    claude.verify().await;
+}

@@ -32,11 +32,14 @@ pub enum Capability {
     Files,
     /// `parallel_tool_calls`.
     ParallelToolCalls,
+    /// `temperature` above 1 (OpenAI's range is 0–2; Anthropic's is 0–1,
+    /// and it refuses more rather than sampling as asked).
+    TemperatureAbove1,
 }
 
 impl Capability {
     /// Every capability, in the order errors list them.
-    pub const ALL: [Capability; 8] = [
+    pub const ALL: [Capability; 9] = [
         Self::StructuredOutputs,
         Self::JsonMode,
         Self::Logprobs,
@@ -45,6 +48,7 @@ impl Capability {
         Self::Audio,
         Self::Files,
         Self::ParallelToolCalls,
+        Self::TemperatureAbove1,
     ];
 
     /// The capability named `name` (its [`Capability::as_str`]), as
@@ -64,6 +68,7 @@ impl Capability {
             Self::Audio => "audio",
             Self::Files => "files",
             Self::ParallelToolCalls => "parallel_tool_calls",
+            Self::TemperatureAbove1 => "temperature_above_1",
         }
     }
 }
@@ -97,17 +102,24 @@ impl ProviderKind {
     /// (`responseMimeType`), images (inline data or file URIs); it does not
     /// enforce strict tool schemas (so no structured outputs), returns no
     /// OpenAI-shaped log probabilities, has no reasoning effort, audio or
-    /// file parts here, and no switch to forbid parallel calls.
+    /// file parts here, and no switch to forbid parallel calls. Every kind
+    /// but Anthropic takes a `temperature` up to 2.
     pub fn supports(self, c: Capability) -> bool {
         match self {
             ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::AzureOpenAi => {
                 true
             }
-            ProviderKind::DeepSeek => matches!(c, Capability::JsonMode | Capability::Logprobs),
+            ProviderKind::DeepSeek => matches!(
+                c,
+                Capability::JsonMode | Capability::Logprobs | Capability::TemperatureAbove1
+            ),
             ProviderKind::Anthropic => {
                 matches!(c, Capability::Images | Capability::ParallelToolCalls)
             }
-            ProviderKind::Gemini => matches!(c, Capability::JsonMode | Capability::Images),
+            ProviderKind::Gemini => matches!(
+                c,
+                Capability::JsonMode | Capability::Images | Capability::TemperatureAbove1
+            ),
         }
     }
 }
@@ -149,6 +161,9 @@ impl ChatRequest {
         }
         if set("reasoning_effort") {
             need(Capability::ReasoningEffort, "reasoning_effort".into());
+        }
+        if self.temperature.is_some_and(|t| t > 1.0) {
+            need(Capability::TemperatureAbove1, "temperature".into());
         }
         if set("parallel_tool_calls") {
             need(Capability::ParallelToolCalls, "parallel_tool_calls".into());
