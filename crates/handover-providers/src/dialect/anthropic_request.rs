@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
-use super::translate::{call_arguments, data_url, invalid, is_off};
+use super::translate::{call_arguments, content_blocks, data_url, is_off};
 use crate::request::{ChatRequest, Content, ContentPart, Message, Role, ToolChoice};
 
 /// Output limit sent when the request sets none (the API requires one).
@@ -192,35 +192,13 @@ fn assistant_blocks(m: &Message, i: usize) -> Result<Vec<Value>, serde_json::Err
 /// Text and images as content blocks; empty text is left out (the API
 /// refuses empty text blocks).
 fn text_blocks(content: Option<&Content>, i: usize) -> Result<Vec<Value>, serde_json::Error> {
-    let text = |t: &str| json!({"type": "text", "text": t});
-    Ok(match content {
-        None => Vec::new(),
-        Some(Content::Text(t)) if t.is_empty() => Vec::new(),
-        Some(Content::Text(t)) => vec![text(t)],
-        Some(Content::Parts(parts)) => {
-            let mut out = Vec::new();
-            for (j, p) in parts.iter().enumerate() {
-                match p.kind.as_str() {
-                    "text" | "refusal" => {
-                        if let Some(t) = p.text.as_deref().filter(|t| !t.is_empty()) {
-                            out.push(text(t));
-                        }
-                    }
-                    "image_url" => out.push(image(p).ok_or_else(|| {
-                        invalid(format!(
-                            "messages[{i}].content[{j}].image_url must be an http(s) or base64 data URL"
-                        ))
-                    })?),
-                    other => {
-                        return Err(invalid(format!(
-                            "messages[{i}].content[{j}]: part type {other:?} has no Anthropic equivalent"
-                        )));
-                    }
-                }
-            }
-            out
-        }
-    })
+    content_blocks(
+        content,
+        i,
+        "Anthropic",
+        |t| json!({"type": "text", "text": t}),
+        image,
+    )
 }
 
 /// An `image_url` part as an image block (URL or base64 source).

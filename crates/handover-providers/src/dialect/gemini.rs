@@ -26,7 +26,7 @@ use super::{
     gemini_answer::{Envelope, WireAnswer, retry_delay, wire_error},
     gemini_stream::ChunkDecoder,
     path_segment, secret_header,
-    translate::{call_arguments, data_url, invalid, is_off},
+    translate::{call_arguments, content_blocks, data_url, invalid, is_off},
 };
 use crate::{
     classify,
@@ -301,35 +301,7 @@ fn function_response(msgs: &[Message], i: usize) -> Result<Value, serde_json::Er
 
 /// Text and images as parts; empty text is left out.
 fn parts(content: Option<&Content>, i: usize) -> Result<Vec<Value>, serde_json::Error> {
-    let text = |t: &str| json!({"text": t});
-    Ok(match content {
-        None => Vec::new(),
-        Some(Content::Text(t)) if t.is_empty() => Vec::new(),
-        Some(Content::Text(t)) => vec![text(t)],
-        Some(Content::Parts(ps)) => {
-            let mut out = Vec::new();
-            for (j, p) in ps.iter().enumerate() {
-                match p.kind.as_str() {
-                    "text" | "refusal" => {
-                        if let Some(t) = p.text.as_deref().filter(|t| !t.is_empty()) {
-                            out.push(text(t));
-                        }
-                    }
-                    "image_url" => out.push(image(p).ok_or_else(|| {
-                        invalid(format!(
-                            "messages[{i}].content[{j}].image_url must be a base64 data URL or an http(s) URL"
-                        ))
-                    })?),
-                    other => {
-                        return Err(invalid(format!(
-                            "messages[{i}].content[{j}]: part type {other:?} has no Gemini equivalent"
-                        )));
-                    }
-                }
-            }
-            out
-        }
-    })
+    content_blocks(content, i, "Gemini", |t| json!({"text": t}), image)
 }
 
 /// An `image_url` part: a data URL as `inlineData`, an http(s) URL as

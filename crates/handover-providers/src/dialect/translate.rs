@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::request::ToolCall;
+use crate::request::{Content, ContentPart, ToolCall};
 
 /// A translation failure; the engine reports it as an invalid request
 /// (nothing is sent).
@@ -46,4 +46,45 @@ pub(crate) fn is_off(key: &str, v: &Value) -> bool {
 /// `data:MIME;base64,DATA` as (MIME, DATA).
 pub(crate) fn data_url(url: &str) -> Option<(&str, &str)> {
     url.strip_prefix("data:")?.split_once(";base64,")
+}
+
+/// A message's text and images as one family's content blocks: `text`
+/// makes a text block, `image` an image block from an `image_url` part
+/// (`None`: not an http(s) or base64 data URL). Empty text is left out
+/// (neither Anthropic nor Gemini takes empty text); any other part type has
+/// no equivalent in `family` and fails naming the part.
+pub(crate) fn content_blocks(
+    content: Option<&Content>,
+    i: usize,
+    family: &str,
+    text: impl Fn(&str) -> Value,
+    image: impl Fn(&ContentPart) -> Option<Value>,
+) -> Result<Vec<Value>, serde_json::Error> {
+    let parts = match content {
+        None => return Ok(Vec::new()),
+        Some(Content::Text(t)) if t.is_empty() => return Ok(Vec::new()),
+        Some(Content::Text(t)) => return Ok(vec![text(t)]),
+        Some(Content::Parts(parts)) => parts,
+    };
+    let mut out = Vec::new();
+    for (j, p) in parts.iter().enumerate() {
+        match p.kind.as_str() {
+            "text" | "refusal" => {
+                if let Some(t) = p.text.as_deref().filter(|t| !t.is_empty()) {
+                    out.push(text(t));
+                }
+            }
+            "image_url" => out.push(image(p).ok_or_else(|| {
+                invalid(format!(
+                    "messages[{i}].content[{j}].image_url must be an http(s) or base64 data URL"
+                ))
+            })?),
+            other => {
+                return Err(invalid(format!(
+                    "messages[{i}].content[{j}]: part type {other:?} has no {family} equivalent"
+                )));
+            }
+        }
+    }
+    Ok(out)
 }
