@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
 use super::super::defaults as d;
-use super::super::duration::parse_or;
 use super::super::issues::ConfigIssues;
 use super::super::model::{
     GatewayClient, GatewayOperator, GatewaySettings, PolicySettings, ProviderConfig,
@@ -27,17 +26,7 @@ pub(super) fn validate(
         );
         SocketAddr::from(([127, 0, 0, 1], 0))
     });
-    // Each `[gateway]` duration and count is named `gateway.<field>` in errors.
-    macro_rules! duration {
-        ($field:ident, $default:expr) => {
-            parse_or(
-                issues,
-                concat!("gateway.", stringify!($field)),
-                raw.$field.as_deref(),
-                $default,
-            )
-        };
-    }
+    // Each `[gateway]` count is named `gateway.<field>` in errors.
     macro_rules! count {
         ($field:ident, $default:expr) => {
             positive_u32(
@@ -54,12 +43,32 @@ pub(super) fn validate(
         raw.max_body_bytes,
         d::GATEWAY_MAX_BODY_BYTES as u64,
     ) as usize;
-    let reconcile_every = duration!(reconcile_every, d::GATEWAY_RECONCILE_EVERY);
-    let keepalive = duration!(keepalive, d::GATEWAY_KEEPALIVE);
-    let shutdown_grace = duration!(shutdown_grace, d::GATEWAY_SHUTDOWN_GRACE);
-    let header_read_timeout = duration!(header_read_timeout, d::GATEWAY_HEADER_READ_TIMEOUT);
-    let body_read_timeout = duration!(body_read_timeout, d::GATEWAY_BODY_READ_TIMEOUT);
-    let idle_timeout = duration!(idle_timeout, d::GATEWAY_IDLE_TIMEOUT);
+    let reconcile_every = duration!(
+        issues,
+        "gateway",
+        raw.reconcile_every,
+        d::GATEWAY_RECONCILE_EVERY
+    );
+    let keepalive = duration!(issues, "gateway", raw.keepalive, d::GATEWAY_KEEPALIVE);
+    let shutdown_grace = duration!(
+        issues,
+        "gateway",
+        raw.shutdown_grace,
+        d::GATEWAY_SHUTDOWN_GRACE
+    );
+    let header_read_timeout = duration!(
+        issues,
+        "gateway",
+        raw.header_read_timeout,
+        d::GATEWAY_HEADER_READ_TIMEOUT
+    );
+    let body_read_timeout = duration!(
+        issues,
+        "gateway",
+        raw.body_read_timeout,
+        d::GATEWAY_BODY_READ_TIMEOUT
+    );
+    let idle_timeout = duration!(issues, "gateway", raw.idle_timeout, d::GATEWAY_IDLE_TIMEOUT);
     let max_connections = count!(max_connections, d::GATEWAY_MAX_CONNECTIONS);
     let max_in_flight_per_client = count!(
         max_in_flight_per_client,

@@ -1,7 +1,6 @@
 //! `[ledger]`: the backend and its retention and parameter limits.
 
 use super::super::defaults as d;
-use super::super::duration::parse_or;
 use super::super::issues::ConfigIssues;
 use super::super::model::{LedgerBackend, LedgerSettings};
 use super::super::raw::RawLedger;
@@ -31,17 +30,12 @@ pub(super) fn validate(issues: &mut ConfigIssues, raw: Option<RawLedger>) -> Led
         };
     };
     let backend = backend(issues, &raw);
-    let replay_window = parse_or(
+    let replay_window = duration!(issues, "ledger", raw.replay_window, d::REPLAY_WINDOW);
+    let tombstone_horizon = duration!(
         issues,
-        "ledger.replay_window",
-        raw.replay_window.as_deref(),
-        d::REPLAY_WINDOW,
-    );
-    let tombstone_horizon = parse_or(
-        issues,
-        "ledger.tombstone_horizon",
-        raw.tombstone_horizon.as_deref(),
-        d::TOMBSTONE_HORIZON,
+        "ledger",
+        raw.tombstone_horizon,
+        d::TOMBSTONE_HORIZON
     );
     if tombstone_horizon < replay_window {
         issues.push(
@@ -51,7 +45,7 @@ pub(super) fn validate(issues: &mut ConfigIssues, raw: Option<RawLedger>) -> Led
     }
     LedgerSettings {
         backend,
-        lease: parse_or(issues, "ledger.lease", raw.lease.as_deref(), d::LEASE),
+        lease: duration!(issues, "ledger", raw.lease, d::LEASE),
         replay_window,
         tombstone_horizon,
         max_params_bytes: positive(
@@ -114,17 +108,12 @@ fn postgres(issues: &mut ConfigIssues, raw: &RawLedger) -> LedgerBackend {
             raw.pool_size.map(u64::from),
             d::PG_POOL_SIZE,
         ),
-        statement_timeout: parse_or(
+        statement_timeout: duration!(
             issues,
-            "ledger.statement_timeout",
-            raw.statement_timeout.as_deref(),
-            d::PG_STATEMENT_TIMEOUT,
+            "ledger",
+            raw.statement_timeout,
+            d::PG_STATEMENT_TIMEOUT
         ),
-        call_timeout: parse_or(
-            issues,
-            "ledger.call_timeout",
-            raw.call_timeout.as_deref(),
-            d::PG_CALL_TIMEOUT,
-        ),
+        call_timeout: duration!(issues, "ledger", raw.call_timeout, d::PG_CALL_TIMEOUT),
     }
 }

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use super::super::defaults as d;
-use super::super::duration::parse_or;
 use super::super::issues::ConfigIssues;
 use super::super::model::{McpLookupTool, McpServer, McpSettings, McpTool, placeholder};
 use super::super::raw::{RawActionMcp, RawMcp, RawMcpServer};
@@ -59,12 +58,7 @@ pub(super) fn validate(
         raw.max_sessions,
         d::MCP_MAX_SESSIONS,
     );
-    let session_idle = parse_or(
-        issues,
-        "mcp.session_idle",
-        raw.session_idle.as_deref(),
-        d::MCP_SESSION_IDLE,
-    );
+    let session_idle = duration!(issues, "mcp", raw.session_idle, d::MCP_SESSION_IDLE);
     let scope = raw.scope.unwrap_or_else(|| "local".to_owned());
     if scope.is_empty() || scope.len() > 255 || !scope.bytes().all(|b| b.is_ascii_graphic()) {
         issues.push(

@@ -2,6 +2,19 @@
 //! One file per section of the configuration file; the helpers every
 //! section uses live here.
 
+/// `[section] field = "<duration>"` with its default, errors naming
+/// `section.field`: one spelling for every section's durations.
+macro_rules! duration {
+    ($issues:expr, $section:literal, $raw:ident . $field:ident, $default:expr) => {
+        $crate::config::duration::parse_or(
+            $issues,
+            concat!($section, ".", stringify!($field)),
+            $raw.$field.as_deref(),
+            $default,
+        )
+    };
+}
+
 mod action;
 mod gateway;
 mod ledger;

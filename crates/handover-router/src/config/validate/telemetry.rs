@@ -2,7 +2,6 @@
 //! service name, with which deadlines and headers.
 
 use super::super::defaults as d;
-use super::super::duration::parse_or;
 use super::super::issues::ConfigIssues;
 use super::super::model::TelemetrySettings;
 use super::super::raw::RawTelemetry;
@@ -33,17 +32,17 @@ pub(super) fn validate(
             "must be 1-255 printable ASCII characters",
         );
     }
-    let export_timeout = parse_or(
+    let export_timeout = duration!(
         issues,
-        "telemetry.export_timeout",
-        raw.export_timeout.as_deref(),
-        d::TELEMETRY_EXPORT_TIMEOUT,
+        "telemetry",
+        raw.export_timeout,
+        d::TELEMETRY_EXPORT_TIMEOUT
     );
-    let export_interval = parse_or(
+    let export_interval = duration!(
         issues,
-        "telemetry.export_interval",
-        raw.export_interval.as_deref(),
-        d::TELEMETRY_EXPORT_INTERVAL,
+        "telemetry",
+        raw.export_interval,
+        d::TELEMETRY_EXPORT_INTERVAL
     );
     let max_queued_spans = positive_u32(
         issues,
