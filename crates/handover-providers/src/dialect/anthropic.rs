@@ -20,8 +20,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{
-    Dialect, StreamDecoder, anthropic_request::request_body, anthropic_stream::MessageDecoder,
-    secret_header,
+    BodyError, Dialect, StreamDecoder, anthropic_request::request_body,
+    anthropic_stream::MessageDecoder, secret_header,
 };
 use crate::{
     error::ProviderError,
@@ -79,7 +79,7 @@ impl Dialect for AnthropicDialect {
         body: &[u8],
         requested_model: &str,
         request_id: Option<String>,
-    ) -> Result<ChatResponse, serde_json::Error> {
+    ) -> Result<ChatResponse, BodyError> {
         let m: WireMessage = serde_json::from_slice(body)?;
         Ok(m.into_response(requested_model, request_id))
     }

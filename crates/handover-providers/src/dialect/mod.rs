@@ -17,6 +17,9 @@ mod gemini;
 mod gemini_answer;
 mod gemini_stream;
 mod openai;
+mod responses;
+mod responses_request;
+mod responses_stream;
 mod translate;
 
 use std::time::Duration;
@@ -26,6 +29,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::SecretString;
 
 use crate::{
+    api::OpenAiApi,
     classify,
     error::{ApiFailure, ProviderError},
     request::ChatRequest,
@@ -58,7 +62,7 @@ pub(crate) trait Dialect: Send + Sync {
         body: &[u8],
         requested_model: &str,
         request_id: Option<String>,
-    ) -> Result<ChatResponse, serde_json::Error>;
+    ) -> Result<ChatResponse, BodyError>;
 
     /// A fresh decoder for one stream.
     fn decoder(&self) -> Box<dyn StreamDecoder>;
@@ -72,6 +76,21 @@ pub(crate) trait Dialect: Send + Sync {
         key: Option<&SecretString>,
     ) -> ApiFailure {
         classify::api_failure(status, body, retry_after, key)
+    }
+}
+
+/// Why a 2xx body is not an answer.
+pub(crate) enum BodyError {
+    /// It is not what the vendor documents.
+    Decode(serde_json::Error),
+    /// It is the vendor's own report of a failure (a Responses API
+    /// `status: "failed"`): classified like an error status.
+    Failed(WireError),
+}
+
+impl From<serde_json::Error> for BodyError {
+    fn from(e: serde_json::Error) -> Self {
+        BodyError::Decode(e)
     }
 }
 
@@ -97,9 +116,14 @@ pub(crate) enum Decoded {
     Malformed(String),
 }
 
-/// The dialect of `settings.kind`.
+/// The dialect of `settings.kind` (and, for OpenAI and Azure, `settings.api`).
 pub(crate) fn for_settings(settings: &ProviderSettings) -> Result<Box<dyn Dialect>, ProviderError> {
     match settings.kind {
+        ProviderKind::OpenAi | ProviderKind::AzureOpenAi
+            if settings.api == OpenAiApi::Responses =>
+        {
+            Ok(Box::new(responses::ResponsesDialect::new(settings)))
+        }
         ProviderKind::OpenAi
         | ProviderKind::DeepSeek
         | ProviderKind::OpenAiCompatible
