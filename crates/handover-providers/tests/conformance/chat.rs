@@ -83,7 +83,10 @@ pub(crate) async fn success_reports_answer(kind: Case) {
         );
         assert_eq!(body["max_output_tokens"], 50);
         assert_eq!(body["user"], "user-42");
-        assert_eq!((&body["store"], &body["stream"]), (&json!(false), &json!(false)));
+        assert_eq!(
+            (&body["store"], &body["stream"]),
+            (&json!(false), &json!(false))
+        );
         assert!(body.get("messages").is_none() && body.get("max_tokens").is_none());
         server.verify().await;
         return;
@@ -393,10 +396,7 @@ fn anthropic_error_cases() -> Vec<ErrorCase> {
     ]
 }
 
-pub(crate) async fn error_statuses_are_classified_with_one_request_each(
-    kind: Case,
-    stream: bool,
-) {
+pub(crate) async fn error_statuses_are_classified_with_one_request_each(kind: Case, stream: bool) {
     for (status, body, headers, want) in error_cases(kind) {
         let mut t = match &body {
             Value::String(s) => ResponseTemplate::new(status).set_body_string(s.clone()),

@@ -16,8 +16,8 @@ mod stream;
 
 use futures::StreamExt;
 use handover_providers::{ChatRequest, Message, ProviderError, ProviderKind, StreamEvent};
-use support::Case;
 use serde_json::Value;
+use support::Case;
 use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
 
 pub(crate) fn request() -> ChatRequest {

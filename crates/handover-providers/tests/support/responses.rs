@@ -48,7 +48,7 @@ pub fn r_response(status: &str, output: Value, usage: Value) -> Value {
 }
 
 pub fn r_usage(input: u64, cached: u64, output: u64, reasoning: u64) -> Value {
-    json!({"input_tokens": input, "input_tokens_details": {"cached_tokens": cached},
+    json!({"input_tokens": input, "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
         "output_tokens": output, "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": input + output})
 }
@@ -96,18 +96,24 @@ fn message_added() -> String {
         "role": "assistant", "content": []});
     let part = json!({"type": "output_text", "text": "", "annotations": []});
     [
-        r_event(json!({"type": "response.output_item.added", "sequence_number": 2,
-            "output_index": 0, "item": item})),
-        r_event(json!({"type": "response.content_part.added", "sequence_number": 3,
-            "item_id": "msg_1", "output_index": 0, "content_index": 0, "part": part})),
+        r_event(
+            json!({"type": "response.output_item.added", "sequence_number": 2,
+            "output_index": 0, "item": item}),
+        ),
+        r_event(
+            json!({"type": "response.content_part.added", "sequence_number": 3,
+            "item_id": "msg_1", "output_index": 0, "content_index": 0, "part": part}),
+        ),
     ]
     .concat()
 }
 
 pub fn r_text_delta(delta: &str) -> String {
-    r_event(json!({"type": "response.output_text.delta", "sequence_number": 4,
+    r_event(
+        json!({"type": "response.output_text.delta", "sequence_number": 4,
         "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": delta,
-        "logprobs": []}))
+        "logprobs": []}),
+    )
 }
 
 fn completed(output: Value, usage: Value) -> String {
@@ -127,11 +133,15 @@ pub fn r_text_stream() -> String {
         r_text_delta("Hello"),
         ": keep-alive\n\n".to_owned(),
         r_text_delta(" world"),
-        r_event(json!({"type": "response.output_text.done", "sequence_number": 6,
+        r_event(
+            json!({"type": "response.output_text.done", "sequence_number": 6,
             "item_id": "msg_1", "output_index": 0, "content_index": 0, "text": "Hello world",
-            "logprobs": []})),
-        r_event(json!({"type": "response.output_item.done", "sequence_number": 8,
-            "output_index": 0, "item": r_message("Hello world")})),
+            "logprobs": []}),
+        ),
+        r_event(
+            json!({"type": "response.output_item.done", "sequence_number": 8,
+            "output_index": 0, "item": r_message("Hello world")}),
+        ),
         completed(json!([r_message("Hello world")]), r_usage(16, 0, 3, 0)),
     ]
     .concat()
@@ -171,16 +181,22 @@ pub fn r_tool_stream() -> String {
     let added = |at: u64, id: &str, call: &str, name: &str| {
         let item = json!({"type": "function_call", "id": id, "call_id": call, "name": name,
             "arguments": "", "status": "in_progress"});
-        r_event(json!({"type": "response.output_item.added", "sequence_number": 1,
-            "output_index": at, "item": item}))
+        r_event(
+            json!({"type": "response.output_item.added", "sequence_number": 1,
+            "output_index": at, "item": item}),
+        )
     };
     let delta = |at: u64, id: &str, d: &str| {
-        r_event(json!({"type": "response.function_call_arguments.delta", "sequence_number": 2,
-            "item_id": id, "output_index": at, "delta": d}))
+        r_event(
+            json!({"type": "response.function_call_arguments.delta", "sequence_number": 2,
+            "item_id": id, "output_index": at, "delta": d}),
+        )
     };
     let done = |at: u64, id: &str, args: &str| {
-        r_event(json!({"type": "response.function_call_arguments.done", "sequence_number": 3,
-            "item_id": id, "output_index": at, "arguments": args}))
+        r_event(
+            json!({"type": "response.function_call_arguments.done", "sequence_number": 3,
+            "item_id": id, "output_index": at, "arguments": args}),
+        )
     };
     let a = r_call("fc_a", "call_a", "create_shipment", "{\"order\":\"K-701\"}");
     let b = r_call("fc_b", "call_b", "notify", "{\"to\":\"ops\"}");
@@ -193,11 +209,15 @@ pub fn r_tool_stream() -> String {
         delta(0, "fc_a", "\"K-701\"}"),
         delta(1, "fc_b", "\"ops\"}"),
         done(0, "fc_a", "{\"order\":\"K-701\"}"),
-        r_event(json!({"type": "response.output_item.done", "sequence_number": 4,
-            "output_index": 0, "item": a})),
+        r_event(
+            json!({"type": "response.output_item.done", "sequence_number": 4,
+            "output_index": 0, "item": a}),
+        ),
         done(1, "fc_b", "{\"to\":\"ops\"}"),
-        r_event(json!({"type": "response.output_item.done", "sequence_number": 5,
-            "output_index": 1, "item": b})),
+        r_event(
+            json!({"type": "response.output_item.done", "sequence_number": 5,
+            "output_index": 1, "item": b}),
+        ),
         completed(json!([a, b]), r_usage(30, 0, 12, 0)),
     ]
     .concat()

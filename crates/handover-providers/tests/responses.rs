@@ -1,0 +1,597 @@
+//! OpenAI's Responses API as a provider's wire format (`api = "responses"`):
+//! what reaches the mock for a Chat-Completions-shaped request (checked
+//! against the official `openai` SDK's types when `HANDOVER_TEST_PYTHON`
+//! is set), how answers and stream events read back (finish reasons,
+//! usage details, reasoning, refusals, log probabilities, failures), and
+//! that what the API cannot express is refused before anything is sent.
+
+mod support;
+
+use handover_providers::{
+    AnyProvider, CallOptions, ChatRequest, Content, ContentPart, ErrorClass, FinishReason, Message,
+    OpenAiApi, Provider, ProviderKind, ProviderSettings, Tool, ToolCall, ToolChoice,
+};
+use serde_json::{Map, Value, json};
+use support::{Case, bodies};
+use wiremock::{
+    Mock, MockServer, ResponseTemplate,
+    matchers::{header, method, path},
+};
+
+const CASE: Case = Case::responses(ProviderKind::OpenAi);
+
+async fn answering(reply: ResponseTemplate) -> (MockServer, AnyProvider) {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(reply)
+        .mount(&server)
+        .await;
+    let p = support::provider(CASE, &format!("{}/v1", server.uri()));
+    (server, p)
+}
+
+fn json_answer(body: Value) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(body)
+}
+
+fn sse(body: String) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_raw(body, "text/event-stream")
+}
+
+async fn sent(server: &MockServer) -> Vec<Value> {
+    let reqs = server.received_requests().await.unwrap();
+    reqs.iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
+}
+
+fn part(kind: &str, field: &str, value: Value) -> ContentPart {
+    let mut extra = Map::new();
+    extra.insert(field.into(), value);
+    ContentPart {
+        kind: kind.into(),
+        text: None,
+        extra,
+    }
+}
+
+fn call(id: &str, name: &str, args: &str) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.into(),
+    }
+}
+
+/// A conversation using every translated part of the request.
+fn conversation() -> ChatRequest {
+    let text = ContentPart {
+        kind: "text".into(),
+        text: Some("Where is this?".into()),
+        extra: Map::new(),
+    };
+    let image = part(
+        "image_url",
+        "image_url",
+        json!({"url": "https://example.com/fjord.png", "detail": "high"}),
+    );
+    let file = part("file", "file", json!({"file_id": "file-abc"}));
+    let mut user = Message::user("");
+    user.content = Some(Content::Parts(vec![text, image, file]));
+    let calls = vec![
+        call("call_1", "look", "{\"q\":\"fjord\"}"),
+        call("call_2", "weather", "{\"city\":\"Oslo\"}"),
+    ];
+    let mut look = Tool::function(
+        "look",
+        Some("Look a place up".into()),
+        json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"],
+            "additionalProperties": false}),
+    );
+    look.strict = Some(true);
+    let weather = Tool::function("weather", None, json!({"type": "object", "properties": {}}));
+    let mut req = ChatRequest::new(vec![
+        Message::system("Be exact."),
+        user,
+        Message::assistant_tool_calls(Some("Let me look.".into()), calls),
+        Message::tool_result("call_1", "Norway"),
+        Message::tool_result("call_2", "sunny"),
+        Message::system("Answer in one word."),
+        Message::user("So?"),
+    ])
+    .with_tools(vec![look, weather])
+    .with_temperature(0.25)
+    .with_max_tokens(300)
+    .with_user("user-42");
+    req.tool_choice = Some(ToolChoice::Function("look".into()));
+    req.top_p = Some(0.5);
+    req.max_completion_tokens = Some(200);
+    req.seed = Some(7);
+    let extra = [
+        (
+            "response_format",
+            json!({"type": "json_schema", "json_schema": {"name": "place",
+            "schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                "required": ["city"], "additionalProperties": false}, "strict": true}}),
+        ),
+        ("reasoning_effort", json!("low")),
+        ("verbosity", json!("low")),
+        ("logprobs", json!(true)),
+        ("top_logprobs", json!(2)),
+        ("metadata", json!({"ticket": "K-701"})),
+        ("service_tier", json!("flex")),
+        ("parallel_tool_calls", json!(false)),
+        ("prompt_cache_key", json!("pc-1")),
+        ("safety_identifier", json!("sid-9")),
+        ("frequency_penalty", json!(0.5)),
+        ("n", json!(1)),
+    ];
+    for (k, v) in extra {
+        req.extra.insert(k.into(), v);
+    }
+    req
+}
+
+/// The body [`conversation`] must become.
+fn conversation_body() -> Value {
+    json!({
+        "model": support::model_for(CASE),
+        "instructions": "Be exact.",
+        "input": [
+            {"type": "message", "role": "user", "content": [
+                {"type": "input_text", "text": "Where is this?"},
+                {"type": "input_image", "image_url": "https://example.com/fjord.png", "detail": "high"},
+                {"type": "input_file", "file_id": "file-abc"},
+            ]},
+            {"type": "message", "role": "assistant", "content": "Let me look."},
+            {"type": "function_call", "call_id": "call_1", "name": "look", "arguments": "{\"q\":\"fjord\"}"},
+            {"type": "function_call", "call_id": "call_2", "name": "weather", "arguments": "{\"city\":\"Oslo\"}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "Norway"},
+            {"type": "function_call_output", "call_id": "call_2", "output": "sunny"},
+            {"type": "message", "role": "system", "content": "Answer in one word."},
+            {"type": "message", "role": "user", "content": "So?"},
+        ],
+        "tools": [
+            {"type": "function", "name": "look", "description": "Look a place up",
+             "parameters": {"type": "object", "properties": {"q": {"type": "string"}},
+                "required": ["q"], "additionalProperties": false}, "strict": true},
+            {"type": "function", "name": "weather",
+             "parameters": {"type": "object", "properties": {}}, "strict": false},
+        ],
+        "tool_choice": {"type": "function", "name": "look"},
+        "temperature": 0.25,
+        "top_p": 0.5,
+        "max_output_tokens": 200,
+        "user": "user-42",
+        "text": {"format": {"type": "json_schema", "name": "place",
+            "schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                "required": ["city"], "additionalProperties": false}, "strict": true},
+            "verbosity": "low"},
+        "reasoning": {"effort": "low"},
+        "top_logprobs": 2,
+        "include": ["message.output_text.logprobs"],
+        "metadata": {"ticket": "K-701"},
+        "service_tier": "flex",
+        "parallel_tool_calls": false,
+        "prompt_cache_key": "pc-1",
+        "safety_identifier": "sid-9",
+        "store": false,
+        "stream": false,
+    })
+}
+
+#[tokio::test]
+async fn a_whole_conversation_becomes_instructions_and_input_items() {
+    let (server, p) = answering(json_answer(bodies::r_success())).await;
+    p.chat(&conversation(), &CallOptions::default())
+        .await
+        .unwrap();
+    let body = sent(&server).await.remove(0);
+    assert_eq!(body, conversation_body(), "{body:#}");
+}
+
+#[tokio::test]
+async fn a_stored_request_and_allowed_tools_keep_their_meaning() {
+    let (server, p) = answering(json_answer(bodies::r_success())).await;
+    let mut req = ChatRequest::new(vec![Message::user("hi")]).with_tools(vec![Tool::function(
+        "look",
+        None,
+        json!({"type": "object"}),
+    )]);
+    req.extra.insert("store".into(), json!(true));
+    req.tool_choice = Some(ToolChoice::Other(json!({"type": "allowed_tools",
+        "allowed_tools": {"mode": "required",
+            "tools": [{"type": "function", "function": {"name": "look"}}]}})));
+    p.chat(&req, &CallOptions::default()).await.unwrap();
+    let body = sent(&server).await.remove(0);
+    assert_eq!(body["store"], true, "asked for, so sent");
+    assert_eq!(
+        body["tool_choice"],
+        json!({"type": "allowed_tools", "mode": "required",
+            "tools": [{"type": "function", "name": "look"}]})
+    );
+    assert!(body.get("instructions").is_none());
+}
+
+#[tokio::test]
+async fn answers_read_back_with_reasoning_refusals_logprobs_and_usage_details() {
+    let lp = json!([{"token": "Oslo", "logprob": -0.1, "bytes": [79, 115, 108, 111],
+        "top_logprobs": []}]);
+    let answer = bodies::r_response(
+        "completed",
+        json!([
+            {"type": "reasoning", "id": "rs_1", "summary": [
+                {"type": "summary_text", "text": "**Plan**"},
+                {"type": "summary_text", "text": "Look it up."}]},
+            {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+             "content": [
+                {"type": "output_text", "text": "Oslo", "annotations": [], "logprobs": lp},
+                {"type": "refusal", "refusal": "No more."}]},
+            bodies::r_call("fc_1", "call_9", "look", "{\"q\":\"Oslo\"}"),
+        ]),
+        bodies::r_usage(40, 8, 20, 12),
+    );
+    let (_s, p) = answering(json_answer(answer)).await;
+    let resp = p
+        .chat(
+            &ChatRequest::new(vec![Message::user("hi")]),
+            &CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.content.as_deref(), Some("Oslo"));
+    assert_eq!(
+        resp.reasoning_content.as_deref(),
+        Some("**Plan**\n\nLook it up.")
+    );
+    assert_eq!(
+        resp.tool_calls,
+        vec![call("call_9", "look", "{\"q\":\"Oslo\"}")]
+    );
+    assert_eq!(resp.finish_reason, Some(FinishReason::ToolCalls));
+    assert_eq!(resp.model, bodies::R_MODEL);
+    let usage = resp.usage.clone().unwrap();
+    assert_eq!((usage.input_tokens, usage.output_tokens), (40, 20));
+    assert_eq!(
+        (usage.cached_input_tokens, usage.reasoning_tokens),
+        (Some(8), Some(12))
+    );
+    // As a chat completion: the provider's id, its details under their
+    // Chat Completions names.
+    let chat = resp.to_openai("chatcmpl-default", 1);
+    assert_eq!(chat["id"], bodies::R_ID);
+    assert_eq!(chat["created"], 1741476542);
+    assert_eq!(chat["service_tier"], "default");
+    assert_eq!(chat["choices"][0]["message"]["refusal"], "No more.");
+    assert_eq!(chat["choices"][0]["logprobs"]["content"], lp);
+    assert_eq!(chat["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(
+        chat["usage"],
+        json!({"prompt_tokens": 40, "completion_tokens": 20, "total_tokens": 60,
+            "prompt_tokens_details": {"cached_tokens": 8, "cache_write_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 12}})
+    );
+}
+
+fn incomplete(reason: &str) -> Value {
+    let mut r = bodies::r_response(
+        "incomplete",
+        json!([bodies::r_message("Partial")]),
+        bodies::r_usage(10, 0, 50, 0),
+    );
+    r["incomplete_details"] = json!({"reason": reason});
+    r
+}
+
+#[tokio::test]
+async fn incomplete_responses_finish_by_their_reason_plain_and_streamed() {
+    for (reason, want) in [
+        ("max_output_tokens", FinishReason::Length),
+        ("content_filter", FinishReason::ContentFilter),
+    ] {
+        let (_s, p) = answering(json_answer(incomplete(reason))).await;
+        let req = ChatRequest::new(vec![Message::user("hi")]);
+        let resp = p.chat(&req, &CallOptions::default()).await.unwrap();
+        assert_eq!(resp.finish_reason, Some(want.clone()), "{reason}");
+        assert_eq!(resp.content.as_deref(), Some("Partial"));
+
+        let events = [
+            bodies::r_partial_text().0,
+            bodies::r_event(json!({"type": "response.incomplete", "sequence_number": 7,
+                "response": incomplete(reason)})),
+        ];
+        let (_s, p) = answering(sse(events.concat())).await;
+        let stream = p.chat_stream(&req, &CallOptions::default()).await.unwrap();
+        let resp = stream.into_response().await.unwrap();
+        assert_eq!(resp.finish_reason, Some(want), "{reason}, streamed");
+        assert_eq!(resp.content.as_deref(), Some("Hello"));
+        assert_eq!(resp.usage.map(|u| u.output_tokens), Some(50));
+    }
+}
+
+#[tokio::test]
+async fn a_failed_or_unfinished_response_is_an_error_never_an_answer() {
+    let mut failed = bodies::r_response("failed", json!([]), Value::Null);
+    failed["error"] = json!({"code": "rate_limit_exceeded", "message": "Slow down."});
+    let (server, p) =
+        answering(json_answer(failed).insert_header("x-request-id", "req_failed")).await;
+    let req = ChatRequest::new(vec![Message::user("hi")]);
+    let err = p.chat(&req, &CallOptions::default()).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::RateLimited, "{err}");
+    assert_eq!(err.provider_code(), Some("rate_limit_exceeded"));
+    assert_eq!(err.request_id(), Some("req_failed"));
+    assert!(err.was_sent());
+    assert_eq!(sent(&server).await.len(), 1);
+
+    for status in ["in_progress", "queued", "cancelled"] {
+        let (_s, p) = answering(json_answer(bodies::r_response(
+            status,
+            json!([]),
+            Value::Null,
+        )))
+        .await;
+        let err = p.chat(&req, &CallOptions::default()).await.unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Other, "{status}: {err}");
+        assert!(!err.is_retryable(), "unknown is not retried blindly");
+        assert!(err.to_string().contains(status), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn stream_events_carry_reasoning_refusals_logprobs_and_in_stream_errors() {
+    let ev = bodies::r_event;
+    let lp = json!([{"token": "Hi", "logprob": -0.5, "top_logprobs": []}]);
+    let body = [
+        bodies::r_partial_text().0,
+        ev(
+            json!({"type": "response.reasoning_summary_part.added", "sequence_number": 5,
+            "item_id": "rs_1", "output_index": 1, "summary_index": 0,
+            "part": {"type": "summary_text", "text": ""}}),
+        ),
+        ev(
+            json!({"type": "response.reasoning_summary_text.delta", "sequence_number": 6,
+            "item_id": "rs_1", "output_index": 1, "summary_index": 0, "delta": "One."}),
+        ),
+        ev(
+            json!({"type": "response.reasoning_summary_part.added", "sequence_number": 7,
+            "item_id": "rs_1", "output_index": 1, "summary_index": 1,
+            "part": {"type": "summary_text", "text": ""}}),
+        ),
+        ev(
+            json!({"type": "response.reasoning_summary_text.delta", "sequence_number": 8,
+            "item_id": "rs_1", "output_index": 1, "summary_index": 1, "delta": "Two."}),
+        ),
+        ev(
+            json!({"type": "response.output_text.delta", "sequence_number": 9, "item_id": "msg_1",
+            "output_index": 0, "content_index": 0, "delta": " Hi", "logprobs": lp}),
+        ),
+        ev(
+            json!({"type": "response.refusal.delta", "sequence_number": 10, "item_id": "msg_1",
+            "output_index": 0, "content_index": 1, "delta": "No."}),
+        ),
+        bodies::r_finish_and_done(),
+    ];
+    let (_s, p) = answering(sse(body.concat())).await;
+    let req = ChatRequest::new(vec![Message::user("hi")]);
+    let resp = p
+        .chat_stream(&req, &CallOptions::default())
+        .await
+        .unwrap()
+        .into_response()
+        .await
+        .unwrap();
+    assert_eq!(resp.content.as_deref(), Some("Hello Hi"));
+    assert_eq!(resp.reasoning_content.as_deref(), Some("One.\n\nTwo."));
+    assert_eq!(resp.passthrough.message["refusal"], "No.");
+    assert_eq!(resp.passthrough.choice["logprobs"]["content"], lp);
+    assert_eq!(resp.passthrough.top["id"], bodies::R_ID);
+    assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
+
+    // A bare `error` event after some text breaks the stream, classified
+    // by its code; the text is partial, never an answer.
+    let error = ev(
+        json!({"type": "error", "sequence_number": 5, "code": "rate_limit_exceeded",
+        "message": "Rate limit reached", "param": null}),
+    );
+    let (_s, p) = answering(sse(bodies::r_partial_text().0 + &error)).await;
+    let stream = p.chat_stream(&req, &CallOptions::default()).await.unwrap();
+    let err = stream.into_response().await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::RateLimited, "{err}");
+    assert_eq!(err.provider_code(), Some("rate_limit_exceeded"));
+    assert_eq!(err.partial_events(), Some(6));
+}
+
+#[tokio::test]
+async fn what_the_responses_api_cannot_express_is_refused_before_sending() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(json_answer(bodies::r_success()))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let p = support::provider(CASE, &format!("{}/v1", server.uri()));
+    let with = |k: &str, v: Value| {
+        let mut r = ChatRequest::new(vec![Message::user("hi")]);
+        r.extra.insert(k.into(), v);
+        r
+    };
+    let mut stop = ChatRequest::new(vec![Message::user("hi")]);
+    stop.stop = vec!["END".into()];
+    let mut audio_in = ChatRequest::new(vec![Message::user("")]);
+    audio_in.messages[0].content = Some(Content::Parts(vec![part(
+        "input_audio",
+        "input_audio",
+        json!({"data": "UklGR", "format": "wav"}),
+    )]));
+    let cases = [
+        (stop, "stop"),
+        (with("logit_bias", json!({"50256": -100})), "logit_bias"),
+        (with("n", json!(2)), "n"),
+        (
+            with("audio", json!({"voice": "alloy", "format": "wav"})),
+            "audio",
+        ),
+        (with("modalities", json!(["text", "audio"])), "modalities"),
+        (with("web_search_options", json!({})), "web_search_options"),
+        (with("functions", json!([{"name": "f"}])), "functions"),
+        (
+            with("response_format", json!({"type": "grammar"})),
+            "response_format.type",
+        ),
+        (with("input", json!("smuggled")), "input"),
+        (audio_in, "messages[0].content[0]"),
+    ];
+    for (req, param) in cases {
+        for stream in [false, true] {
+            let err = if stream {
+                p.chat_stream(&req, &CallOptions::default())
+                    .await
+                    .unwrap_err()
+            } else {
+                p.chat(&req, &CallOptions::default()).await.unwrap_err()
+            };
+            assert_eq!(err.class(), ErrorClass::InvalidRequest, "{param}: {err}");
+            assert!(!err.was_sent(), "{param}");
+            assert!(
+                err.to_string().contains(&format!("{param}:")),
+                "{param}: {err}"
+            );
+        }
+    }
+    let mut custom = ChatRequest::new(vec![Message::user("hi")]);
+    custom.tool_choice = Some(ToolChoice::Other(
+        json!({"type": "custom", "custom": {"name": "x"}}),
+    ));
+    let err = p.chat(&custom, &CallOptions::default()).await.unwrap_err();
+    assert!(err.to_string().contains("tool_choice:"), "{err}");
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn azure_reaches_its_v1_responses_path_with_the_deployment_as_model() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/openai/v1/responses"))
+        .and(header("api-key", support::KEY))
+        .respond_with(json_answer(bodies::r_success()))
+        .expect(2)
+        .mount(&server)
+        .await;
+    let azure = Case::responses(ProviderKind::AzureOpenAi);
+    let req = ChatRequest::new(vec![Message::user("hi")]);
+    // No version by default; a configured one (`preview`) is sent.
+    let plain = support::provider(azure, &server.uri());
+    plain.chat(&req, &CallOptions::default()).await.unwrap();
+    let pinned =
+        AnyProvider::new(support::settings(azure, &server.uri()).with_api_version("preview"))
+            .unwrap();
+    pinned.chat(&req, &CallOptions::default()).await.unwrap();
+    let reqs = server.received_requests().await.unwrap();
+    assert_eq!(reqs[0].url.query(), None);
+    assert_eq!(reqs[1].url.query(), Some("api-version=preview"));
+    assert!(reqs[0].headers.get("authorization").is_none());
+    let body: Value = serde_json::from_slice(&reqs[0].body).unwrap();
+    assert_eq!(body["model"], support::model_for(azure));
+    server.verify().await;
+}
+
+#[test]
+fn only_openai_and_azure_can_be_called_through_the_responses_api() {
+    for kind in ProviderKind::ALL {
+        let settings = ProviderSettings::new("p", kind, "m")
+            .with_base_url("http://127.0.0.1:9/v1")
+            .with_api(OpenAiApi::Responses);
+        let two_apis = matches!(kind, ProviderKind::OpenAi | ProviderKind::AzureOpenAi);
+        match AnyProvider::new(settings) {
+            Ok(_) => assert!(two_apis, "{kind}"),
+            Err(e) => {
+                assert!(!two_apis, "{kind}: {e}");
+                assert!(e.to_string().contains("api:"), "{e}");
+            }
+        }
+    }
+}
+
+/// The SSE events of a stream fixture, as JSON.
+fn events(body: &str) -> Vec<Value> {
+    body.split("\n\n")
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn requests_and_fixtures_follow_the_official_sdks_types() {
+    let Ok(python) = std::env::var("HANDOVER_TEST_PYTHON") else {
+        println!("SKIPPED: set HANDOVER_TEST_PYTHON to a python with the `openai` package");
+        return;
+    };
+    let (server, p) = answering(json_answer(bodies::r_success())).await;
+    let opts = CallOptions::default();
+    p.chat(&conversation(), &opts).await.unwrap();
+    p.chat(&bodies_request(), &opts).await.unwrap();
+    let _ = p.chat_stream(&bodies_request(), &opts).await;
+    let mut docs = Vec::new();
+    for (i, body) in sent(&server).await.into_iter().enumerate() {
+        docs.push(json!({"name": format!("request {i}"), "kind": "request", "body": body}));
+    }
+    for (name, body) in [
+        ("r_success", bodies::r_success()),
+        ("r_tool_call_response", bodies::r_tool_call_response()),
+        ("incomplete", incomplete("max_output_tokens")),
+    ] {
+        docs.push(json!({"name": name, "kind": "response", "body": body}));
+    }
+    let streams = [
+        ("r_text_stream", bodies::r_text_stream()),
+        ("r_tool_stream", bodies::r_tool_stream()),
+        ("r_stream_error", bodies::r_stream_error().0),
+    ];
+    for (name, body) in streams {
+        for (i, e) in events(&body).into_iter().enumerate() {
+            docs.push(json!({"name": format!("{name}[{i}]"), "kind": "event", "body": e}));
+        }
+    }
+    let script = format!(
+        "{}/tests/python/responses_shapes.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let input: String = docs.iter().map(|d| format!("{d}\n")).collect();
+    let run = move || {
+        use std::io::Write;
+        let mut child = std::process::Command::new(&python)
+            .arg(&script)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("HANDOVER_TEST_PYTHON={python} cannot run: {e}"));
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    };
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        tokio::task::spawn_blocking(run),
+    )
+    .await
+    .expect("the checker answers within 60 s")
+    .unwrap();
+    assert!(out.status.success(), "the checker failed: {out:?}");
+    let results: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(results.len(), docs.len());
+    for r in &results {
+        assert_eq!(r["ok"], true, "{}: {}", r["name"], r["error"]);
+    }
+}
+
+/// A small request (the conformance one) for the plain and streamed body.
+fn bodies_request() -> ChatRequest {
+    ChatRequest::new(vec![Message::system("be brief"), Message::user("hello")])
+        .with_max_tokens(50)
+        .with_user("user-42")
+}
