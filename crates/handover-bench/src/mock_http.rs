@@ -127,7 +127,9 @@ fn responses_sse_body() -> String {
     );
     event(
         "response.content_part.added",
-        format!(r#"{item},"content_index":0,"part":{{"type":"output_text","text":"","annotations":[],"logprobs":[]}}"#),
+        format!(
+            r#"{item},"content_index":0,"part":{{"type":"output_text","text":"","annotations":[],"logprobs":[]}}"#
+        ),
     );
     for w in words {
         event(
@@ -142,7 +144,9 @@ fn responses_sse_body() -> String {
     );
     event(
         "response.content_part.done",
-        format!(r#"{item},"content_index":0,"part":{{"type":"output_text","text":"{text}","annotations":[],"logprobs":[]}}"#),
+        format!(
+            r#"{item},"content_index":0,"part":{{"type":"output_text","text":"{text}","annotations":[],"logprobs":[]}}"#
+        ),
     );
     event(
         "response.output_item.done",

@@ -203,12 +203,18 @@ model = "gpt-4o-mini"
     assert!(p["o"].supports(Capability::StructuredOutputs));
     assert!(p["plain"].supports(Capability::StopSequences));
 
-    let e = errors(&text.replace("api = \"responses\"\nmodel = \"gpt-5-mini\"", "api = \"respones\"\nmodel = \"gpt-5-mini\""));
+    let e = errors(&text.replace(
+        "api = \"responses\"\nmodel = \"gpt-5-mini\"",
+        "api = \"respones\"\nmodel = \"gpt-5-mini\"",
+    ));
     assert!(
         e.contains(r#"providers.o.api: unknown API "respones" (expected "chat_completions" or "responses")"#),
         "{e}"
     );
-    let e = errors(&BASE.replace("kind = \"deepseek\"", "kind = \"deepseek\"\napi = \"responses\""));
+    let e = errors(&BASE.replace(
+        "kind = \"deepseek\"",
+        "kind = \"deepseek\"\napi = \"responses\"",
+    ));
     assert!(
         e.contains(r#"providers.b.api: kind "deepseek" has one API"#),
         "{e}"
@@ -219,10 +225,15 @@ model = "gpt-4o-mini"
         "model = \"gpt-5-mini\"\nsupports = { stop_sequences = true, logprobs = false }",
     ));
     assert!(
-        e.contains("providers.o.supports.stop_sequences: the responses API cannot express stop_sequences"),
+        e.contains(
+            "providers.o.supports.stop_sequences: the responses API cannot express stop_sequences"
+        ),
         "{e}"
     );
-    assert!(!e.contains("logprobs"), "declaring off is always allowed: {e}");
+    assert!(
+        !e.contains("logprobs"),
+        "declaring off is always allowed: {e}"
+    );
 }
 
 #[test]

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses its own subset
 
+pub(crate) mod responses_upstream;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
