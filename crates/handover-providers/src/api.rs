@@ -17,6 +17,7 @@ use crate::capability::Capability;
 /// stream events back, so the router, the gateway and a Rust caller see no
 /// difference but the provider's own ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum OpenAiApi {
     /// `POST {base_url}/chat/completions` (Azure: the deployment's
     /// `chat/completions`): the request as sent.

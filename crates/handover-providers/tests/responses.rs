@@ -403,6 +403,34 @@ async fn stream_events_carry_reasoning_refusals_logprobs_and_in_stream_errors() 
 }
 
 #[tokio::test]
+async fn a_call_announced_only_when_done_still_arrives_whole() {
+    let call = bodies::r_call("fc_1", "call_7", "look", "{\"q\":\"Oslo\"}");
+    let body = [
+        bodies::r_partial_text().0,
+        bodies::r_event(
+            json!({"type": "response.output_item.done", "sequence_number": 5,
+            "output_index": 1, "item": call}),
+        ),
+        bodies::r_event(json!({"type": "response.completed", "sequence_number": 6,
+            "response": bodies::r_response("completed", json!([call]), Value::Null)})),
+    ];
+    let (_s, p) = answering(sse(body.concat())).await;
+    let req = ChatRequest::new(vec![Message::user("hi")]);
+    let resp = p
+        .chat_stream(&req, &CallOptions::default())
+        .await
+        .unwrap()
+        .into_response()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.tool_calls,
+        vec![self::call("call_7", "look", "{\"q\":\"Oslo\"}")]
+    );
+    assert_eq!(resp.finish_reason, Some(FinishReason::ToolCalls));
+}
+
+#[tokio::test]
 async fn what_the_responses_api_cannot_express_is_refused_before_sending() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))

@@ -76,18 +76,7 @@ impl StreamDecoder for EventDecoder {
             }
             "response.function_call_arguments.delta" => self.arguments(&v, "delta", out),
             "response.function_call_arguments.done" => self.arguments(&v, "arguments", out),
-            "response.output_item.done" => {
-                let args = v.get("item").filter(|i| i["type"] == "function_call");
-                match args {
-                    Some(item) => self.arguments(
-                        &json!({"output_index": v["output_index"],
-                        "arguments": item["arguments"]}),
-                        "arguments",
-                        out,
-                    ),
-                    None => Decoded::Data,
-                }
-            }
+            "response.output_item.done" => self.item_done(&v, out),
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 if let Some(d) = text(&v, "delta") {
                     out.push(StreamEvent::ReasoningDelta(d.to_owned()));
@@ -176,6 +165,20 @@ impl EventDecoder {
             arguments,
         });
         Decoded::Data
+    }
+
+    /// A finished output item: a function call's whole arguments, if none
+    /// came before (or the whole call, if it was never announced).
+    fn item_done(&mut self, v: &Value, out: &mut Vec<StreamEvent>) -> Decoded {
+        let Some(item) = v.get("item").filter(|i| i["type"] == "function_call") else {
+            return Decoded::Data;
+        };
+        let at = v.get("output_index").and_then(Value::as_u64);
+        if at.is_some_and(|at| !self.calls.contains_key(&at)) {
+            return self.item_added(v, out);
+        }
+        let args = json!({"output_index": v["output_index"], "arguments": item["arguments"]});
+        self.arguments(&args, "arguments", out)
     }
 
     /// Arguments of the call at `output_index`: every `delta` piece, or the
