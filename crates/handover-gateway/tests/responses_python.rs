@@ -17,27 +17,9 @@ use std::collections::BTreeMap;
 use std::process::Stdio;
 
 use serde_json::{Value, json};
-use support::responses_upstream::{self as up, ARGS, CALL_ID, MODEL, TEXT};
+use support::responses_upstream::{self as up, ARGS, CALL_ID, MODEL, TEXT, mock, provider};
 use support::{CLIENT_A, Running};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
-
-async fn mock(route: &str, reply: impl wiremock::Respond + 'static) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path(route))
-        .respond_with(reply)
-        .mount(&server)
-        .await;
-    server
-}
-
-fn provider(name: &str, api: &str, server: &MockServer) -> String {
-    format!(
-        "\n[providers.{name}]\nkind = \"openai\"\napi = \"{api}\"\nbase_url = \"{}/v1\"\nmodel = \"{name}-model\"\n",
-        server.uri()
-    )
-}
+use wiremock::{Request, ResponseTemplate};
 
 /// The request as the upstream saw it, without what legitimately differs:
 /// the model, `store` (the gateway always sends `false`), `stream: false`,
@@ -79,11 +61,7 @@ async fn the_openai_sdks_responses_api_behaves_through_the_gateway_as_against_op
     .await;
     let chat = mock(
         "/v1/chat/completions",
-        ResponseTemplate::new(200).set_body_json(json!({
-            "id": "chatcmpl-c", "object": "chat.completion", "created": 1, "model": "chat-model-v2",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "from chat"},
-                "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}})),
+        up::chat_completion("chat-model-v2", "from chat"),
     )
     .await;
     let mut c = provider("up", "responses", &upstream);

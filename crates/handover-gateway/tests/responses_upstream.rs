@@ -10,41 +10,20 @@ mod support;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use support::responses_upstream::{self as up, ARGS, CALL_ID, MODEL, TEXT};
+use support::responses_upstream::{self as up, ARGS, CALL_ID, MODEL, TEXT, mock, provider};
 use support::{CLIENT_A, Running};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::MockServer;
 
 async fn responses_upstream() -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/responses"))
-        .respond_with(up::reply)
-        .mount(&server)
-        .await;
-    server
+    mock("/v1/responses", up::reply).await
 }
 
 async fn chat_upstream() -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "id": "chatcmpl-c", "object": "chat.completion", "created": 1, "model": "c-model-v2",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "from chat"},
-                "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
-        })))
-        .mount(&server)
-        .await;
-    server
-}
-
-fn provider(name: &str, api: &str, server: &MockServer) -> String {
-    format!(
-        "\n[providers.{name}]\nkind = \"openai\"\napi = \"{api}\"\nbase_url = \"{}/v1\"\nmodel = \"{name}-model\"\n",
-        server.uri()
+    mock(
+        "/v1/chat/completions",
+        up::chat_completion("c-model-v2", "from chat"),
     )
+    .await
 }
 
 async fn gateway(providers: &str, chain: &[&str]) -> Running {

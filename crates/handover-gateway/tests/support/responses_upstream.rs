@@ -6,12 +6,43 @@
 //! `stream` is set.
 
 use serde_json::{Value, json};
-use wiremock::{Request, ResponseTemplate};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 pub(crate) const ARGS: &str = r#"{"city":"Oslo","country":"Norway"}"#;
 pub(crate) const TEXT: &str = "It is sunny in Oslo.";
 pub(crate) const MODEL: &str = "mock-model-2026";
 pub(crate) const CALL_ID: &str = "call_up_1";
+
+/// A mock answering `POST {route}` with `reply`.
+pub(crate) async fn mock(route: &str, reply: impl Respond + 'static) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(route))
+        .respond_with(reply)
+        .mount(&server)
+        .await;
+    server
+}
+
+/// A Chat Completions answer from `model` saying `text` (the other kind of
+/// upstream in a mixed chain).
+pub(crate) fn chat_completion(model: &str, text: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "id": "chatcmpl-c", "object": "chat.completion", "created": 1, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+    }))
+}
+
+/// An `openai` provider entry for `server`, called through `api`.
+pub(crate) fn provider(name: &str, api: &str, server: &MockServer) -> String {
+    format!(
+        "\n[providers.{name}]\nkind = \"openai\"\napi = \"{api}\"\nbase_url = \"{}/v1\"\nmodel = \"{name}-model\"\n",
+        server.uri()
+    )
+}
 
 /// Every text of the request: instructions and input, as one string.
 pub(crate) fn text_of(body: &Value) -> String {

@@ -133,6 +133,28 @@ pub(crate) fn for_settings(settings: &ProviderSettings) -> Result<Box<dyn Dialec
     }
 }
 
+/// The model the provider reported, or the requested one if it reported
+/// none (an answer always names the model that answered).
+pub(crate) fn reported_model(reported: Option<String>, requested: &str) -> String {
+    reported
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| requested.to_owned())
+}
+
+/// An SSE event's JSON (data that is not JSON is malformed).
+pub(crate) fn event_json(event: &Event) -> Result<serde_json::Value, Decoded> {
+    serde_json::from_str(event.data.trim())
+        .map_err(|e| Decoded::Malformed(format!("event data is not JSON: {e}")))
+}
+
+/// An event's type: its `type` field (vendors that name their SSE events
+/// repeat the name there), else the SSE `event:` name.
+pub(crate) fn event_type<'e>(v: &'e serde_json::Value, event: &'e Event) -> &'e str {
+    v.get("type")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or(event.event.as_str())
+}
+
 /// `s` as one URL path segment (percent-encoded): an Azure deployment, a
 /// Gemini model.
 pub(crate) fn path_segment(s: &str) -> String {

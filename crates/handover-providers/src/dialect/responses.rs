@@ -22,8 +22,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{
-    BodyError, Dialect, StreamDecoder, openai::auth_headers, responses_request::request_body,
-    responses_stream::EventDecoder,
+    BodyError, Dialect, StreamDecoder, openai::auth_headers, reported_model,
+    responses_request::request_body, responses_stream::EventDecoder,
 };
 use crate::{
     error::ProviderError,
@@ -234,10 +234,7 @@ impl WireResponse {
             reasoning_content: (!out.reasoning.is_empty()).then(|| out.reasoning.join("\n\n")),
             finish_reason: Some(finish),
             usage: self.usage.map(usage),
-            model: self
-                .model
-                .filter(|m| !m.is_empty())
-                .unwrap_or_else(|| requested_model.to_owned()),
+            model: reported_model(self.model, requested_model),
             request_id,
             passthrough,
         })

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{
-    Decoded, StreamDecoder,
+    Decoded, StreamDecoder, event_json, event_type,
     responses::{WireResponse, failure, finish_reason, usage},
 };
 use crate::{
@@ -49,18 +49,14 @@ fn text<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
 
 impl StreamDecoder for EventDecoder {
     fn decode(&mut self, event: &Event, out: &mut Vec<StreamEvent>) -> Decoded {
-        let data = event.data.trim();
-        if data == "[DONE]" {
+        if event.data.trim() == "[DONE]" {
             return Decoded::Done;
         }
-        let v: Value = match serde_json::from_str(data) {
+        let v = match event_json(event) {
             Ok(v) => v,
-            Err(e) => return Decoded::Malformed(format!("event data is not JSON: {e}")),
+            Err(malformed) => return malformed,
         };
-        let kind = v
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or(event.event.as_str());
+        let kind = event_type(&v, event);
         match kind {
             "response.queued" | "response.in_progress" => Decoded::KeepAlive,
             "response.created" => created(&v, out),
