@@ -13,9 +13,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::process::Stdio;
-
 use serde_json::{Value, json};
 use support::responses_upstream::{self as up, ARGS, CALL_ID, MODEL, TEXT, mock, provider};
 use support::{CLIENT_A, Running};
@@ -76,36 +73,13 @@ async fn the_openai_sdks_responses_api_behaves_through_the_gateway_as_against_op
     c.push_str(&support::gateway_section(1 << 20, "5s", ""));
     let gw = Running::start(&c).await;
 
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/responses_upstream.py"
-    );
-    let run = tokio::process::Command::new(&python)
-        .arg(script)
-        .arg(format!("{}/v1", upstream.uri()))
-        .arg(format!("{}/v1", gw.base))
-        .arg(CLIENT_A)
-        .stdin(Stdio::null())
-        .output();
-    let out = tokio::time::timeout(std::time::Duration::from_secs(120), run)
-        .await
-        .expect("the python client finishes within 120 s")
-        .unwrap_or_else(|e| panic!("HANDOVER_TEST_PYTHON={python} cannot run: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the python client failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut results: BTreeMap<String, BTreeMap<String, Value>> = BTreeMap::new();
-    for line in stdout.lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        results
-            .entry(v["case"].as_str().unwrap().to_owned())
-            .or_default()
-            .insert(v["via"].as_str().unwrap().to_owned(), v["result"].clone());
-    }
+    let args = [
+        format!("{}/v1", upstream.uri()),
+        format!("{}/v1", gw.base),
+        CLIENT_A.to_owned(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (results, stdout) = support::python_cases(&python, "responses_upstream.py", &args).await;
     assert_eq!(results.len(), 7, "{stdout}");
     for (case, by) in &results {
         let gateway = &by["gateway"];

@@ -12,7 +12,7 @@ use handover_providers::{
     OpenAiApi, Provider, ProviderKind, ProviderSettings, Tool, ToolCall, ToolChoice,
 };
 use serde_json::{Map, Value, json};
-use support::{Case, bodies};
+use support::{Case, bodies, sent};
 use wiremock::{
     Mock, MockServer, ResponseTemplate,
     matchers::{header, method, path},
@@ -31,19 +31,18 @@ async fn answering(reply: ResponseTemplate) -> (MockServer, AnyProvider) {
     (server, p)
 }
 
+/// A streamed call's whole answer.
+async fn streamed(p: &AnyProvider, req: &ChatRequest) -> handover_providers::ChatResponse {
+    let stream = p.chat_stream(req, &CallOptions::default()).await.unwrap();
+    stream.into_response().await.unwrap()
+}
+
 fn json_answer(body: Value) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_json(body)
 }
 
 fn sse(body: String) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_raw(body, "text/event-stream")
-}
-
-async fn sent(server: &MockServer) -> Vec<Value> {
-    let reqs = server.received_requests().await.unwrap();
-    reqs.iter()
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .collect()
 }
 
 fn part(kind: &str, field: &str, value: Value) -> ContentPart {
@@ -374,13 +373,7 @@ async fn stream_events_carry_reasoning_refusals_logprobs_and_in_stream_errors() 
     ];
     let (_s, p) = answering(sse(body.concat())).await;
     let req = ChatRequest::new(vec![Message::user("hi")]);
-    let resp = p
-        .chat_stream(&req, &CallOptions::default())
-        .await
-        .unwrap()
-        .into_response()
-        .await
-        .unwrap();
+    let resp = streamed(&p, &req).await;
     assert_eq!(resp.content.as_deref(), Some("Hello Hi"));
     assert_eq!(resp.reasoning_content.as_deref(), Some("One.\n\nTwo."));
     assert_eq!(resp.passthrough.message["refusal"], "No.");
@@ -416,13 +409,7 @@ async fn a_call_announced_only_when_done_still_arrives_whole() {
     ];
     let (_s, p) = answering(sse(body.concat())).await;
     let req = ChatRequest::new(vec![Message::user("hi")]);
-    let resp = p
-        .chat_stream(&req, &CallOptions::default())
-        .await
-        .unwrap()
-        .into_response()
-        .await
-        .unwrap();
+    let resp = streamed(&p, &req).await;
     assert_eq!(
         resp.tool_calls,
         vec![self::call("call_7", "look", "{\"q\":\"Oslo\"}")]

@@ -158,6 +158,14 @@ pub fn provider(kind: impl Into<Case>, base: &str) -> AnyProvider {
     AnyProvider::new(settings(kind, base)).expect("valid settings")
 }
 
+/// The JSON bodies `server` received, in order.
+pub async fn sent(server: &wiremock::MockServer) -> Vec<serde_json::Value> {
+    let reqs = server.received_requests().await.unwrap();
+    reqs.iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
+}
+
 /// Counts admissions and refunds; refuses when `limit` is reached.
 #[derive(Default)]
 pub struct CountingGate {
