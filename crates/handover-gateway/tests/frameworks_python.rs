@@ -13,7 +13,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{CLIENT_A, Running};
+use support::Running;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
@@ -172,13 +172,7 @@ async fn agent_frameworks_behave_through_the_gateway_as_against_the_upstream() {
     c.push_str(&support::gateway_section(1 << 20, "5s", ""));
     let gw = Running::start(&c).await;
 
-    let args = [
-        format!("{}/v1", upstream.uri()),
-        format!("{}/v1", gw.base),
-        CLIENT_A.to_owned(),
-    ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (results, stdout) = support::python_cases(&python, "frameworks.py", &args).await;
+    let (results, stdout) = support::python_cases(&python, "frameworks.py", &upstream, &gw).await;
     assert!(results.len() >= 20, "{stdout}");
     // Every chunk whole, the first naming the same model as the rest.
     let chunks = results["openai_stream_chunks"]["gateway"]

@@ -15,7 +15,7 @@ mod support;
 
 use serde_json::{Value, json};
 use support::responses_upstream::{self as up, ARGS, CALL_ID, MODEL, TEXT, mock, provider};
-use support::{CLIENT_A, Running};
+use support::Running;
 use wiremock::{Request, ResponseTemplate};
 
 /// The request as the upstream saw it, without what legitimately differs:
@@ -73,13 +73,8 @@ async fn the_openai_sdks_responses_api_behaves_through_the_gateway_as_against_op
     c.push_str(&support::gateway_section(1 << 20, "5s", ""));
     let gw = Running::start(&c).await;
 
-    let args = [
-        format!("{}/v1", upstream.uri()),
-        format!("{}/v1", gw.base),
-        CLIENT_A.to_owned(),
-    ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (results, stdout) = support::python_cases(&python, "responses_upstream.py", &args).await;
+    let (results, stdout) =
+        support::python_cases(&python, "responses_upstream.py", &upstream, &gw).await;
     assert_eq!(results.len(), 7, "{stdout}");
     for (case, by) in &results {
         let gateway = &by["gateway"];

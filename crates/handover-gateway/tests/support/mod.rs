@@ -354,10 +354,17 @@ pub(crate) async fn python_scenarios(python: &str, script: &str, args: &[&str]) 
 pub(crate) type Cases =
     std::collections::BTreeMap<String, std::collections::BTreeMap<String, serde_json::Value>>;
 
-/// Runs a script that prints one `{"case", "via", "result"}` line per
-/// case and base URL; returns the results and the whole output.
-pub(crate) async fn python_cases(python: &str, script: &str, args: &[&str]) -> (Cases, String) {
-    let (lines, stdout) = python_lines(python, script, args).await;
+/// Runs a script that takes `UPSTREAM_BASE GATEWAY_BASE TOKEN` and prints
+/// one `{"case", "via", "result"}` line per case and base URL; returns the
+/// results and the whole output.
+pub(crate) async fn python_cases(
+    python: &str,
+    script: &str,
+    upstream: &wiremock::MockServer,
+    gw: &Running,
+) -> (Cases, String) {
+    let (up, via) = (format!("{}/v1", upstream.uri()), format!("{}/v1", gw.base));
+    let (lines, stdout) = python_lines(python, script, &[&up, &via, CLIENT_A]).await;
     let mut cases = Cases::new();
     for v in lines {
         cases
