@@ -14,8 +14,8 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::responses_upstream::{self as up, ARGS, CALL_ID, MODEL, TEXT, mock, provider};
 use support::Running;
+use support::responses_upstream::{self as up, ARGS, CALL_ID, MODEL, TEXT, mock, provider};
 use wiremock::{Request, ResponseTemplate};
 
 /// The request as the upstream saw it, without what legitimately differs:
