@@ -106,8 +106,10 @@ pub(crate) struct WireResponse {
     error: Option<Value>,
     #[serde(default)]
     incomplete_details: Option<Value>,
+    /// Read straight into [`Item`]s: every documented output item type has
+    /// these fields with these types, or not at all.
     #[serde(default)]
-    output: Option<Vec<Value>>,
+    output: Option<Vec<Item>>,
     #[serde(default)]
     pub(crate) usage: Option<Map<String, Value>>,
     #[serde(default)]
@@ -198,19 +200,13 @@ impl Output {
 impl WireResponse {
     /// The neutral answer, or why this response is none.
     pub(crate) fn into_response(
-        self,
+        mut self,
         requested_model: &str,
         request_id: Option<String>,
     ) -> Result<ChatResponse, BodyError> {
         let mut out = Output::default();
-        for v in self.output.iter().flatten() {
-            let known = matches!(
-                v.get("type").and_then(Value::as_str),
-                Some("message" | "function_call" | "reasoning")
-            );
-            if known {
-                out.add(Item::deserialize(v).map_err(BodyError::Decode)?);
-            }
+        for item in self.output.take().into_iter().flatten() {
+            out.add(item);
         }
         let finish = finish_reason(
             self.status.as_deref(),
