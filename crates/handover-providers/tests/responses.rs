@@ -100,7 +100,7 @@ fn conversation() -> ChatRequest {
         Message::user("So?"),
     ])
     .with_tools(vec![look, weather])
-    .with_temperature(0.25)
+    .with_temperature(0.7)
     .with_max_tokens(300)
     .with_user("user-42");
     req.tool_choice = Some(ToolChoice::Function("look".into()));
@@ -159,7 +159,8 @@ fn conversation_body() -> Value {
              "parameters": {"type": "object", "properties": {}}, "strict": false},
         ],
         "tool_choice": {"type": "function", "name": "look"},
-        "temperature": 0.25,
+        // As sent: an f32 0.7 is not 0.699999988 on the wire.
+        "temperature": 0.7,
         "top_p": 0.5,
         "max_output_tokens": 200,
         "user": "user-42",

@@ -72,7 +72,7 @@ impl Dialect for ResponsesDialect {
         model: &str,
         stream: bool,
     ) -> Result<Vec<u8>, serde_json::Error> {
-        serde_json::to_vec(&request_body(req, model, stream)?)
+        request_body(req, model, stream)
     }
 
     fn response(

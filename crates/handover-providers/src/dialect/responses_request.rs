@@ -23,6 +23,9 @@
 //! parameter (the router already skips a Responses provider for stop
 //! sequences and audio, see [`crate::OpenAiApi::supports`]).
 
+use std::borrow::Cow;
+
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::translate::{invalid, is_off};
@@ -63,61 +66,114 @@ const WRITTEN: &[&str] = &["input", "instructions", "max_output_tokens"];
 /// The `include` entry that asks for output log probabilities.
 const LOGPROBS_INCLUDE: &str = "message.output_text.logprobs";
 
-/// The Responses body for `req`.
+/// The Responses body, serialized straight from the request (borrowed
+/// where it can be: this runs once per call).
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instructions: Option<Cow<'a, str>>,
+    input: Vec<Item<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<FunctionTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<&'a str>,
+    /// The other parameters, moved or forwarded (usually none).
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+    /// `false` unless the request set `store` (then it is in `rest`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    store: Option<bool>,
+    stream: bool,
+}
+
+/// One input item.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Item<'a> {
+    Message {
+        role: &'static str,
+        content: MessageContent<'a>,
+    },
+    FunctionCall {
+        call_id: &'a str,
+        name: &'a str,
+        arguments: &'a str,
+    },
+    FunctionCallOutput {
+        call_id: &'a str,
+        output: Cow<'a, str>,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum MessageContent<'a> {
+    Text(Cow<'a, str>),
+    Parts(Vec<Value>),
+}
+
+/// A function tool, flat.
+#[derive(Serialize)]
+struct FunctionTool<'a> {
+    r#type: &'static str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    parameters: &'a Value,
+    strict: bool,
+    #[serde(flatten)]
+    extra: &'a Map<String, Value>,
+}
+
+/// The Responses body for `req`, as JSON bytes.
 pub(crate) fn request_body(
     req: &ChatRequest,
     model: &str,
     stream: bool,
-) -> Result<Value, serde_json::Error> {
+) -> Result<Vec<u8>, serde_json::Error> {
     if !req.stop.is_empty() {
         return Err(invalid(
             "stop: the Responses API has no stop sequences".into(),
         ));
     }
-    let mut body = Map::new();
-    body.insert("model".into(), model.into());
     let (instructions, input) = input(&req.messages)?;
-    if let Some(i) = instructions {
-        body.insert("instructions".into(), i.into());
-    }
-    body.insert("input".into(), Value::Array(input));
-    if !req.tools.is_empty() {
-        let tools = req.tools.iter().map(|t| {
-            let mut tool = t.extra.clone();
-            tool.insert("type".into(), "function".into());
-            tool.insert("name".into(), t.name.as_str().into());
-            if let Some(d) = &t.description {
-                tool.insert("description".into(), d.as_str().into());
-            }
-            tool.insert("parameters".into(), t.parameters.clone());
-            tool.insert("strict".into(), t.strict.unwrap_or(false).into());
-            Value::Object(tool)
-        });
-        body.insert("tools".into(), tools.collect());
-    }
-    if let Some(choice) = &req.tool_choice {
-        body.insert("tool_choice".into(), tool_choice(choice)?);
-    }
-    if let Some(t) = req.temperature {
-        body.insert("temperature".into(), t.into());
-    }
-    if let Some(p) = req.top_p {
-        body.insert("top_p".into(), p.into());
-    }
-    let limit = match (req.max_tokens, req.max_completion_tokens) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+    let tools = req.tools.iter().map(|t| FunctionTool {
+        r#type: "function",
+        name: &t.name,
+        description: t.description.as_deref(),
+        parameters: &t.parameters,
+        strict: t.strict.unwrap_or(false),
+        extra: &t.extra,
+    });
+    let mut rest = Map::new();
+    extra(req, &mut rest)?;
+    let body = Body {
+        model,
+        instructions,
+        input,
+        tools: tools.collect(),
+        tool_choice: req.tool_choice.as_ref().map(tool_choice).transpose()?,
+        temperature: req.temperature,
+        top_p: req.top_p,
+        max_output_tokens: match (req.max_tokens, req.max_completion_tokens) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        },
+        user: req.user.as_deref(),
+        store: (!rest.contains_key("store")).then_some(false),
+        rest,
+        stream,
     };
-    if let Some(n) = limit {
-        body.insert("max_output_tokens".into(), n.into());
-    }
-    if let Some(user) = &req.user {
-        body.insert("user".into(), user.as_str().into());
-    }
-    extra(req, &mut body)?;
-    body.entry("store").or_insert(false.into());
-    body.insert("stream".into(), stream.into());
-    Ok(Value::Object(body))
+    serde_json::to_vec(&body)
 }
 
 /// The request's other parameters: moved where the Responses API keeps
@@ -259,43 +315,56 @@ fn allowed_tools(v: &Value) -> Option<Value> {
 }
 
 /// `instructions` (the leading system message) and the input items.
-fn input(msgs: &[Message]) -> Result<(Option<String>, Vec<Value>), serde_json::Error> {
+type Input<'m> = (Option<Cow<'m, str>>, Vec<Item<'m>>);
+
+fn input(msgs: &[Message]) -> Result<Input<'_>, serde_json::Error> {
     let mut instructions = None;
-    let mut items = Vec::new();
+    let mut items = Vec::with_capacity(msgs.len());
+    let text = |role, t| Item::Message {
+        role,
+        content: MessageContent::Text(t),
+    };
     for (i, m) in msgs.iter().enumerate() {
         match m.role {
             Role::System if i == 0 => instructions = Some(text_only(m.content.as_ref(), i)?),
-            Role::System => items.push(message("system", text_only(m.content.as_ref(), i)?)),
-            Role::User => items.push(message("user", user_content(m.content.as_ref(), i)?)),
+            Role::System => items.push(text("system", text_only(m.content.as_ref(), i)?)),
+            Role::User => items.push(Item::Message {
+                role: "user",
+                content: user_content(m.content.as_ref(), i)?,
+            }),
             Role::Assistant => {
-                let text = text_only(m.content.as_ref(), i)?;
-                if !text.is_empty() {
-                    items.push(message("assistant", text));
+                let t = text_only(m.content.as_ref(), i)?;
+                if !t.is_empty() {
+                    items.push(text("assistant", t));
                 }
-                items.extend(m.tool_calls.iter().map(|c| {
-                    json!({"type": "function_call", "call_id": c.id, "name": c.name,
-                        "arguments": c.arguments})
+                items.extend(m.tool_calls.iter().map(|c| Item::FunctionCall {
+                    call_id: &c.id,
+                    name: &c.name,
+                    arguments: &c.arguments,
                 }));
             }
-            Role::Tool => items.push(json!({
-                "type": "function_call_output",
-                "call_id": m.tool_call_id.as_deref().unwrap_or_default(),
-                "output": m.content.as_ref().map(Content::text).unwrap_or_default(),
-            })),
+            Role::Tool => items.push(Item::FunctionCallOutput {
+                call_id: m.tool_call_id.as_deref().unwrap_or_default(),
+                output: m.content.as_ref().map_or(Cow::Borrowed(""), text_of),
+            }),
         }
     }
     Ok((instructions, items))
 }
 
-fn message(role: &str, content: impl Into<Value>) -> Value {
-    json!({"type": "message", "role": role, "content": content.into()})
+/// Content as text, borrowed when it is a string.
+fn text_of(c: &Content) -> Cow<'_, str> {
+    match c {
+        Content::Text(t) => Cow::Borrowed(t),
+        parts => Cow::Owned(parts.text()),
+    }
 }
 
 /// The text of a system or assistant message: its string, or its text (and
 /// refusal) parts joined; any other part fails naming it.
-fn text_only(content: Option<&Content>, i: usize) -> Result<String, serde_json::Error> {
+fn text_only(content: Option<&Content>, i: usize) -> Result<Cow<'_, str>, serde_json::Error> {
     let Some(Content::Parts(parts)) = content else {
-        return Ok(content.map(Content::text).unwrap_or_default());
+        return Ok(content.map_or(Cow::Borrowed(""), text_of));
     };
     if let Some((j, p)) = parts
         .iter()
@@ -307,14 +376,23 @@ fn text_only(content: Option<&Content>, i: usize) -> Result<String, serde_json::
             p.kind
         )));
     }
-    Ok(parts.iter().filter_map(|p| p.text.as_deref()).collect())
+    Ok(Cow::Owned(
+        parts.iter().filter_map(|p| p.text.as_deref()).collect(),
+    ))
 }
 
 /// A user message's content: its string, or its parts as input parts.
-fn user_content(content: Option<&Content>, i: usize) -> Result<Value, serde_json::Error> {
+fn user_content(
+    content: Option<&Content>,
+    i: usize,
+) -> Result<MessageContent<'_>, serde_json::Error> {
     let parts = match content {
         Some(Content::Parts(parts)) => parts,
-        other => return Ok(other.map(Content::text).unwrap_or_default().into()),
+        other => {
+            return Ok(MessageContent::Text(
+                other.map_or(Cow::Borrowed(""), text_of),
+            ));
+        }
     };
     let parts = parts.iter().enumerate().map(|(j, p)| {
         input_part(p).ok_or_else(|| {
@@ -324,7 +402,9 @@ fn user_content(content: Option<&Content>, i: usize) -> Result<Value, serde_json
             ))
         })
     });
-    parts.collect::<Result<Vec<_>, _>>().map(Value::Array)
+    parts
+        .collect::<Result<Vec<_>, _>>()
+        .map(MessageContent::Parts)
 }
 
 /// One content part as a Responses input part: text, an image (URL or data
