@@ -18,6 +18,7 @@ mod gemini_answer;
 mod gemini_stream;
 mod openai;
 mod responses;
+mod responses_params;
 mod responses_request;
 mod responses_stream;
 mod translate;

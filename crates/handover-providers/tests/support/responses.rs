@@ -3,8 +3,57 @@
 //! `ResponseOutputMessage`, `ResponseFunctionToolCall`,
 //! `ResponseReasoningItem`, `ResponseUsage`, the `Response*Event`s).
 
-use handover_providers::ErrorClass;
+use handover_providers::{
+    AnyProvider, CallOptions, ChatRequest, ChatResponse, ErrorClass, Provider, ProviderKind,
+};
 use serde_json::{Value, json};
+use wiremock::{
+    Mock, MockServer, ResponseTemplate,
+    matchers::{method, path},
+};
+
+use super::Case;
+
+/// The Responses case the translation tests run: an `openai` provider with
+/// `api = "responses"`.
+pub const R_CASE: Case = Case::responses(ProviderKind::OpenAi);
+
+/// A mock answering `POST /v1/responses` with `reply`, and a provider on it.
+pub async fn r_answering(reply: ResponseTemplate) -> (MockServer, AnyProvider) {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(reply)
+        .mount(&server)
+        .await;
+    let p = super::provider(R_CASE, &format!("{}/v1", server.uri()));
+    (server, p)
+}
+
+/// A streamed call's whole answer.
+pub async fn r_streamed(p: &AnyProvider, req: &ChatRequest) -> ChatResponse {
+    let stream = p.chat_stream(req, &CallOptions::default()).await.unwrap();
+    stream.into_response().await.unwrap()
+}
+
+pub fn r_json(body: Value) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(body)
+}
+
+pub fn r_sse(body: String) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_raw(body, "text/event-stream")
+}
+
+/// A response stopped early for `reason` (`max_output_tokens`, ...).
+pub fn r_incomplete(reason: &str) -> Value {
+    let mut r = r_response(
+        "incomplete",
+        json!([r_message("Partial")]),
+        r_usage(10, 0, 50, 0),
+    );
+    r["incomplete_details"] = json!({"reason": reason});
+    r
+}
 
 pub const R_MODEL: &str = "gpt-4o-mini-2024-07-18";
 pub const R_ID: &str = "resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b";
