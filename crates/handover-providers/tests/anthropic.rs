@@ -136,7 +136,8 @@ async fn tool_using_history_becomes_paired_tool_use_and_tool_result_blocks() {
     ] {
         assert!(!keys.contains(&absent), "{absent} sent: {keys:?}");
     }
-    assert!((body["temperature"].as_f64().unwrap() - 0.2).abs() < 1e-6);
+    // Exactly as the client wrote it (an f32 widened to f64 would be 0.2000000029802322).
+    assert_eq!(body["temperature"], serde_json::json!(0.2));
 }
 
 #[tokio::test]

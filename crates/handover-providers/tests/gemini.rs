@@ -122,7 +122,8 @@ async fn tool_using_history_becomes_function_calls_and_named_responses() {
     assert_eq!(config["maxOutputTokens"], 300);
     assert_eq!(config["stopSequences"], json!(["END"]));
     assert_eq!(config["responseMimeType"], "application/json");
-    assert!((config["temperature"].as_f64().unwrap() - 0.2).abs() < 1e-6);
+    // Exactly as the client wrote it (an f32 widened to f64 would be 0.2000000029802322).
+    assert_eq!(config["temperature"], serde_json::json!(0.2));
     assert!(body.get("response_format").is_none() && body.get("model").is_none());
 }
 

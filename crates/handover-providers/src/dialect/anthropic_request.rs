@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
-use super::translate::{call_arguments, content_blocks, data_url, is_off};
+use super::translate::{call_arguments, content_blocks, data_url, is_off, sampling};
 use crate::request::{ChatRequest, Content, ContentPart, Message, Role, ToolChoice};
 
 /// Output limit sent when the request sets none (the API requires one).
@@ -60,10 +60,10 @@ pub(crate) fn request_body(
         body.insert("tool_choice".into(), choice);
     }
     if let Some(t) = req.temperature {
-        body.insert("temperature".into(), t.into());
+        body.insert("temperature".into(), sampling(t));
     }
     if let Some(p) = req.top_p {
-        body.insert("top_p".into(), p.into());
+        body.insert("top_p".into(), sampling(p));
     }
     if !req.stop.is_empty() {
         body.insert("stop_sequences".into(), json!(req.stop));

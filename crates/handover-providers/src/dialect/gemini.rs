@@ -26,7 +26,7 @@ use super::{
     gemini_answer::{Envelope, WireAnswer, retry_delay, wire_error},
     gemini_stream::ChunkDecoder,
     path_segment, secret_header,
-    translate::{call_arguments, content_blocks, data_url, invalid, is_off},
+    translate::{call_arguments, content_blocks, data_url, invalid, is_off, sampling},
 };
 use crate::{
     classify,
@@ -166,10 +166,10 @@ const CONFIG: &[(&str, &str)] = &[
 fn generation_config(req: &ChatRequest) -> Result<Map<String, Value>, serde_json::Error> {
     let mut c = Map::new();
     if let Some(t) = req.temperature {
-        c.insert("temperature".into(), t.into());
+        c.insert("temperature".into(), sampling(t));
     }
     if let Some(p) = req.top_p {
-        c.insert("topP".into(), p.into());
+        c.insert("topP".into(), sampling(p));
     }
     if let Some(max) = req.max_tokens.or(req.max_completion_tokens) {
         c.insert("maxOutputTokens".into(), max.into());

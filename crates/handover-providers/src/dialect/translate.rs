@@ -13,6 +13,15 @@ pub(crate) fn invalid(what: String) -> serde_json::Error {
     <serde_json::Error as serde::ser::Error>::custom(what)
 }
 
+/// A sampling parameter as the client wrote it: `0.7f32` widened to `f64`
+/// is 0.699999988079071, so it goes through its shortest decimal spelling
+/// (what the OpenAI dialect's serializer writes) instead.
+pub(crate) fn sampling(v: f32) -> Value {
+    v.to_string()
+        .parse::<f64>()
+        .map_or_else(|_| Value::from(v), Value::from)
+}
+
 /// The arguments of `messages[i].tool_calls[j]` as a JSON object (empty
 /// arguments are `{}`): vendors take objects, not JSON text.
 pub(crate) fn call_arguments(c: &ToolCall, i: usize, j: usize) -> Result<Value, serde_json::Error> {
