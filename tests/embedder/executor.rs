@@ -1,0 +1,124 @@
+//! Executors that misbehave: panics, hangs, garbage. Whatever they do after
+//! the dispatch was recorded, the operation is `unknown` and never
+//! executed again.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use handover::ledger::StateKind;
+use handover::{DispatchContext, ExecutorError, ExecutorOutcome, PerformOptions, PerformOutcome};
+use serde_json::json;
+
+use crate::per_backend;
+use crate::support::{App, Backend};
+
+const SHIP: &str = "[actions.ship]\ntimeout = \"2s\"\n";
+
+fn counted<F>(calls: &Arc<AtomicUsize>, f: F) -> impl handover::router::gate::Executor
+where
+    F: Fn(DispatchContext) -> Result<ExecutorOutcome, ExecutorError> + Send + Sync,
+{
+    let calls = calls.clone();
+    move |ctx: DispatchContext| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        let r = f(ctx);
+        async move { r }
+    }
+}
+
+async fn garbage_panics_and_empty_answers_leave_it_unknown(backend: Backend) {
+    let Some(app) = App::open(backend, "", SHIP).await else {
+        return;
+    };
+    let gate = app.handover.gate();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let cases: Vec<(&str, Box<dyn handover::router::gate::Executor>)> = vec![
+        (
+            "huge-int",
+            Box::new(counted(&calls, |_| {
+                Ok(ExecutorOutcome::Confirmed(
+                    json!({"id": 9_007_199_254_740_993u64}),
+                ))
+            })),
+        ),
+        (
+            "deep",
+            Box::new(counted(&calls, |_| {
+                let mut v = json!(1);
+                for _ in 0..40 {
+                    v = json!([v]);
+                }
+                Ok(ExecutorOutcome::Confirmed(v))
+            })),
+        ),
+        (
+            "big",
+            Box::new(counted(&calls, |_| {
+                Ok(ExecutorOutcome::Confirmed(json!("x".repeat(70_000))))
+            })),
+        ),
+        (
+            "empty-reason",
+            Box::new(counted(&calls, |_| {
+                Ok(ExecutorOutcome::Rejected {
+                    reason: String::new(),
+                    evidence: None,
+                })
+            })),
+        ),
+        (
+            "panic-in-future",
+            Box::new({
+                let calls = calls.clone();
+                move |_ctx: DispatchContext| {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    async move {
+                        if true {
+                            panic!("executor bug")
+                        }
+                        Ok::<_, ExecutorError>(ExecutorOutcome::Confirmed(json!(1)))
+                    }
+                }
+            }),
+        ),
+    ];
+    for (key, exec) in &cases {
+        let req = gate
+            .request("tenant-1", key, "ship", &json!({"k": key}))
+            .unwrap();
+        let before = calls.load(Ordering::SeqCst);
+        let first = gate
+            .perform(&req, exec.as_ref(), PerformOptions::default())
+            .await;
+        assert_eq!(calls.load(Ordering::SeqCst), before + 1, "{key}");
+        match &first {
+            Ok(PerformOutcome::Unresolved(_)) => {}
+            // An answer the ledger cannot record is told as such
+            // (docs/decisions.md), and recorded unknown at once.
+            Err(handover::router::RouterError::OutcomeNotRecorded { .. }) => {}
+            other => panic!("{key}: expected Unresolved, got {other:?}"),
+        }
+        let rec = app.record("tenant-1", key).await.unwrap();
+        assert_eq!(
+            rec.state.kind(),
+            StateKind::Unknown,
+            "{key}: {first:?} {rec:?}"
+        );
+        let again = gate
+            .perform(&req, exec.as_ref(), PerformOptions::default())
+            .await
+            .unwrap();
+        assert!(
+            matches!(again, PerformOutcome::Unresolved(_)),
+            "{key}: {again:?}"
+        );
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            before + 1,
+            "{key}: never executed again"
+        );
+    }
+    app.finish().await;
+}
+
+per_backend!(garbage_panics_and_empty_answers_leave_it_unknown,);

@@ -1,0 +1,13 @@
+//! An embedder's probes of the public Rust API, on every backend.
+
+mod support;
+
+mod executor;
+mod identity;
+mod ledger;
+mod perform;
+mod readme;
+mod reconcile;
+mod router;
+mod store;
+mod tool_call;
