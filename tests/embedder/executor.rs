@@ -121,4 +121,37 @@ async fn garbage_panics_and_empty_answers_leave_it_unknown(backend: Backend) {
     app.finish().await;
 }
 
-per_backend!(garbage_panics_and_empty_answers_leave_it_unknown,);
+/// An executor that panics while making its future (a plain `Fn` that
+/// panics before `async`), after the dispatch was recorded: the caller is
+/// told `Unresolved`, as for a panic inside the future, not unwound.
+async fn a_synchronous_panic_is_unresolved_not_a_crash(backend: Backend) {
+    let Some(app) = App::open(backend, "", SHIP).await else {
+        return;
+    };
+    let gate = app.handover.gate().clone();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let req = gate
+        .request("tenant-1", "K-panic", "ship", &json!({"k": 1}))
+        .unwrap();
+    let r2 = req.clone();
+    let joined = tokio::spawn(async move {
+        let exec = move |_ctx: DispatchContext| -> futures::future::Ready<Result<ExecutorOutcome, ExecutorError>> {
+            c.fetch_add(1, Ordering::SeqCst);
+            panic!("executor bug before its future")
+        };
+        gate.perform(&r2, &exec, PerformOptions::default()).await
+    })
+    .await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let out = joined.expect("perform must not panic").unwrap();
+    assert!(matches!(out, PerformOutcome::Unresolved(_)), "{out:?}");
+    let rec = app.record("tenant-1", "K-panic").await.unwrap();
+    assert_eq!(rec.state.kind(), StateKind::Unknown, "{rec:?}");
+    app.finish().await;
+}
+
+per_backend!(
+    garbage_panics_and_empty_answers_leave_it_unknown,
+    a_synchronous_panic_is_unresolved_not_a_crash
+);

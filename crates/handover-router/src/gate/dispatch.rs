@@ -93,7 +93,9 @@ impl WriteGate {
             epoch: claim.epoch,
             remaining,
         };
-        let call = AssertUnwindSafe(executor.execute(ctx)).catch_unwind();
+        // The executor is called inside the guarded future, so a panic while
+        // it builds its future is caught like one while it runs.
+        let call = AssertUnwindSafe(async move { executor.execute(ctx).await }).catch_unwind();
         let report = match tokio::time::timeout(remaining, call).await {
             Ok(Ok(Ok(ExecutorOutcome::Confirmed(result)))) => Report::Confirmed {
                 result,
