@@ -67,6 +67,14 @@ async fn garbage_panics_and_empty_answers_leave_it_unknown(backend: Backend) {
             })),
         ),
         (
+            "empty-maybe",
+            Box::new(counted(&calls, |_| Err(ExecutorError::maybe_sent("")))),
+        ),
+        (
+            "blank-maybe",
+            Box::new(counted(&calls, |_| Err(ExecutorError::maybe_sent(" \n")))),
+        ),
+        (
             "panic-in-future",
             Box::new({
                 let calls = calls.clone();
@@ -151,7 +159,35 @@ async fn a_synchronous_panic_is_unresolved_not_a_crash(backend: Backend) {
     app.finish().await;
 }
 
+/// `ExecutorError::not_sent` without evidence still releases the claim (the
+/// executor's word is what counts; the log says none was given), at once.
+async fn not_sent_without_evidence_releases_the_claim(backend: Backend) {
+    let Some(app) = App::open(backend, "", SHIP).await else {
+        return;
+    };
+    let gate = app.handover.gate();
+    let req = gate
+        .request("tenant-1", "K-refused", "ship", &json!({"k": 1}))
+        .unwrap();
+    let refused = |_ctx| async { Err::<ExecutorOutcome, _>(ExecutorError::not_sent("")) };
+    let out = gate
+        .perform(&req, &refused, PerformOptions::default())
+        .await
+        .unwrap();
+    assert!(matches!(out, PerformOutcome::NotSent { .. }), "{out:?}");
+    let rec = app.record("tenant-1", "K-refused").await.unwrap();
+    assert_eq!(rec.state.kind(), StateKind::Planned, "{rec:?}");
+    let ok = |_ctx| async { Ok(ExecutorOutcome::Confirmed(json!({"id": "rec-1"}))) };
+    let out = gate
+        .perform(&req, &ok, PerformOptions::default())
+        .await
+        .unwrap();
+    assert!(out.is_confirmed(), "claimable again: {out:?}");
+    app.finish().await;
+}
+
 per_backend!(
     garbage_panics_and_empty_answers_leave_it_unknown,
-    a_synchronous_panic_is_unresolved_not_a_crash
+    a_synchronous_panic_is_unresolved_not_a_crash,
+    not_sent_without_evidence_releases_the_claim
 );

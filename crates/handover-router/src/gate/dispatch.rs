@@ -105,11 +105,13 @@ impl WriteGate {
                 Report::Rejected { reason, evidence }
             }
             Ok(Ok(Err(e))) if !e.was_sent() => Report::NotSent {
-                evidence: e.evidence().to_owned(),
+                evidence: given(e.evidence())
+                    .unwrap_or("the executor reported nothing sent, without evidence")
+                    .to_owned(),
             },
             Ok(Ok(Err(e))) => Report::Unknown {
                 reason: "destination outcome unknown".into(),
-                evidence: Some(e.evidence().to_owned()),
+                evidence: given(e.evidence()).map(str::to_owned),
             },
             Ok(Err(_panic)) => Report::Unknown {
                 reason: "executor panicked after dispatch".into(),
@@ -126,6 +128,13 @@ impl WriteGate {
         guard.armed = None;
         performed(&recorded?, &claim, report)
     }
+}
+
+/// An executor's evidence, if it gave any: the ledger refuses blank text,
+/// and an `ExecutorError` built from an empty message must still record
+/// its outcome (not leave the operation `dispatched` for a whole lease).
+fn given(evidence: &str) -> Option<&str> {
+    Some(evidence).filter(|e| !e.trim().is_empty())
 }
 
 /// What the caller is told about a dispatch the protocol recorded: the
