@@ -186,7 +186,47 @@ async fn an_application_lookup_that_fails_proves_nothing(backend: Backend) {
     app.finish().await;
 }
 
+/// A lookup that panics for one operation is a failed lookup for that one
+/// (it proves nothing); the pass goes on with the others and returns.
+async fn a_panicking_lookup_fails_only_its_operation(backend: Backend) {
+    let Some(app) = App::open(
+        backend,
+        "",
+        "[actions.ship]\ntimeout = \"2s\"\n[actions.ship.lookup]\nvisibility_lag = \"1s\"\ncheck_every = \"10s\"\n",
+    )
+    .await
+    else {
+        return;
+    };
+    let gate = app.handover.gate();
+    let lost = |_ctx| async { Err::<ExecutorOutcome, _>(ExecutorError::maybe_sent("reset")) };
+    for key in ["K-1", "K-2"] {
+        let r = gate
+            .request("tenant-1", key, "ship", &json!({"n": 1}))
+            .unwrap();
+        gate.perform(&r, &lost, PerformOptions::default())
+            .await
+            .unwrap();
+    }
+    let lookup = |ctx: LookupContext| async move {
+        if ctx.operation.key.as_str() == "K-1" {
+            panic!("lookup bug")
+        }
+        Ok::<Vec<FoundRecord>, String>(vec![])
+    };
+    let reconciler = app.handover.reconciler().with_lookup("ship", lookup);
+    app.clock.advance(Duration::from_secs(11));
+    let pass = reconciler.run_once().await.expect("the pass survives");
+    assert_eq!((pass.checked, pass.rejected), (2, 1), "{pass:?}");
+    let k1 = app.record("tenant-1", "K-1").await.unwrap();
+    assert_eq!(k1.state.kind(), StateKind::Unknown, "{k1:?}");
+    let k2 = app.record("tenant-1", "K-2").await.unwrap();
+    assert_eq!(k2.state.kind(), StateKind::Rejected, "{k2:?}");
+    app.finish().await;
+}
+
 per_backend!(
     the_configured_http_lookup_resolves_lost_answers,
-    an_application_lookup_that_fails_proves_nothing
+    an_application_lookup_that_fails_proves_nothing,
+    a_panicking_lookup_fails_only_its_operation
 );

@@ -2,7 +2,10 @@
 //! answer as a lookup attempt, and act only on what it proves (see the
 //! module docs of `reconcile` for the rules).
 
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
+
+use futures::FutureExt;
 
 use handover_ledger::{
     AttemptKind, AttemptOutcome, AttemptRecord, NewAttempt, OperationRecord, Owner, ResolvedAs,
@@ -55,8 +58,13 @@ impl Reconciler {
             .filter(|a| a.kind == AttemptKind::Lookup)
             .count();
         let last_dispatch = last_dispatch(case, &attempts);
-        let found = match tokio::time::timeout(case.timeout, lookup.lookup(ctx)).await {
-            Ok(r) => r,
+        // A lookup that panics (or panics while building its future) is a
+        // failed lookup of this operation: it proves nothing, and the pass
+        // goes on with the others.
+        let call = AssertUnwindSafe(async move { lookup.lookup(ctx).await }).catch_unwind();
+        let found = match tokio::time::timeout(case.timeout, call).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_panic)) => Err("lookup panicked".to_owned()),
             Err(_) => Err(format!("lookup timed out after {:?}", case.timeout)),
         };
         let at = Timing {
