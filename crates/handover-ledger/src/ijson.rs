@@ -15,6 +15,9 @@
 //!   number its double stands for (`3.14159265358979323846`): storing it
 //!   would change it.
 //!
+//! For JSON text, a member name repeated in one object is refused too
+//! (I-JSON): parsers keep different ones of the two values.
+//!
 //! Anything else (`0.1`, `-0`, `1.5e300`) is stored as its canonical text
 //! and reads back as the same number. Send values that need more (big
 //! integers, exact decimals) as strings.
@@ -138,11 +141,13 @@ pub(crate) fn check_value(root: &str, v: &serde_json::Value) -> Result<(), Valid
     Ok(())
 }
 
-/// Checks the numbers of a JSON text as written, before a parser rounds
-/// them: every number must be recordable exactly (see the module docs).
-/// The error names the number's path from the document's root
-/// (`params.items[2].batch`). Other syntax is not checked here (parse the
-/// text as well); a malformed text may pass.
+/// Checks a JSON text as written, before a parser rounds its numbers or
+/// drops a repeated member: every number must be recordable exactly (see
+/// the module docs), and no object may name a member twice (I-JSON: a
+/// parser keeps one of `{"qty": 1, "qty": 100}`, and which one differs
+/// between parsers). The error names the path from the document's root
+/// (`params.items[2].batch`, `qty`). Other syntax is not checked here
+/// (parse the text as well); a malformed text may pass.
 ///
 /// ```
 /// use handover_ledger::validate_json_text;
@@ -153,6 +158,8 @@ pub(crate) fn check_value(root: &str, v: &serde_json::Value) -> Result<(), Valid
 /// assert_eq!(e.field(), "params.items[2].batch");
 /// let e = validate_json_text(r#"{"result": {"pi": 3.14159265358979323846}}"#).unwrap_err();
 /// assert_eq!(e.field(), "result.pi");
+/// let e = validate_json_text(r#"{"params": {"qty": 1, "q\u0074y": 100}}"#).unwrap_err();
+/// assert_eq!(e.field(), "params.qty");
 /// ```
 pub fn validate_json_text(text: &str) -> Result<(), ValidationError> {
     scan::numbers(text, check_token)
@@ -218,13 +225,27 @@ fn same_decimal(a: &str, b: &str) -> bool {
 /// the path of the first refused one. It trusts the text's syntax (a parser
 /// checks that separately).
 mod scan {
+    use std::borrow::Cow;
+    use std::collections::HashSet;
+
     use super::{Step, path};
     use crate::error::ValidationError;
 
     enum Frame<'a> {
-        /// The raw (still escaped, quoted) key of the current member.
-        Object(Option<&'a str>),
+        /// The raw (still escaped, quoted) key of the current member, and
+        /// the names of the members so far (decoded only when escaped).
+        Object(Option<&'a str>, HashSet<Cow<'a, str>>),
         Array(usize),
+    }
+
+    /// A member name as a reader sees it: `"a"` and `"\u0061"` are one name.
+    fn name(raw: &str) -> Cow<'_, str> {
+        let inner = raw.get(1..raw.len().saturating_sub(1)).unwrap_or_default();
+        if inner.contains('\\') {
+            Cow::Owned(serde_json::from_str(raw).unwrap_or_else(|_| inner.to_owned()))
+        } else {
+            Cow::Borrowed(inner)
+        }
     }
 
     /// The path of the value that starts at the current position.
@@ -232,14 +253,14 @@ mod scan {
         let keys: Vec<String> = stack
             .iter()
             .map(|f| match f {
-                Frame::Object(raw) => {
+                Frame::Object(raw, _) => {
                     serde_json::from_str(raw.unwrap_or("\"\"")).unwrap_or_default()
                 }
                 Frame::Array(_) => String::new(),
             })
             .collect();
         let steps = stack.iter().zip(&keys).map(|(f, k)| match f {
-            Frame::Object(_) => Step::Key(k),
+            Frame::Object(..) => Step::Key(k),
             Frame::Array(i) => Step::Index(*i),
         });
         path("", steps)
@@ -280,21 +301,30 @@ mod scan {
         let mut i = 0;
         while i < bytes.len() {
             match bytes[i] {
-                b'{' => stack.push(Frame::Object(None)),
+                b'{' => stack.push(Frame::Object(None, HashSet::new())),
                 b'[' => stack.push(Frame::Array(0)),
                 b'}' | b']' => {
                     stack.pop();
                     value_done(&mut stack);
                 }
                 b',' => {
-                    if let Some(Frame::Object(key)) = stack.last_mut() {
+                    if let Some(Frame::Object(key, _)) = stack.last_mut() {
                         *key = None;
                     }
                 }
                 b'"' => {
                     let (raw, end) = string(text, i);
                     match stack.last_mut() {
-                        Some(Frame::Object(key @ None)) => *key = Some(raw),
+                        Some(Frame::Object(key @ None, names)) => {
+                            *key = Some(raw);
+                            if !names.insert(name(raw)) {
+                                return Err(ValidationError::new(
+                                    value_path(&stack),
+                                    "member name appears twice in one object (I-JSON, \
+                                     RFC 7493): readers disagree on which value counts",
+                                ));
+                            }
+                        }
                         _ => value_done(&mut stack),
                     }
                     i = end;
