@@ -12,6 +12,7 @@ use handover::{
 use serde_json::json;
 
 use crate::support::{App, Backend};
+use handover::router::RouterError;
 
 fn call(args: &str) -> ToolCall {
     ToolCall {
@@ -19,6 +20,59 @@ fn call(args: &str) -> ToolCall {
         name: "ship".into(),
         arguments: args.into(),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arguments_that_cannot_be_read_exactly_are_refused_naming_the_path() {
+    let app = App::open(Backend::Memory, "", "").await.unwrap();
+    let gate = app.handover.gate();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let exec = move |_ctx: DispatchContext| {
+        r.fetch_add(1, Ordering::SeqCst);
+        async { Ok(ExecutorOutcome::Confirmed(json!({"id": "rec-1"}))) }
+    };
+    let cases: [(&str, Option<&str>); 6] = [
+        // The exact value of the double 0.1, which a parser reads as 0.1.
+        (
+            r#"{"amount": 0.1000000000000000055511151231257827}"#,
+            Some("params.amount"),
+        ),
+        // An order number a parser turns into 1.2345678901234568e23.
+        (
+            r#"{"order": 123456789012345678901234}"#,
+            Some("params.order"),
+        ),
+        (
+            r#"{"items": [{"id": 9007199254740993}]}"#,
+            Some("params.items[0].id"),
+        ),
+        // Two readings: serde_json keeps 100, other parsers keep 1.
+        (r#"{"qty": 1, "qty": 100}"#, Some("params.qty")),
+        (r#"{"a": {"q\u0074y": 1, "qty": 2}}"#, Some("params.a.qty")),
+        (r#"{"n": 1e400}"#, None),
+    ];
+    for (i, (args, field)) in cases.iter().enumerate() {
+        let tc = call(args);
+        let approval = FixedApproval::new("tenant-1", format!("K-{i}"), "ship");
+        let outcome = match ProposedCall::from_tool_call(&tc, Some("p"), Some("m")) {
+            Err(e) => Err(e),
+            Ok(c) => {
+                gate.perform_call(&c, &approval, &exec, PerformOptions::default())
+                    .await
+            }
+        };
+        let err = outcome.expect_err(args);
+        assert_eq!(err.field(), *field, "{args}: {err}");
+        if field.is_none() {
+            assert!(
+                matches!(err, RouterError::InvalidToolCall(_)),
+                "{args}: {err:?}"
+            );
+        }
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "nothing executed");
+    assert!(app.all().await.is_empty(), "nothing recorded");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

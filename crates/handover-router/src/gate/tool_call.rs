@@ -15,7 +15,7 @@
 //!   proposal with other parameters is ever executed, whichever model makes
 //!   it first, even after a restart that lost the first proposal.
 
-use handover_ledger::OperationRequest;
+use handover_ledger::{OperationRequest, ValidationError};
 use handover_providers::ToolCall;
 use serde_json::json;
 
@@ -41,6 +41,14 @@ pub struct ProposedCall {
 impl ProposedCall {
     /// Parses a provider tool call; malformed argument JSON is an error
     /// naming the field.
+    ///
+    /// The arguments are JSON text a model wrote, so they get the check
+    /// every door gives text before parsing it into values
+    /// ([`validate_json_text`](handover_ledger::validate_json_text)): a
+    /// number a parser would round (`123456789012345678901234`) or a
+    /// member named twice (`{"qty": 1, "qty": 100}`) is refused with a
+    /// validation error naming its path under `params`, instead of being
+    /// executed as one silent reading of it.
     pub fn from_tool_call(
         call: &ToolCall,
         provider: Option<&str>,
@@ -51,6 +59,15 @@ impl ProposedCall {
                 "tool call {:?} ({}): arguments are not valid JSON: {e}",
                 call.id, call.name
             ))
+        })?;
+        handover_ledger::validate_json_text(&call.arguments).map_err(|e| {
+            let field = match e.field() {
+                "body" => "params".to_owned(),
+                f if f.starts_with('[') => format!("params{f}"),
+                f => format!("params.{f}"),
+            };
+            let reason = format!("tool call {:?} ({}): {}", call.id, call.name, e.reason());
+            RouterError::Ledger(ValidationError::new(field, reason).into())
         })?;
         Ok(Self {
             tool_call_id: call.id.clone(),
