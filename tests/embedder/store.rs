@@ -19,6 +19,43 @@ fn unavailable(r: Result<PerformOutcome, RouterError>) -> RouterError {
     }
 }
 
+/// SQLite in WAL mode keeps committing into a deleted file: every answer
+/// would then rest on an inode nobody will open again, and the next
+/// process on the path would execute it all a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_sqlite_file_fails_closed() {
+    let app = App::open(Backend::Sqlite, "", SHIP).await.unwrap();
+    let dest = MockDestination::builder().start().await;
+    let gate = app.handover.gate();
+    let exec = executor(&dest);
+    let k1 = gate
+        .request("tenant-1", "K-1", "ship", &json!({"n": 1}))
+        .unwrap();
+    let out = gate
+        .perform(&k1, &exec, PerformOptions::default())
+        .await
+        .unwrap();
+    assert!(matches!(out, PerformOutcome::Confirmed { .. }), "{out:?}");
+    for f in ["ledger.db", "ledger.db-wal", "ledger.db-shm"] {
+        let _ = std::fs::remove_file(app.dir.path().join(f));
+    }
+    let k2 = gate
+        .request("tenant-1", "K-2", "ship", &json!({"n": 2}))
+        .unwrap();
+    let err = unavailable(gate.perform(&k2, &exec, PerformOptions::default()).await);
+    assert!(
+        err.to_string().contains("ledger.db"),
+        "names the file: {err}"
+    );
+    // Another process creates a new, empty ledger at the path: this one
+    // still refuses (its file is gone), whatever the path now holds.
+    let other = app.reopen().await;
+    unavailable(gate.perform(&k2, &exec, PerformOptions::default()).await);
+    assert_eq!(dest.action_requests().await, 1, "nothing more was sent");
+    drop(other);
+    app.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_on_a_closed_port_fails_to_open() {
     let port = {

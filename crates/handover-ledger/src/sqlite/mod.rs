@@ -7,6 +7,7 @@
 //! Several `SqliteLedger`s (in one process or many) may open the same file:
 //! every check-and-claim runs under SQLite's write lock.
 
+mod file;
 mod read_only;
 mod store;
 mod writer;
@@ -110,6 +111,7 @@ pub struct SqliteLedger {
     writes: Writes,
     cfg: Config,
     read_only: bool,
+    file: file::LedgerFile,
 }
 
 impl SqliteLedger {
@@ -161,6 +163,7 @@ impl SqliteLedger {
             writes,
             cfg,
             read_only: false,
+            file: file::LedgerFile::opened(path.as_ref()),
         })
     }
 
@@ -185,6 +188,7 @@ impl SqliteLedger {
                 limits: opts.limits,
             },
             read_only: true,
+            file: file::LedgerFile::opened(path),
         })
     }
 
@@ -199,7 +203,7 @@ impl Backend for SqliteLedger {
         if self.read_only {
             return Err(read_only::refused());
         }
-        match &self.writes {
+        let answer = match &self.writes {
             Writes::Direct => writer::run_pooled(&self.pool, &job, &self.cfg).await,
             Writes::Batched(tx) => {
                 let (queued, answer) = writer::queue(job);
@@ -210,7 +214,10 @@ impl Backend for SqliteLedger {
                     .await
                     .map_err(|_| LedgerError::unavailable("awaiting a write", "writer stopped"))?
             }
-        }
+        };
+        // Committed into the file the path still names, or not answered.
+        self.file.check()?;
+        answer
     }
 
     /// From a pool connection; through the writer only when a lease expiry
