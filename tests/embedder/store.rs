@@ -56,6 +56,33 @@ async fn a_deleted_sqlite_file_fails_closed() {
     app.finish().await;
 }
 
+/// SQLite says only "unable to open database file": the error must say
+/// which file, and that its directory is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_directory_is_an_error_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no-such-dir").join("ledger.db");
+    let text = format!(
+        "[ledger]\nbackend = \"sqlite\"\npath = {:?}\n{}",
+        path.display().to_string(),
+        crate::support::PROVIDERS
+    );
+    let config = handover::Config::parse(&text, &|_| None).unwrap();
+    let err = handover::HandoverOptions::new()
+        .env(|_| None)
+        .open(&config)
+        .await
+        .unwrap_err();
+    assert!(err.is_ledger_unavailable(), "{err:?}");
+    let text = err.to_string();
+    let file = path.display().to_string();
+    assert!(text.contains(&file), "names the file: {text}");
+    assert!(
+        text.contains("no-such-dir does not exist"),
+        "says why: {text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_on_a_closed_port_fails_to_open() {
     let port = {

@@ -41,6 +41,18 @@ pub(crate) fn map_err(context: &'static str, e: sqlx::Error) -> LedgerError {
     }
 }
 
+/// Opening failed: the error names the file (and a missing directory,
+/// the usual cause), which SQLite's own text ("unable to open database
+/// file") does not.
+fn open_failed(path: &Path, context: &'static str, e: sqlx::Error) -> LedgerError {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let why = match dir {
+        Some(d) if !d.is_dir() => format!("{e} (the directory {} does not exist)", d.display()),
+        _ => e.to_string(),
+    };
+    LedgerError::unavailable(context, format!("{}: {why}", path.display()))
+}
+
 /// How to open a [`SqliteLedger`].
 #[derive(Clone, Debug)]
 pub struct SqliteOptions {
@@ -132,7 +144,7 @@ impl SqliteLedger {
             .max_connections(opts.max_connections.max(1))
             .connect_with(connect.clone())
             .await
-            .map_err(|e| map_err("opening the ledger file", e))?;
+            .map_err(|e| open_failed(path.as_ref(), "opening the ledger file", e))?;
         MIGRATOR
             .run(&pool)
             .await
@@ -177,7 +189,7 @@ impl SqliteLedger {
             .max_connections(opts.max_connections.max(1))
             .connect_with(connect)
             .await
-            .map_err(|e| map_err("opening the ledger file read-only", e))?;
+            .map_err(|e| open_failed(path, "opening the ledger file read-only", e))?;
         read_only::verify(&pool, &MIGRATOR).await?;
         Ok(Self {
             pool,
