@@ -10,4 +10,5 @@ mod readme;
 mod reconcile;
 mod router;
 mod store;
+mod timing;
 mod tool_call;

@@ -274,7 +274,8 @@ pub struct ActionContract {
     pub name: String,
     /// Write block width while an operation of this action is unknown.
     pub block: BlockSetting,
-    /// Claim lease for one execution.
+    /// Claim lease for one execution. A door that runs the executor
+    /// itself (the write gate) holds its claim for `timeout + lease`.
     pub lease: Duration,
     /// Timeout for one executor call.
     pub timeout: Duration,

@@ -136,10 +136,23 @@ impl Protocol {
             })
     }
 
-    fn begin_options(contract: &ActionContract, holder: &str) -> BeginOptions {
+    /// The claim's options. A door that runs the executor itself (the
+    /// write gate's [`begin_dispatched`](Self::begin_dispatched), the
+    /// reconciler's re-sends) holds the claim while the executor may take
+    /// up to the action's `timeout`, and records its answer after that: its
+    /// lease is `timeout + lease`, so an answer that came in time is never
+    /// refused as stale (a 1 s lease and a 10 s timeout used to lose every
+    /// answer after the first second). A door whose client sends (HTTP)
+    /// holds it for `lease`.
+    fn begin_options(contract: &ActionContract, holder: &str, runs_executor: bool) -> BeginOptions {
+        let lease = if runs_executor {
+            contract.lease.saturating_add(contract.timeout)
+        } else {
+            contract.lease
+        };
         BeginOptions {
             holder: holder.to_owned(),
-            lease: contract.lease,
+            lease,
             block: match contract.block {
                 BlockSetting::Operation => BlockWidth::Operation,
                 BlockSetting::Scope => BlockWidth::Scope,
@@ -195,7 +208,8 @@ impl Protocol {
         dispatch: Option<Dispatch>,
     ) -> Result<Begun, RouterError> {
         let contract = self.contract(req.action().as_str());
-        let opts = Self::begin_options(&contract, holder);
+        let runs_executor = dispatch.is_some();
+        let opts = Self::begin_options(&contract, holder, runs_executor);
         let begun = match &dispatch {
             None => self.ledger.begin(req, &opts).await?,
             Some(d) => self.ledger.begin_dispatched(req, &opts, d.clone()).await?,
@@ -209,7 +223,10 @@ impl Protocol {
                 })));
             }
             BeginOutcome::Unresolved(info) => {
-                match self.resend_claim(req.id(), &contract, holder).await? {
+                match self
+                    .resend_claim(req.id(), &contract, holder, runs_executor)
+                    .await?
+                {
                     Some(claim) => {
                         if let Some(d) = dispatch {
                             self.mark_dispatched(&claim, d).await?;
@@ -251,16 +268,19 @@ impl Protocol {
     /// Re-claims an unknown operation for a re-send with the same
     /// destination key, if its contract has an idempotency key and the
     /// destination still remembers it. `None` (nothing changed) otherwise.
+    /// `runs_executor`: the caller runs the executor under the action's
+    /// timeout (see `begin_options`).
     pub(crate) async fn resend_claim(
         &self,
         id: &OperationId,
         contract: &ActionContract,
         holder: &str,
+        runs_executor: bool,
     ) -> Result<Option<Claim>, RouterError> {
         let Some(idem) = &contract.idempotency else {
             return Ok(None);
         };
-        let opts = Self::begin_options(contract, holder);
+        let opts = Self::begin_options(contract, holder, runs_executor);
         Ok(self
             .ledger
             .claim_for_resend(id, &opts, idem.retention)

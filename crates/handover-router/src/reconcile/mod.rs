@@ -355,7 +355,7 @@ impl Reconciler {
             && let Some(claim) = self
                 .gate
                 .protocol()
-                .resend_claim(&rec.id, &contract, self.gate.holder())
+                .resend_claim(&rec.id, &contract, self.gate.holder(), true)
                 .await?
         {
             report.resent += 1;

@@ -1,0 +1,93 @@
+//! Time in the write gate, under paused tokio time (memory ledger, which
+//! runs on no other thread): an executor that never answers, and one that
+//! answers within its timeout but after the claim's lease.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use handover::ledger::{ManualClock, StateKind, Timestamp};
+use handover::{
+    Config, DispatchContext, ExecutorOutcome, HandoverOptions, PerformOptions, PerformOutcome,
+};
+use serde_json::json;
+
+use crate::support::PROVIDERS;
+
+/// A clock that follows tokio's (paused) time, so leases pass as the
+/// executor waits.
+#[derive(Debug)]
+struct TokioClock(tokio::time::Instant, i64);
+
+impl handover::ledger::Clock for TokioClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_millis(self.1 + i64::try_from(self.0.elapsed().as_millis()).unwrap())
+    }
+}
+
+async fn open(actions: &str) -> handover::Handover {
+    let text = format!("[ledger]\nbackend = \"memory\"\n{PROVIDERS}\n{actions}");
+    let config = Config::parse(&text, &|_| None).unwrap();
+    let _ = ManualClock::new(Timestamp::from_millis(0));
+    HandoverOptions::new()
+        .clock(Arc::new(TokioClock(
+            tokio::time::Instant::now(),
+            1_700_000_000_000,
+        )))
+        .env(|_| None)
+        .open(&config)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_executor_that_never_answers_is_unresolved_at_its_timeout() {
+    let h = open("[actions.ship]\ntimeout = \"3s\"\n").await;
+    let req = h
+        .gate()
+        .request("tenant-1", "K-1", "ship", &json!({"n": 1}))
+        .unwrap();
+    let hang = |_ctx: DispatchContext| {
+        futures::future::pending::<Result<ExecutorOutcome, handover::ExecutorError>>()
+    };
+    let started = tokio::time::Instant::now();
+    let out = h
+        .gate()
+        .perform(&req, &hang, PerformOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(started.elapsed(), Duration::from_secs(3));
+    let PerformOutcome::Unresolved(info) = out else {
+        panic!("{out:?}")
+    };
+    assert!(info.reason.contains("timed out"), "{info:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_within_the_timeout_is_recorded_whatever_the_lease() {
+    for actions in [
+        "[actions.ship]\nlease = \"1s\"\ntimeout = \"10s\"\n",
+        // The defaults: a 30 s lease and a 30 s executor timeout.
+        "",
+    ] {
+        let h = open(actions).await;
+        let req = h
+            .gate()
+            .request("tenant-1", "K-1", "ship", &json!({"n": 1}))
+            .unwrap();
+        let answer_at = if actions.is_empty() { 29_990 } else { 2_000 };
+        let slow = move |_ctx: DispatchContext| async move {
+            tokio::time::sleep(Duration::from_millis(answer_at)).await;
+            Ok(ExecutorOutcome::Confirmed(json!({"id": "rec-1"})))
+        };
+        let out = h
+            .gate()
+            .perform(&req, &slow, PerformOptions::default())
+            .await;
+        assert!(
+            matches!(&out, Ok(o) if o.is_confirmed()),
+            "{actions:?}: {out:?}"
+        );
+        let rec = h.ledger().get(req.id()).await.unwrap().unwrap();
+        assert_eq!(rec.state.kind(), StateKind::Confirmed, "{actions:?}");
+    }
+}
