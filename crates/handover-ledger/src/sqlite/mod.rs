@@ -7,6 +7,7 @@
 //! Several `SqliteLedger`s (in one process or many) may open the same file:
 //! every check-and-claim runs under SQLite's write lock.
 
+mod file;
 mod read_only;
 mod store;
 mod writer;
@@ -110,6 +111,8 @@ pub struct SqliteLedger {
     writes: Writes,
     cfg: Config,
     read_only: bool,
+    /// The file writes go to (`None` when read-only), checked before every commit.
+    file: Option<file::LedgerFile>,
 }
 
 impl SqliteLedger {
@@ -135,6 +138,7 @@ impl SqliteLedger {
             .run(&pool)
             .await
             .map_err(|e| LedgerError::unavailable("applying migrations", e))?;
+        let file = file::LedgerFile::opened(path.as_ref())?;
         let cfg = Config {
             clock: opts.clock,
             retention: opts.retention,
@@ -151,6 +155,7 @@ impl SqliteLedger {
                 rx,
                 cfg.clone(),
                 opts.max_batch.max(1),
+                file.clone(),
             ));
             Writes::Batched(tx)
         } else {
@@ -161,6 +166,7 @@ impl SqliteLedger {
             writes,
             cfg,
             read_only: false,
+            file: Some(file),
         })
     }
 
@@ -185,6 +191,7 @@ impl SqliteLedger {
                 limits: opts.limits,
             },
             read_only: true,
+            file: None,
         })
     }
 
@@ -196,11 +203,11 @@ impl SqliteLedger {
 
 impl Backend for SqliteLedger {
     async fn run<J: Job + 'static>(&self, job: J) -> Result<J::Output, LedgerError> {
-        if self.read_only {
+        let Some(file) = self.file.as_ref().filter(|_| !self.read_only) else {
             return Err(read_only::refused());
-        }
+        };
         match &self.writes {
-            Writes::Direct => writer::run_pooled(&self.pool, &job, &self.cfg).await,
+            Writes::Direct => writer::run_pooled(&self.pool, &job, &self.cfg, file).await,
             Writes::Batched(tx) => {
                 let (queued, answer) = writer::queue(job);
                 tx.send(queued)
