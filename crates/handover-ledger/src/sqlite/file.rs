@@ -1,4 +1,12 @@
-//! The file a [`super::SqliteLedger`] opened, checked before every commit.
+//! The file a [`super::SqliteLedger`] opens: looked at before it is
+//! opened read-write, and checked before every commit.
+//!
+//! Before a read-write open, the file is looked at read-only: a file that
+//! is not SQLite or holds another application's tables is refused and
+//! left byte for byte as it was (opening it would switch it to WAL and add
+//! our tables, or half of them when a migration collides with a table of
+//! the same name). A missing or empty file, an SQLite database without
+//! tables and a Handover ledger (of any schema version) are opened.
 //!
 //! SQLite keeps writing to an open file after it was deleted, moved or
 //! replaced: every commit succeeds, into an inode nobody will open again,
@@ -10,10 +18,54 @@
 
 use std::path::{Path, PathBuf};
 
+use sqlx::ConnectOptions;
+use sqlx::sqlite::SqliteConnectOptions;
+
 use crate::error::LedgerError;
 
 /// What a failed check is reported as ([`LedgerError::Unavailable`]'s context).
 pub(super) const CHECKING: &str = "checking the ledger file";
+
+/// `Ok` if opening `path` read-write makes or keeps it a Handover ledger;
+/// otherwise "not a Handover ledger", and the file is untouched.
+pub(super) async fn adoptable(path: &Path) -> Result<(), LedgerError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.len() > 0 => {}
+        // Missing (created by the open) or empty (becomes the ledger).
+        _ => return Ok(()),
+    }
+    let mut conn = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .create_if_missing(false)
+        .connect()
+        .await
+        .map_err(|e| super::map_err("looking at the ledger file", e))?;
+    let tables: Result<Vec<String>, _> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name",
+    )
+    .fetch_all(&mut conn)
+    .await;
+    let _ = sqlx::Connection::close(conn).await;
+    let tables =
+        tables.map_err(|_| super::read_only::not_a_ledger("the file is not a SQLite database"))?;
+    let ours = ["_sqlx_migrations", "operations"]
+        .iter()
+        .all(|t| tables.iter().any(|name| name == t));
+    if tables.is_empty() || ours {
+        return Ok(());
+    }
+    let shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
+    Err(super::read_only::not_a_ledger(&format!(
+        "it is another database (tables {}{}); nothing was written to it",
+        shown.join(", "),
+        if tables.len() > shown.len() {
+            ", ..."
+        } else {
+            ""
+        }
+    )))
+}
 
 /// The path and identity (device, inode) of the opened ledger file.
 #[derive(Debug, Clone)]

@@ -118,11 +118,14 @@ pub struct SqliteLedger {
 impl SqliteLedger {
     /// Opens (creating if missing) the ledger file at `path` and applies
     /// migrations; with [`SqliteOptions::read_only`], opens an existing
-    /// ledger for reading only.
+    /// ledger for reading only. A file that is not a Handover ledger (not
+    /// SQLite, or another application's database) is refused ("not a
+    /// Handover ledger", a validation error on `path`) and left as it was.
     pub async fn open(path: impl AsRef<Path>, opts: SqliteOptions) -> Result<Self, LedgerError> {
         if opts.read_only {
             return Self::open_read_only(path.as_ref(), opts).await;
         }
+        file::adoptable(path.as_ref()).await?;
         let connect = SqliteConnectOptions::new()
             .filename(path.as_ref())
             .create_if_missing(true)
