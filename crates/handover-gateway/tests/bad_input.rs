@@ -105,6 +105,13 @@ async fn bad_chat_requests_are_refused_before_anything_is_sent() {
             "invalid_json",
         ),
         (
+            "trailing data after the JSON document",
+            Some(CLIENT_A),
+            [chat("default"), b" {\"model\": \"default\"}".to_vec()].concat(),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
             "unknown model",
             Some(CLIENT_A),
             chat("gpt-5-turbo"),
@@ -227,6 +234,28 @@ async fn bad_operation_requests_record_nothing() {
             "malformed JSON",
             Some(CLIENT_A),
             b"{\"action\": \"ship\",".to_vec(),
+            Some("K-1"),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            "a second document after the first",
+            Some(CLIENT_A),
+            [
+                ok.clone(),
+                json!({"action": "refund", "params": {"order": 2}})
+                    .to_string()
+                    .into_bytes(),
+            ]
+            .concat(),
+            Some("K-1"),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            "trailing garbage",
+            Some(CLIENT_A),
+            [ok.clone(), b"xx".to_vec()].concat(),
             Some("K-1"),
             StatusCode::BAD_REQUEST,
             "invalid_json",
