@@ -338,6 +338,18 @@ fn invalid_toml_is_reported() {
     assert!(e.contains("invalid TOML"), "{e}");
 }
 
+/// An empty path opens a temporary SQLite database and `:memory:` an
+/// in-memory one: neither is durable, and nothing would say so.
+#[test]
+fn a_sqlite_path_must_name_a_file() {
+    for path in ["", "  ", ":memory:"] {
+        let text = format!("[ledger]\nbackend = \"sqlite\"\npath = {path:?}\n{BASE}");
+        let e = errors(&text);
+        assert!(e.contains("ledger.path: "), "{path:?}: {e}");
+        assert!(e.contains("backend = \"memory\""), "{path:?}: {e}");
+    }
+}
+
 #[test]
 fn postgres_needs_url_env() {
     let text = format!("[ledger]\nbackend = \"postgres\"\n{BASE}");
