@@ -336,6 +336,21 @@ fn action_contracts_are_validated() {
 fn invalid_toml_is_reported() {
     let e = errors("[providers.a\nkind = 1");
     assert!(e.contains("invalid TOML"), "{e}");
+    assert!(e.contains("line 1"), "where: {e}");
+}
+
+/// A key or table given twice names what was repeated and where, as every
+/// other problem names its path.
+#[test]
+fn a_duplicate_key_or_table_names_its_path_and_line() {
+    let text = format!("{BASE}\n[providers.a]\nkind = \"openai\"\n");
+    let e = errors(&text);
+    assert!(e.contains("providers.a"), "which table: {e}");
+    assert!(e.contains("line 17"), "where: {e}");
+    let text = format!("{BASE}\n[ledger]\nbackend = \"sqlite\"\nbackend = \"memory\"\n");
+    let e = errors(&text);
+    assert!(e.contains("ledger.backend"), "which key: {e}");
+    assert!(e.contains("line 19"), "where: {e}");
 }
 
 /// An empty path opens a temporary SQLite database and `:memory:` an
