@@ -123,13 +123,20 @@ impl GatewayProcess {
             .spawn()?;
         let pid = child.id().ok_or("gateway-serve exited at once")?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
-        let line = tokio::time::timeout(
-            Duration::from_secs(120),
-            BufReader::new(stdout).lines().next_line(),
-        )
-        .await
-        .map_err(|_| "gateway-serve did not report its address within 120 s")??
-        .ok_or("gateway-serve exited before reporting its address")?;
+        // A wrapper may print lines of its own first (heaptrack does).
+        let mut lines = BufReader::new(stdout).lines();
+        let address = async {
+            while let Some(line) = lines.next_line().await? {
+                if line.starts_with("http://") {
+                    return Ok(Some(line));
+                }
+            }
+            Ok::<_, std::io::Error>(None)
+        };
+        let line = tokio::time::timeout(Duration::from_secs(120), address)
+            .await
+            .map_err(|_| "gateway-serve did not report its address within 120 s")??
+            .ok_or("gateway-serve exited before reporting its address")?;
         Ok(Self {
             _child: child,
             pid,

@@ -176,6 +176,20 @@ pub enum AnyProvider {
     Gemini(GeminiProvider),
 }
 
+/// Runs `$body` with `$p` bound to whichever adapter `$any` holds: the one
+/// place that lists the variants for dispatch.
+macro_rules! each_provider {
+    ($any:expr, $p:ident => $body:expr) => {
+        match $any {
+            AnyProvider::OpenAi($p) => $body,
+            AnyProvider::DeepSeek($p) => $body,
+            AnyProvider::OpenAiCompatible($p) => $body,
+            AnyProvider::Anthropic($p) => $body,
+            AnyProvider::Gemini($p) => $body,
+        }
+    };
+}
+
 impl AnyProvider {
     /// Builds the adapter for `settings.kind`.
     pub fn new(settings: ProviderSettings) -> Result<Self, ProviderError> {
@@ -194,13 +208,7 @@ impl AnyProvider {
 
     /// The settings this provider was built from.
     pub fn settings(&self) -> &ProviderSettings {
-        match self {
-            AnyProvider::OpenAi(p) => p.settings(),
-            AnyProvider::DeepSeek(p) => p.settings(),
-            AnyProvider::OpenAiCompatible(p) => p.settings(),
-            AnyProvider::Anthropic(p) => p.settings(),
-            AnyProvider::Gemini(p) => p.settings(),
-        }
+        each_provider!(self, p => p.settings())
     }
 }
 
@@ -218,13 +226,7 @@ impl Provider for AnyProvider {
         req: &ChatRequest,
         opts: &CallOptions,
     ) -> Result<ChatResponse, ProviderError> {
-        match self {
-            AnyProvider::OpenAi(p) => p.chat(req, opts).await,
-            AnyProvider::DeepSeek(p) => p.chat(req, opts).await,
-            AnyProvider::OpenAiCompatible(p) => p.chat(req, opts).await,
-            AnyProvider::Anthropic(p) => p.chat(req, opts).await,
-            AnyProvider::Gemini(p) => p.chat(req, opts).await,
-        }
+        each_provider!(self, p => p.chat(req, opts).await)
     }
 
     async fn chat_stream(
@@ -232,12 +234,6 @@ impl Provider for AnyProvider {
         req: &ChatRequest,
         opts: &CallOptions,
     ) -> Result<ChatStream, ProviderError> {
-        match self {
-            AnyProvider::OpenAi(p) => p.chat_stream(req, opts).await,
-            AnyProvider::DeepSeek(p) => p.chat_stream(req, opts).await,
-            AnyProvider::OpenAiCompatible(p) => p.chat_stream(req, opts).await,
-            AnyProvider::Anthropic(p) => p.chat_stream(req, opts).await,
-            AnyProvider::Gemini(p) => p.chat_stream(req, opts).await,
-        }
+        each_provider!(self, p => p.chat_stream(req, opts).await)
     }
 }

@@ -229,8 +229,62 @@ impl Cast {
 
     async fn story(&mut self) -> anyhow::Result<()> {
         self.script();
+        let task = self.router.task(POLICY)?;
+        let task_start = self.clock.now();
+        let mut messages = vec![
+            Message::system("You are the support assistant of a web shop."),
+            Message::user("Order 1042 arrived broken. Please send a replacement."),
+        ];
+        let executor = app::executor(&self.dest);
 
         // 1. The user asks; the primary model proposes the shipment.
+        let (c1, tc1) = self.ask_and_approve(&task, task_start, &messages).await?;
+
+        // 2. The write gate sends it; the confirmation is lost.
+        let call1 = ProposedCall::from_tool_call(&tc1, Some(&c1.provider), Some(&c1.model))?;
+        let out1 = self.perform(&call1, &task, &executor).await?;
+        self.narrate_first_dispatch(&out1).await?;
+
+        // 3. The agent asks the model again; the primary fails, the fallback
+        //    re-proposes the same shipment under a new tool-call id.
+        messages.push(Message::assistant_tool_calls(None, vec![tc1.clone()]));
+        messages.push(Message::tool_result(
+            tc1.id.clone(),
+            "error: the connection was lost before the carrier confirmed",
+        ));
+        let (call2, tc2) = self
+            .fallback_reproposes(&task, task_start, &messages, &executor)
+            .await?;
+
+        // 4. The fallback explains what is pending (it cannot confirm anything).
+        messages.push(Message::assistant_tool_calls(None, vec![tc2.clone()]));
+        messages.push(Message::tool_result(
+            tc2.id.clone(),
+            "refused: an identical approved shipment is awaiting confirmation; do not retry",
+        ));
+        self.fallback_explains(&task, task_start, messages).await?;
+
+        // 5. The reconciler: nothing inside the visibility lag, then the record.
+        self.reconcile().await?;
+
+        // 6. The user's retry gets the recorded confirmation.
+        self.tl.push(
+            Actor::User,
+            "user",
+            None,
+            "retries: \"Did it go out? Please send it.\"",
+            None,
+        );
+        self.user_retry(&call2, &executor).await
+    }
+
+    /// Step 1: the user's request, the primary's proposal, the approval.
+    async fn ask_and_approve(
+        &mut self,
+        task: &Task,
+        task_start: Timestamp,
+        messages: &[Message],
+    ) -> anyhow::Result<(Completion, ToolCall)> {
         self.tl.push(
             Actor::User,
             "user",
@@ -238,14 +292,8 @@ impl Cast {
             "\"Order 1042 arrived broken. Please send a replacement.\"",
             None,
         );
-        let task = self.router.task(POLICY)?;
-        let task_start = self.clock.now();
-        let mut messages = vec![
-            Message::system("You are the support assistant of a web shop."),
-            Message::user("Order 1042 arrived broken. Please send a replacement."),
-        ];
         let (c1, tc1) = self
-            .propose(&task, task_start, &messages, "the primary model")
+            .propose(task, task_start, messages, "the primary model")
             .await?;
         self.tl.push(
             Actor::Provider,
@@ -264,22 +312,20 @@ impl Cast {
             ),
             None,
         );
+        Ok((c1, tc1))
+    }
 
-        // 2. The write gate sends it; the confirmation is lost.
-        let call1 = ProposedCall::from_tool_call(&tc1, Some(&c1.provider), Some(&c1.model))?;
-        let executor = app::executor(&self.dest);
-        let out1 = self.perform(&call1, &task, &executor).await?;
-        self.narrate_first_dispatch(&out1).await?;
-
-        // 3. The agent asks the model again; the primary fails, the fallback
-        //    re-proposes the same shipment under a new tool-call id.
-        messages.push(Message::assistant_tool_calls(None, vec![tc1.clone()]));
-        messages.push(Message::tool_result(
-            tc1.id.clone(),
-            "error: the connection was lost before the carrier confirmed",
-        ));
+    /// Step 3: the fallback's re-proposal under a new tool-call id, which
+    /// the gate refuses while the first dispatch is unknown.
+    async fn fallback_reproposes(
+        &mut self,
+        task: &Task,
+        task_start: Timestamp,
+        messages: &[Message],
+        executor: &impl Executor,
+    ) -> anyhow::Result<(ProposedCall, ToolCall)> {
         let (c2, tc2) = self
-            .propose(&task, task_start, &messages, "the fallback model")
+            .propose(task, task_start, messages, "the fallback model")
             .await?;
         self.tl.push(
             Actor::Provider,
@@ -294,24 +340,22 @@ impl Cast {
         );
         let call2 = ProposedCall::from_tool_call(&tc2, Some(&c2.provider), Some(&c2.model))?;
         let before = self.dest.action_requests().await;
-        let out2 = self.perform(&call2, &task, &executor).await?;
+        let out2 = self.perform(&call2, task, executor).await?;
         let answered_at = self.clock.now();
         let sent = self.dest.action_requests().await - before;
         self.narrate_refusal(&out2, answered_at, sent);
+        Ok((call2, tc2))
+    }
 
-        // 4. The fallback explains what is pending (it cannot confirm anything).
-        messages.push(Message::assistant_tool_calls(None, vec![tc2.clone()]));
-        messages.push(Message::tool_result(
-            tc2.id.clone(),
-            "refused: an identical approved shipment is awaiting confirmation; do not retry",
-        ));
-        let c3 = self
-            .chat(
-                &task,
-                task_start,
-                &ChatRequest::new(messages).with_tools(vec![tool()]),
-            )
-            .await?;
+    /// Step 4: the fallback tells the user what is pending.
+    async fn fallback_explains(
+        &mut self,
+        task: &Task,
+        task_start: Timestamp,
+        messages: Vec<Message>,
+    ) -> anyhow::Result<()> {
+        let request = ChatRequest::new(messages).with_tools(vec![tool()]);
+        let c3 = self.chat(task, task_start, &request).await?;
         let text = c3.response.content.clone().unwrap_or_default();
         self.tl.push(
             Actor::Provider,
@@ -320,19 +364,7 @@ impl Cast {
             format!("tells the user: \"{text}\""),
             None,
         );
-
-        // 5. The reconciler: nothing inside the visibility lag, then the record.
-        self.reconcile().await?;
-
-        // 6. The user's retry gets the recorded confirmation.
-        self.tl.push(
-            Actor::User,
-            "user",
-            None,
-            "retries: \"Did it go out? Please send it.\"",
-            None,
-        );
-        self.user_retry(&call2, &executor).await
+        Ok(())
     }
 
     /// Step 3's answer: the gate refuses to send the re-proposal while the

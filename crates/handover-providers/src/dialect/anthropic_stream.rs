@@ -62,6 +62,23 @@ fn index(v: &Value) -> Option<u64> {
     v.get("index").and_then(Value::as_u64)
 }
 
+/// A string member that carries something (an empty piece is no event).
+fn nonempty<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str).filter(|t| !t.is_empty())
+}
+
+/// The `text` or `thinking` member of a block start or a delta, as the
+/// content or reasoning event it stands for.
+fn prose(v: &Value, key: &str, out: &mut Vec<StreamEvent>) {
+    if let Some(t) = nonempty(v, key) {
+        out.push(if key == "thinking" {
+            StreamEvent::ReasoningDelta(t.to_owned())
+        } else {
+            StreamEvent::ContentDelta(t.to_owned())
+        });
+    }
+}
+
 fn malformed(what: &str) -> Decoded {
     Decoded::Malformed(format!(
         "{what} event is not what the Messages API documents"
@@ -95,12 +112,6 @@ impl MessageDecoder {
         let (Some(i), Some(block)) = (index(v), v.get("content_block")) else {
             return malformed("content_block_start");
         };
-        let text = |k: &str| {
-            block
-                .get(k)
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-        };
         match block.get("type").and_then(Value::as_str) {
             Some("tool_use") => {
                 let t = self.next_tool;
@@ -108,21 +119,13 @@ impl MessageDecoder {
                 self.tools.insert(i, (t, false));
                 out.push(StreamEvent::ToolCallDelta {
                     index: t,
-                    id: text("id").map(str::to_owned),
-                    name: text("name").map(str::to_owned),
+                    id: nonempty(block, "id").map(str::to_owned),
+                    name: nonempty(block, "name").map(str::to_owned),
                     arguments: None,
                 });
             }
-            Some("text") => {
-                if let Some(t) = text("text") {
-                    out.push(StreamEvent::ContentDelta(t.to_owned()));
-                }
-            }
-            Some("thinking") => {
-                if let Some(t) = text("thinking") {
-                    out.push(StreamEvent::ReasoningDelta(t.to_owned()));
-                }
-            }
+            Some("text") => prose(block, "text", out),
+            Some("thinking") => prose(block, "thinking", out),
             _ => {}
         }
         Decoded::Data
@@ -132,30 +135,16 @@ impl MessageDecoder {
         let (Some(i), Some(delta)) = (index(v), v.get("delta")) else {
             return malformed("content_block_delta");
         };
-        let text = |k: &str| {
-            delta
-                .get(k)
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-        };
         match delta.get("type").and_then(Value::as_str) {
-            Some("text_delta") => {
-                if let Some(t) = text("text") {
-                    out.push(StreamEvent::ContentDelta(t.to_owned()));
-                }
-            }
-            Some("thinking_delta") => {
-                if let Some(t) = text("thinking") {
-                    out.push(StreamEvent::ReasoningDelta(t.to_owned()));
-                }
-            }
+            Some("text_delta") => prose(delta, "text", out),
+            Some("thinking_delta") => prose(delta, "thinking", out),
             Some("input_json_delta") => {
                 let Some((t, got)) = self.tools.get_mut(&i) else {
                     return Decoded::Malformed(
                         "input_json_delta for a content block that is not a tool call".into(),
                     );
                 };
-                if let Some(piece) = text("partial_json") {
+                if let Some(piece) = nonempty(delta, "partial_json") {
                     *got = true;
                     out.push(StreamEvent::ToolCallDelta {
                         index: *t,

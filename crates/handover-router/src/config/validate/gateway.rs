@@ -18,15 +18,8 @@ pub(super) fn validate(
     policies: &BTreeMap<String, PolicySettings>,
     raw: RawGateway,
 ) -> GatewaySettings {
-    let listen_text = raw.listen.as_deref().unwrap_or(d::GATEWAY_LISTEN);
-    let listen = listen_text.parse::<SocketAddr>().unwrap_or_else(|_| {
-        issues.push(
-            "gateway.listen",
-            format!("invalid address {listen_text:?} (expected IP:PORT, e.g. \"127.0.0.1:8787\")"),
-        );
-        SocketAddr::from(([127, 0, 0, 1], 0))
-    });
-    // Each `[gateway]` count is named `gateway.<field>` in errors.
+    let listen = listen(issues, raw.listen.as_deref());
+    // Each `[gateway]` count and duration is named `gateway.<field>` in errors.
     macro_rules! count {
         ($field:ident, $default:expr) => {
             positive_u32(
@@ -37,38 +30,23 @@ pub(super) fn validate(
             )
         };
     }
+    macro_rules! within {
+        ($field:ident, $default:expr) => {
+            duration!(issues, "gateway", raw.$field, $default)
+        };
+    }
     let max_body_bytes = positive(
         issues,
         "gateway.max_body_bytes",
         raw.max_body_bytes,
         d::GATEWAY_MAX_BODY_BYTES as u64,
     ) as usize;
-    let reconcile_every = duration!(
-        issues,
-        "gateway",
-        raw.reconcile_every,
-        d::GATEWAY_RECONCILE_EVERY
-    );
-    let keepalive = duration!(issues, "gateway", raw.keepalive, d::GATEWAY_KEEPALIVE);
-    let shutdown_grace = duration!(
-        issues,
-        "gateway",
-        raw.shutdown_grace,
-        d::GATEWAY_SHUTDOWN_GRACE
-    );
-    let header_read_timeout = duration!(
-        issues,
-        "gateway",
-        raw.header_read_timeout,
-        d::GATEWAY_HEADER_READ_TIMEOUT
-    );
-    let body_read_timeout = duration!(
-        issues,
-        "gateway",
-        raw.body_read_timeout,
-        d::GATEWAY_BODY_READ_TIMEOUT
-    );
-    let idle_timeout = duration!(issues, "gateway", raw.idle_timeout, d::GATEWAY_IDLE_TIMEOUT);
+    let reconcile_every = within!(reconcile_every, d::GATEWAY_RECONCILE_EVERY);
+    let keepalive = within!(keepalive, d::GATEWAY_KEEPALIVE);
+    let shutdown_grace = within!(shutdown_grace, d::GATEWAY_SHUTDOWN_GRACE);
+    let header_read_timeout = within!(header_read_timeout, d::GATEWAY_HEADER_READ_TIMEOUT);
+    let body_read_timeout = within!(body_read_timeout, d::GATEWAY_BODY_READ_TIMEOUT);
+    let idle_timeout = within!(idle_timeout, d::GATEWAY_IDLE_TIMEOUT);
     let max_connections = count!(max_connections, d::GATEWAY_MAX_CONNECTIONS);
     let max_in_flight_per_client = count!(
         max_in_flight_per_client,
@@ -99,6 +77,18 @@ pub(super) fn validate(
         direct_policy: raw.direct_policy,
         routes,
     }
+}
+
+/// `gateway.listen`: an IP:PORT (the default when unset).
+fn listen(issues: &mut ConfigIssues, text: Option<&str>) -> SocketAddr {
+    let text = text.unwrap_or(d::GATEWAY_LISTEN);
+    text.parse::<SocketAddr>().unwrap_or_else(|_| {
+        issues.push(
+            "gateway.listen",
+            format!("invalid address {text:?} (expected IP:PORT, e.g. \"127.0.0.1:8787\")"),
+        );
+        SocketAddr::from(([127, 0, 0, 1], 0))
+    })
 }
 
 /// The clients and operators, each token hash used once across both.
