@@ -347,6 +347,33 @@ async fn bad_operation_requests_record_nothing() {
     .await;
     assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(body["error"]["param"], "outcome", "{body}");
+    // A key in the path is named as the path's `key`, not as the header a
+    // begin sends it in.
+    for (path, body) in [
+        ("/v1/operations/K%201/dispatch", json!({"epoch": 1})),
+        (
+            "/v1/operations/K%C3%A9/outcome",
+            json!({"epoch": 1, "outcome": "abandoned"}),
+        ),
+        (
+            "/v1/reconcile/K%201/report",
+            json!({"outcome": "not_found"}),
+        ),
+    ] {
+        let body = body.to_string().into_bytes();
+        let (st, body) = send(&gw, path, Some(CLIENT_A), body, None).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{path}: {body}");
+        assert_eq!(body["error"]["param"], "key", "{path}: {body}");
+    }
+    let resp = gw
+        .http
+        .get(gw.url("/v1/operations/K%201"))
+        .bearer_auth(CLIENT_A)
+        .send()
+        .await
+        .unwrap();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["param"], "key", "{body}");
     assert_eq!(gw.all_operations().await, 0, "nothing may be recorded");
 }
 
