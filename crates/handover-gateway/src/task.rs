@@ -32,15 +32,15 @@ pub(crate) const REMAINING_HEADER: &str = "x-handover-budget-remaining";
 
 /// The task id a request names, in the client's scope (`None`: no header).
 fn task_id(headers: &HeaderMap, client: &Client) -> Result<Option<TaskId>, ApiError> {
-    let Some(value) = headers.get(TASK_HEADER) else {
-        return Ok(None);
-    };
     let invalid = |reason: &str| {
         ApiError::invalid(
             "invalid_header",
             TASK_HEADER,
             format!("{TASK_HEADER}: {reason}"),
         )
+    };
+    let Some(value) = crate::headers::one(headers, TASK_HEADER).map_err(|m| invalid(&m))? else {
+        return Ok(None);
     };
     let text = value
         .to_str()

@@ -389,3 +389,59 @@ async fn unknown_routes_and_methods_answer_json() {
     let resp = gw.http.get(gw.url("/healthz")).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
 }
+
+/// A header that names who calls, which operation or which task, given
+/// twice: proxies and frameworks disagree on which copy counts (the first,
+/// the last, both joined), so the request is refused naming the header,
+/// and nothing is recorded or sent.
+#[tokio::test]
+async fn identity_headers_given_twice_are_refused() {
+    let (gw, provider) = setup().await;
+    let begin = || {
+        gw.http
+            .post(gw.url("/v1/operations"))
+            .header("content-type", "application/json")
+            .body(r#"{"action": "ship", "params": {"order": 1}}"#)
+    };
+    let cases = [
+        (
+            "Idempotency-Key",
+            begin()
+                .bearer_auth(CLIENT_A)
+                .header("Idempotency-Key", "K-1")
+                .header("Idempotency-Key", "K-2"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "Authorization",
+            begin()
+                .header("authorization", format!("Bearer {CLIENT_A}"))
+                .header("authorization", "Bearer another-token")
+                .header("Idempotency-Key", "K-1"),
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            "x-handover-task",
+            gw.http
+                .post(gw.url("/v1/chat/completions"))
+                .bearer_auth(CLIENT_A)
+                .header("x-handover-task", "t-1")
+                .header("x-handover-task", "t-2")
+                .header("content-type", "application/json")
+                .body(chat("default")),
+            StatusCode::BAD_REQUEST,
+        ),
+    ];
+    for (header, req, status) in cases {
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), status, "{header}");
+        let body: Value = resp.json().await.unwrap();
+        let text = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(text.contains("twice"), "{header}: {body}");
+        if status == StatusCode::BAD_REQUEST {
+            assert_eq!(body["error"]["param"], header, "{body}");
+        }
+    }
+    assert_eq!(gw.all_operations().await, 0, "nothing recorded");
+    assert_eq!(provider.requests().await, 0, "nothing sent");
+}

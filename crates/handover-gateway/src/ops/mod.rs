@@ -38,7 +38,7 @@ pub(crate) use wire::LedgerBody;
 use wire::{ApproveBody, BeginBody, DispatchBody, ListQuery, OutcomeBody, OutcomeKind};
 
 /// The request header carrying the operation key.
-pub(crate) const KEY_HEADER: &str = "idempotency-key";
+pub(crate) const KEY_HEADER: &str = "Idempotency-Key";
 
 /// The operation a path names (`/v1/operations/{key}/...`): a bad key is
 /// named as the path's `key`.
@@ -115,8 +115,8 @@ pub(crate) async fn begin(
     headers: HeaderMap,
     LedgerBody(body): LedgerBody<BeginBody>,
 ) -> Result<Response, ApiError> {
-    let key = headers
-        .get(KEY_HEADER)
+    let key = crate::headers::one(&headers, KEY_HEADER)
+        .map_err(|m| ApiError::invalid("invalid_field", "Idempotency-Key", m))?
         .ok_or_else(|| {
             ApiError::invalid(
                 "missing_idempotency_key",
