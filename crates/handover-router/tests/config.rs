@@ -612,3 +612,30 @@ fn telemetry_section_is_validated_naming_each_field() {
         "{e}"
     );
 }
+
+/// Secrets come from the environment, never from the file: a URL with
+/// `user:password@` is refused, naming its path and not the password
+/// (`handover check` would otherwise print it with the resolved URL).
+#[test]
+fn urls_with_credentials_are_errors_that_do_not_repeat_them() {
+    let text = BASE.replace(
+        "http://127.0.0.1:1/v1",
+        "http://admin:hunter2-secret@127.0.0.1:1/v1",
+    ) + r#"
+[actions.ship.lookup]
+visibility_lag = "1s"
+url = "https://bot:hunter3-secret@shipments.example/v1?ref={destination_key}"
+
+[telemetry]
+otlp_endpoint = "http://otel:hunter4-secret@127.0.0.1:4318"
+"#;
+    let e = errors(&text);
+    for path in [
+        "providers.a.base_url",
+        "actions.ship.lookup.url",
+        "telemetry.otlp_endpoint",
+    ] {
+        assert!(e.contains(&format!("{path}: ")), "{path}: {e}");
+    }
+    assert!(!e.contains("hunter"), "{e}");
+}
