@@ -99,18 +99,20 @@ pub(crate) async fn open(
 }
 
 fn refused(e: &RouterError) -> ApiError {
-    let err = match e {
+    match e {
         RouterError::TaskPolicyMismatch { .. } => ApiError::new(
             StatusCode::CONFLICT,
             "conflict_error",
             "task_policy_mismatch",
             e.to_string(),
         )
-        .with_param(TASK_HEADER),
+        .with_param(TASK_HEADER)
+        .with_header("x-should-retry", HeaderValue::from_static("false")),
+        // The budget store did not answer: nothing was sent and nothing
+        // spent, so the answer's `Retry-After` stands (an SDK may retry).
         RouterError::Ledger(l) => ApiError::ledger(l),
-        other => return super::openai::chat::router_error(other),
-    };
-    err.with_header("x-should-retry", HeaderValue::from_static("false"))
+        other => super::openai::chat::router_error(other),
+    }
 }
 
 /// `requests=N, ms=N, cost=X` (`cost=unlimited` without a ceiling).
