@@ -227,8 +227,15 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<ExitCode> {
     };
     let outcome = if args.confirmed {
         let result = match &args.result {
-            Some(text) => serde_json::from_str(text)
-                .with_context(|| "--result: not valid JSON; nothing was changed")?,
+            Some(text) => {
+                let value = serde_json::from_str(text)
+                    .with_context(|| "--result: not valid JSON; nothing was changed")?;
+                // As written, before the parser rounds a number or keeps
+                // the last of a member named twice (as the gateway checks).
+                handover::ledger::validate_json_text(&format!("{{\"result\": {text}}}"))
+                    .map_err(|e| anyhow::anyhow!("--result: {e}; nothing was changed"))?;
+                value
+            }
             None => serde_json::Value::Null,
         };
         ResolvedAs::Confirmed { result }
