@@ -256,9 +256,24 @@ fn a_guarded_call_the_proxy_cannot_read_unambiguously_is_refused_not_forwarded()
     let twice_method = format!(
         r#"{{"jsonrpc":"2.0","id":3,"method":"tools/list","method":"tools/call","params":{{"name":"create_shipment","arguments":{args}}}}}"#
     );
-    for line in [twice_name, twice_method] {
+    // Arguments that cannot be recorded exactly as sent: a member named
+    // twice, a number the parser would round. Refused naming the argument,
+    // as the gateway refuses the same parameters.
+    let twice_argument = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"create_shipment","arguments":{"order_id":"DUP-2","sku":"KETTLE","qty":1,"qty":100}}}"#;
+    let rounded = r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"create_shipment","arguments":{"order_id":"DUP-3","sku":"KETTLE","qty":3.14159265358979323846}}}"#;
+    for line in [
+        twice_name,
+        twice_method,
+        twice_argument.into(),
+        rounded.into(),
+    ] {
         let a = answer(&mut stdin, &line);
         assert!(a["error"]["message"].is_string(), "refused: {a}");
+    }
+    for line in [twice_argument, rounded] {
+        let a = answer(&mut stdin, line);
+        let message = a["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("arguments.qty"), "names the argument: {a}");
     }
     // A notification naming the guarded tool is dropped; the next request
     // is answered normally (the session goes on).

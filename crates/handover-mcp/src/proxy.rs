@@ -344,6 +344,11 @@ impl McpProxy {
             return Route::Drop;
         };
         let params = peek.params.map_or("null", RawValue::get);
+        // As sent, before the parser keeps the last of a member named twice
+        // or rounds a number: what is recorded and sent is what was asked.
+        if let Err(e) = handover_ledger::validate_json_text(params) {
+            return Route::Invalid(id.to_owned(), format!("params: {e}"));
+        }
         match serde_json::from_str::<CallToolRequestParams>(params) {
             Ok(params) => Route::Guarded(id.to_owned(), params),
             Err(e) => Route::Invalid(id.to_owned(), format!("params: {e}")),
