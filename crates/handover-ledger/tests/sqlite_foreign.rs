@@ -98,3 +98,12 @@ async fn new_empty_and_table_less_files_become_ledgers_and_ledgers_reopen() {
         assert!(again.get(req.id()).await.expect("get").is_some());
     }
 }
+
+#[tokio::test]
+async fn a_directory_is_refused_saying_so() {
+    let dir = tempfile::tempdir().expect("dir");
+    let err = SqliteLedger::open(dir.path(), SqliteOptions::default())
+        .await
+        .expect_err("a directory is not a ledger file");
+    assert!(err.to_string().contains("directory"), "got {err}");
+}

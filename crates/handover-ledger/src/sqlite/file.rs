@@ -30,6 +30,11 @@ pub(super) const CHECKING: &str = "checking the ledger file";
 /// otherwise "not a Handover ledger", and the file is untouched.
 pub(super) async fn adoptable(path: &Path) -> Result<(), LedgerError> {
     match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            return Err(super::read_only::not_a_ledger(
+                "it is a directory (name a file in it)",
+            ));
+        }
         Ok(meta) if meta.len() > 0 => {}
         // Missing (created by the open) or empty (becomes the ledger).
         _ => return Ok(()),
