@@ -10,9 +10,11 @@
 //! * `chat`: [`Provider::chat`] (one request through our transport, decode);
 //! * `chat_stream`: [`Provider::chat_stream`] consumed to the end.
 //!
-//! `--kind openai|anthropic|gemini` picks the adapter (default `openai`);
-//! the mock then answers in that vendor's shape and the baseline posts the
-//! very body the adapter sends (Anthropic: a Messages API body with
+//! `--kind openai|openai_responses|anthropic|gemini` picks the adapter
+//! (default `openai`); the mock then answers in that vendor's shape and the
+//! baseline posts the very body the adapter sends (Responses: `input` and
+//! `instructions` to `/responses`, answered by a `response` object or the
+//! Responses event stream; Anthropic: a Messages API body with
 //! `x-api-key` and `anthropic-version`; Gemini: `contents` with
 //! `x-goog-api-key`, to `:generateContent` or
 //! `:streamGenerateContent?alt=sse`) to the same URL.
@@ -27,7 +29,8 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use handover_providers::{
-    AnyProvider, CallOptions, ChatRequest, Message, Provider, ProviderKind, ProviderSettings,
+    AnyProvider, CallOptions, ChatRequest, Message, OpenAiApi, Provider, ProviderKind,
+    ProviderSettings,
 };
 use secrecy::SecretString;
 
@@ -39,7 +42,7 @@ use crate::{
 };
 
 fn report(
-    kind: ProviderKind,
+    kind: &str,
     mode: &str,
     mut adapter: Samples,
     mut baseline: Samples,
@@ -51,7 +54,7 @@ fn report(
     let (b50, b99) = (baseline.quantile_us(0.50), baseline.quantile_us(0.99));
     let mut line = serde_json::json!({
         "bench": "adapter",
-        "kind": kind.as_str(),
+        "kind": kind,
         "mode": mode,
         "backend": "local-mock-http1",
         "concurrency": 1,
@@ -79,23 +82,27 @@ fn report(
 pub(crate) async fn run(args: Args) -> BenchResult {
     let ops = args.number("ops", 10_000)? as usize;
     let warmup = (ops / 10).clamp(100, 1_000);
-    let kind = match args.string("kind", "openai").as_str() {
-        "openai" => ProviderKind::OpenAi,
-        "anthropic" => ProviderKind::Anthropic,
-        "gemini" => ProviderKind::Gemini,
+    let name = args.string("kind", "openai");
+    let (kind, api) = match name.as_str() {
+        "openai" => (ProviderKind::OpenAi, OpenAiApi::ChatCompletions),
+        "openai_responses" => (ProviderKind::OpenAi, OpenAiApi::Responses),
+        "anthropic" => (ProviderKind::Anthropic, OpenAiApi::ChatCompletions),
+        "gemini" => (ProviderKind::Gemini, OpenAiApi::ChatCompletions),
         other => {
-            return Err(
-                format!("--kind: expected openai, anthropic or gemini, got {other:?}").into(),
-            );
+            return Err(format!(
+                "--kind: expected openai, openai_responses, anthropic or gemini, got {other:?}"
+            )
+            .into());
         }
     };
-    let wire = Wire::of(kind);
+    let wire = Wire::of(kind, api);
     let base = format!("{}/v1", mock_http::start(wire.answers())?);
     let key = "sk-bench-not-a-real-key";
     let provider = AnyProvider::new(
         ProviderSettings::new("bench", kind, wire.model)
             .with_base_url(&base)
-            .with_api_key(SecretString::from(key)),
+            .with_api_key(SecretString::from(key))
+            .with_api(api),
     )?;
     let raw = reqwest::Client::new();
     let url = format!("{base}{}", wire.path);
@@ -199,7 +206,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
             b.push(baseline_chat().await?);
         }
     }
-    report(kind, "chat", a, b, None, adapter_wall.as_secs_f64());
+    report(&name, "chat", a, b, None, adapter_wall.as_secs_f64());
 
     for _ in 0..warmup {
         baseline_stream().await?;
@@ -236,7 +243,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         }
     }
     report(
-        kind,
+        &name,
         "chat_stream",
         a,
         b,
@@ -250,28 +257,41 @@ pub(crate) async fn run(args: Args) -> BenchResult {
 /// body as the adapter.
 struct Wire {
     kind: ProviderKind,
+    api: OpenAiApi,
     model: &'static str,
     path: &'static str,
     stream_path: &'static str,
 }
 
 impl Wire {
-    fn of(kind: ProviderKind) -> Self {
+    fn of(kind: ProviderKind, api: OpenAiApi) -> Self {
+        if api == OpenAiApi::Responses {
+            return Wire {
+                kind,
+                api,
+                model: "gpt-4o-mini",
+                path: "/responses",
+                stream_path: "/responses",
+            };
+        }
         match kind {
             ProviderKind::Anthropic => Wire {
                 kind,
+                api,
                 model: "claude-sonnet-4-5",
                 path: "/messages",
                 stream_path: "/messages",
             },
             ProviderKind::Gemini => Wire {
                 kind,
+                api,
                 model: "gemini-2.5-flash",
                 path: "/models/gemini-2.5-flash:generateContent",
                 stream_path: "/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
             },
             _ => Wire {
                 kind,
+                api,
                 model: "gpt-4o-mini",
                 path: "/chat/completions",
                 stream_path: "/chat/completions",
@@ -280,6 +300,9 @@ impl Wire {
     }
 
     fn answers(&self) -> mock_http::Answers {
+        if self.api == OpenAiApi::Responses {
+            return mock_http::responses_answers();
+        }
         match self.kind {
             ProviderKind::Anthropic => mock_http::anthropic_answers(),
             ProviderKind::Gemini => mock_http::gemini_answers(),
@@ -305,6 +328,15 @@ impl Wire {
     }
 
     fn body(&self, stream: bool) -> serde_json::Value {
+        if self.api == OpenAiApi::Responses {
+            return serde_json::json!({
+                "model": self.model,
+                "instructions": "You are a helpful assistant.",
+                "input": [{"type": "message", "role": "user", "content": "Hello!"}],
+                "store": false,
+                "stream": stream,
+            });
+        }
         let mut body = match self.kind {
             ProviderKind::Anthropic => serde_json::json!({
                 "model": self.model,

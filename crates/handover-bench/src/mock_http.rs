@@ -92,6 +92,80 @@ pub(crate) fn anthropic_answers() -> Answers {
     }
 }
 
+/// A Responses API `response` object (with the request echo OpenAI returns).
+fn response_object(status: &str, output: &str, usage: &str) -> String {
+    format!(
+        r#"{{"id":"resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b","object":"response","created_at":1741476542,"status":"{status}","background":false,"error":null,"incomplete_details":null,"instructions":"You are a helpful assistant.","max_output_tokens":null,"model":"gpt-4o-mini-2024-07-18","output":[{output}],"parallel_tool_calls":true,"previous_response_id":null,"reasoning":{{"effort":null,"summary":null}},"service_tier":"default","store":false,"temperature":1.0,"text":{{"format":{{"type":"text"}},"verbosity":"medium"}},"tool_choice":"auto","tools":[],"top_p":1.0,"truncation":"disabled","usage":{usage},"user":null,"metadata":{{}}}}"#
+    )
+}
+
+const RESPONSES_MESSAGE: &str = r#"{"type":"message","id":"msg_67ccd2bf17f0819081ff3bb2cf6508e6","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hello! How can I assist you today?","annotations":[],"logprobs":[]}]}"#;
+const RESPONSES_USAGE: &str = r#"{"input_tokens":19,"input_tokens_details":{"cached_tokens":0},"output_tokens":10,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":29}"#;
+
+/// The Responses stream OpenAI sends for the same answer: created, in
+/// progress, the item and part opened, one delta per word, the `*.done`
+/// repeats and `response.completed` with the whole response.
+fn responses_sse_body() -> String {
+    let words = [
+        "Hello", "!", " How", " can", " I", " assist", " you", " today", "?",
+    ];
+    let mut seq = 0;
+    let mut s = String::new();
+    let mut event = |kind: &str, rest: String| {
+        s.push_str(&format!(
+            "event: {kind}\ndata: {{\"type\":\"{kind}\",\"sequence_number\":{seq},{rest}}}\n\n"
+        ));
+        seq += 1;
+    };
+    let open = response_object("in_progress", "", "null");
+    event("response.created", format!(r#""response":{open}"#));
+    event("response.in_progress", format!(r#""response":{open}"#));
+    let item = r#""item_id":"msg_67ccd2bf17f0819081ff3bb2cf6508e6","output_index":0"#;
+    event(
+        "response.output_item.added",
+        r#""output_index":0,"item":{"type":"message","id":"msg_67ccd2bf17f0819081ff3bb2cf6508e6","status":"in_progress","role":"assistant","content":[]}"#.into(),
+    );
+    event(
+        "response.content_part.added",
+        format!(
+            r#"{item},"content_index":0,"part":{{"type":"output_text","text":"","annotations":[],"logprobs":[]}}"#
+        ),
+    );
+    for w in words {
+        event(
+            "response.output_text.delta",
+            format!(r#"{item},"content_index":0,"delta":"{w}","logprobs":[],"obfuscation":"Xs9c""#),
+        );
+    }
+    let text = "Hello! How can I assist you today?";
+    event(
+        "response.output_text.done",
+        format!(r#"{item},"content_index":0,"text":"{text}","logprobs":[]"#),
+    );
+    event(
+        "response.content_part.done",
+        format!(
+            r#"{item},"content_index":0,"part":{{"type":"output_text","text":"{text}","annotations":[],"logprobs":[]}}"#
+        ),
+    );
+    event(
+        "response.output_item.done",
+        format!(r#""output_index":0,"item":{RESPONSES_MESSAGE}"#),
+    );
+    let done = response_object("completed", RESPONSES_MESSAGE, RESPONSES_USAGE);
+    event("response.completed", format!(r#""response":{done}"#));
+    s
+}
+
+/// A Responses API answer and its stream, as OpenAI sends them.
+pub(crate) fn responses_answers() -> Answers {
+    let json = response_object("completed", RESPONSES_MESSAGE, RESPONSES_USAGE);
+    Answers {
+        json: json.into_bytes().into(),
+        sse: responses_sse_body().into_bytes().into(),
+    }
+}
+
 const GEMINI_ANSWER: &str = r#"{"candidates":[{"content":{"parts":[{"text":"Hello! How can I assist you today?"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":19,"candidatesTokenCount":10,"totalTokenCount":29,"promptTokensDetails":[{"modality":"TEXT","tokenCount":19}]},"modelVersion":"gemini-2.5-flash","responseId":"c2Q6aOSdFsqmz7IP7K3b2QM"}"#;
 
 fn gemini_sse_body() -> String {

@@ -52,8 +52,8 @@ fn the_example_prints_resolved_chains_budgets_error_tables_and_contracts() {
         "overloaded=next",
         "invalid_request=fail",
         "data classes: internal, public",
-        "supports: structured_outputs, json_mode, logprobs, reasoning_effort, parallel_tool_calls, temperature_above_1, not images (declared), not audio (declared), not files (declared)",
-        "supports: json_mode, logprobs, temperature_above_1\n",
+        "supports: structured_outputs, json_mode, logprobs, reasoning_effort, parallel_tool_calls, temperature_above_1, stop_sequences, not images (declared), not audio (declared), not files (declared)",
+        "supports: json_mode, logprobs, temperature_above_1, stop_sequences\n",
         "$OPENAI_API_KEY (NOT SET)",
         "$DEEPSEEK_API_KEY (set)",
         "idempotency: header Idempotency-Key",
@@ -274,4 +274,31 @@ fn a_closed_pipe_or_a_full_disk_on_stdout_is_not_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("cannot write to stdout"), "{err}");
+}
+
+/// `api` is shown for the kinds that choose one, with what it means for the
+/// capabilities (no stop sequences or audio through the Responses API), and
+/// refused naming the path for a kind that has one API.
+#[test]
+fn the_api_a_provider_is_called_through_is_shown_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[ledger]\nbackend = \"memory\"\n[providers.az]\nkind = \"azure_openai\"\nbase_url = \"https://r.openai.azure.com\"\napi = \"responses\"\nmodel = \"gpt-5-deployment\"\n[policies.default]\nchain = [\"az\"]\n";
+    let path = dir.path().join("responses.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = ok(&run(&["check", "--config", path.to_str().unwrap()]));
+    for needle in [
+        // Azure's v1 Responses path pins no version unless one is set.
+        "az  kind azure_openai, model gpt-5-deployment, base_url https://r.openai.azure.com, api responses\n",
+        "supports: structured_outputs, json_mode, logprobs, reasoning_effort, images, files, parallel_tool_calls, temperature_above_1\n",
+    ] {
+        assert!(out.contains(needle), "missing {needle:?} in:\n{out}");
+    }
+    let (err, _) = check_text(
+        dir.path(),
+        &text.replace("kind = \"azure_openai\"", "kind = \"gemini\""),
+    );
+    assert!(
+        err.contains(r#"providers.az.api: kind "gemini" has one API"#),
+        "{err}"
+    );
 }

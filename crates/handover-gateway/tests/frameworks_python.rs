@@ -12,11 +12,8 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::process::Stdio;
-
 use serde_json::{Value, json};
-use support::{CLIENT_A, Running};
+use support::Running;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
@@ -175,31 +172,7 @@ async fn agent_frameworks_behave_through_the_gateway_as_against_the_upstream() {
     c.push_str(&support::gateway_section(1 << 20, "5s", ""));
     let gw = Running::start(&c).await;
 
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/frameworks.py");
-    let out = tokio::process::Command::new(&python)
-        .arg(script)
-        .arg(format!("{}/v1", upstream.uri()))
-        .arg(format!("{}/v1", gw.base))
-        .arg(CLIENT_A)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap_or_else(|e| panic!("HANDOVER_TEST_PYTHON={python} cannot run: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the python frameworks failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut results: BTreeMap<String, BTreeMap<String, Value>> = BTreeMap::new();
-    for line in stdout.lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        results
-            .entry(v["case"].as_str().unwrap().to_owned())
-            .or_default()
-            .insert(v["via"].as_str().unwrap().to_owned(), v["result"].clone());
-    }
+    let (results, stdout) = support::python_cases(&python, "frameworks.py", &upstream, &gw).await;
     assert!(results.len() >= 20, "{stdout}");
     // Every chunk whole, the first naming the same model as the rest.
     let chunks = results["openai_stream_chunks"]["gateway"]

@@ -35,11 +35,14 @@ pub enum Capability {
     /// `temperature` above 1 (OpenAI's range is 0–2; Anthropic's is 0–1,
     /// and it refuses more rather than sampling as asked).
     TemperatureAbove1,
+    /// `stop` sequences (every kind has them; OpenAI's Responses API does
+    /// not, see [`crate::OpenAiApi::supports`]).
+    StopSequences,
 }
 
 impl Capability {
     /// Every capability, in the order errors list them.
-    pub const ALL: [Capability; 9] = [
+    pub const ALL: [Capability; 10] = [
         Self::StructuredOutputs,
         Self::JsonMode,
         Self::Logprobs,
@@ -49,6 +52,7 @@ impl Capability {
         Self::Files,
         Self::ParallelToolCalls,
         Self::TemperatureAbove1,
+        Self::StopSequences,
     ];
 
     /// The capability named `name` (its [`Capability::as_str`]), as
@@ -69,6 +73,7 @@ impl Capability {
             Self::Files => "files",
             Self::ParallelToolCalls => "parallel_tool_calls",
             Self::TemperatureAbove1 => "temperature_above_1",
+            Self::StopSequences => "stop_sequences",
         }
     }
 }
@@ -103,7 +108,9 @@ impl ProviderKind {
     /// enforce strict tool schemas (so no structured outputs), returns no
     /// OpenAI-shaped log probabilities, has no reasoning effort, audio or
     /// file parts here, and no switch to forbid parallel calls. Every kind
-    /// but Anthropic takes a `temperature` up to 2.
+    /// but Anthropic takes a `temperature` up to 2; every kind has stop
+    /// sequences. What the provider's wire API can express is the other
+    /// half of the answer ([`crate::OpenAiApi::supports`]).
     pub fn supports(self, c: Capability) -> bool {
         match self {
             ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::AzureOpenAi => {
@@ -111,14 +118,21 @@ impl ProviderKind {
             }
             ProviderKind::DeepSeek => matches!(
                 c,
-                Capability::JsonMode | Capability::Logprobs | Capability::TemperatureAbove1
+                Capability::JsonMode
+                    | Capability::Logprobs
+                    | Capability::TemperatureAbove1
+                    | Capability::StopSequences
             ),
-            ProviderKind::Anthropic => {
-                matches!(c, Capability::Images | Capability::ParallelToolCalls)
-            }
+            ProviderKind::Anthropic => matches!(
+                c,
+                Capability::Images | Capability::ParallelToolCalls | Capability::StopSequences
+            ),
             ProviderKind::Gemini => matches!(
                 c,
-                Capability::JsonMode | Capability::Images | Capability::TemperatureAbove1
+                Capability::JsonMode
+                    | Capability::Images
+                    | Capability::TemperatureAbove1
+                    | Capability::StopSequences
             ),
         }
     }
@@ -161,6 +175,9 @@ impl ChatRequest {
         }
         if set("reasoning_effort") {
             need(Capability::ReasoningEffort, "reasoning_effort".into());
+        }
+        if !self.stop.is_empty() {
+            need(Capability::StopSequences, "stop".into());
         }
         if self.temperature.is_some_and(|t| t > 1.0) {
             need(Capability::TemperatureAbove1, "temperature".into());

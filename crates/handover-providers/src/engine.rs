@@ -16,7 +16,8 @@ use tracing::Instrument;
 
 use crate::{
     assemble::ChatStream,
-    dialect,
+    classify,
+    dialect::{self, BodyError},
     error::ProviderError,
     gate::{CallOptions, SendInfo},
     request::ChatRequest,
@@ -144,14 +145,12 @@ impl Engine {
                 .endpoint
                 .read_body(&p.call, opened.response, status)
                 .await?;
+            let request_id = opened.request_id.clone();
             let resp = self
                 .endpoint
                 .dialect
                 .response(&body, &p.model, opened.request_id)
-                .map_err(|source| ProviderError::Decode {
-                    provider: self.settings.name.clone(),
-                    source,
-                })?;
+                .map_err(|e| self.body_error(e, status, request_id))?;
             Ok((resp, status))
         }
         .instrument(span.clone())
@@ -208,6 +207,25 @@ impl Engine {
             setup,
         );
         Ok(ChatStream::new(events, request_id, p.model))
+    }
+
+    /// A 2xx body that is no answer: undecodable, or the provider's own
+    /// failure report (classified like an error status).
+    fn body_error(&self, e: BodyError, status: u16, request_id: Option<String>) -> ProviderError {
+        let provider = self.settings.name.clone();
+        match e {
+            BodyError::Decode(source) => ProviderError::Decode { provider, source },
+            BodyError::Failed(error) => {
+                let failure =
+                    classify::failure_from(status, error, None, self.endpoint.key.as_ref());
+                ProviderError::Api {
+                    provider,
+                    failure: Box::new(failure),
+                    events: 0,
+                    request_id,
+                }
+            }
+        }
     }
 
     pub(crate) fn kind(&self) -> ProviderKind {

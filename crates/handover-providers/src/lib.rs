@@ -1,5 +1,6 @@
 //! Provider adapters for Handover: turn a provider-neutral [`ChatRequest`]
-//! into **exactly one** HTTP request to OpenAI (or Azure OpenAI), DeepSeek,
+//! into **exactly one** HTTP request to OpenAI (or Azure OpenAI; Chat
+//! Completions or, where configured, the Responses API), DeepSeek,
 //! any OpenAI-compatible API, Anthropic's Messages API or Google's Gemini API, and turn whatever comes back — an answer, a
 //! stream, an error status, a broken or silent connection — into typed,
 //! classified results.
@@ -43,6 +44,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+mod api;
 mod assemble;
 mod capability;
 mod class;
@@ -60,6 +62,7 @@ mod transport;
 mod types;
 mod wire;
 
+pub use api::OpenAiApi;
 pub use assemble::{ChatStream, StreamAssembler, assemble};
 pub use capability::{Capability, Need};
 pub use error::{ApiFailure, ErrorClass, ProviderError, TimeoutPhase, UnknownErrorClass};

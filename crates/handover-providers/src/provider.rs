@@ -108,9 +108,11 @@ macro_rules! adapter {
 }
 
 adapter!(
-    /// OpenAI Chat Completions (no SDK in between: no hidden retries).
-    /// Also serves [`ProviderKind::AzureOpenAi`]: the same API at a
-    /// deployment URL with the `api-version` query and the `api-key` header.
+    /// OpenAI Chat Completions (no SDK in between: no hidden retries), or
+    /// the Responses API where [`crate::ProviderSettings::api`] says so
+    /// (the request and answer translated, see [`crate::OpenAiApi`]).
+    /// Also serves [`ProviderKind::AzureOpenAi`]: the same APIs at the
+    /// resource's URLs with the `api-key` header.
     OpenAiProvider,
     ProviderKind::OpenAi | ProviderKind::AzureOpenAi
 );

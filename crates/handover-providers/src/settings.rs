@@ -4,7 +4,7 @@ use std::{collections::HashMap, fmt, str::FromStr, time::Duration};
 
 use secrecy::SecretString;
 
-use crate::error::ProviderError;
+use crate::{api::OpenAiApi, error::ProviderError};
 
 /// Which adapter serves a provider. A closed set: see [`crate::AnyProvider`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -200,11 +200,14 @@ pub struct ProviderSettings {
     /// Which adapter.
     pub kind: ProviderKind,
     /// Base URL including the version prefix (`https://api.openai.com/v1`);
-    /// the kind appends its path (`/chat/completions`, `/messages`; Azure:
-    /// the resource URL, `/openai/deployments/{model}/chat/completions`).
+    /// the kind appends its path (`/chat/completions`, `/responses`,
+    /// `/messages`; Azure: the resource URL,
+    /// `/openai/deployments/{model}/chat/completions` or `/openai/v1/responses`).
     pub base_url: String,
     /// The API version the kind pins (Azure `api-version`, Anthropic
     /// `anthropic-version`); `None` uses [`ProviderKind::default_api_version`].
+    /// Azure's Responses API (the `v1` path) needs none: there it is sent
+    /// only when set.
     pub api_version: Option<String>,
     /// Default model for calls without [`crate::CallOptions::model`].
     pub model: String,
@@ -218,8 +221,13 @@ pub struct ProviderSettings {
     /// DeepSeek: passback for models not listed.
     pub default_reasoning_passback: ReasoningPassback,
     /// Ask for usage in streams (`stream_options.include_usage`). Some
-    /// compatible servers reject the field; switch it off for them.
+    /// compatible servers reject the field; switch it off for them. (The
+    /// Responses API always reports usage.)
     pub stream_usage: bool,
+    /// Which OpenAI API an `openai` or `azure_openai` provider is called
+    /// through; other kinds accept only the default,
+    /// [`OpenAiApi::ChatCompletions`].
+    pub api: OpenAiApi,
 }
 
 impl fmt::Debug for ProviderSettings {
@@ -238,6 +246,7 @@ impl fmt::Debug for ProviderSettings {
                 &self.default_reasoning_passback,
             )
             .field("stream_usage", &self.stream_usage)
+            .field("api", &self.api)
             .finish()
     }
 }
@@ -267,7 +276,15 @@ impl ProviderSettings {
             reasoning_passback,
             default_reasoning_passback,
             stream_usage: true,
+            api: OpenAiApi::default(),
         }
+    }
+
+    /// Calls the provider through `api` (OpenAI and Azure OpenAI only;
+    /// [`ProviderSettings::validate`] refuses it for other kinds).
+    pub fn with_api(mut self, api: OpenAiApi) -> Self {
+        self.api = api;
+        self
     }
 
     /// Sets the base URL.
@@ -367,6 +384,13 @@ impl ProviderSettings {
                     .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)))
         {
             return bad("api_version", "must be a non-empty version like 2024-10-21");
+        }
+        let two_apis = matches!(self.kind, ProviderKind::OpenAi | ProviderKind::AzureOpenAi);
+        if self.api != OpenAiApi::ChatCompletions && !two_apis {
+            return bad(
+                "api",
+                "only openai and azure_openai providers can be called through another API",
+            );
         }
         self.timeouts.validate()
     }

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::{
+    dialect::reported_model,
     request::{ChatRequest, Role, ToolCall},
     settings::{ProviderKind, ReasoningPassback},
     types::{ChatResponse, FinishReason, Passthrough, StreamEvent, Usage},
@@ -219,10 +220,7 @@ impl WireResponse {
             reasoning_content: message.reasoning_content,
             finish_reason: finish.as_deref().map(FinishReason::parse),
             usage: self.usage.map(Usage::from),
-            model: self
-                .model
-                .filter(|m| !m.is_empty())
-                .unwrap_or_else(|| requested_model.to_owned()),
+            model: reported_model(self.model, requested_model),
             request_id,
             passthrough,
         }

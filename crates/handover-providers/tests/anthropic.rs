@@ -10,7 +10,7 @@ use handover_providers::{
     Provider, ProviderKind, Tool, ToolCall, ToolChoice,
 };
 use serde_json::{Map, Value, json};
-use support::bodies;
+use support::{bodies, sent};
 use wiremock::{
     Mock, MockServer, ResponseTemplate,
     matchers::{method, path},
@@ -27,13 +27,6 @@ async fn answering(body: Value) -> (MockServer, AnyProvider) {
         .await;
     let p = support::provider(KIND, &format!("{}/v1", server.uri()));
     (server, p)
-}
-
-async fn sent(server: &MockServer) -> Vec<Value> {
-    let reqs = server.received_requests().await.unwrap();
-    reqs.iter()
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .collect()
 }
 
 fn call(id: &str, name: &str, args: &str) -> ToolCall {

@@ -11,7 +11,7 @@ use handover_providers::{
     ProviderKind, Tool, ToolCall, ToolChoice,
 };
 use serde_json::{Value, json};
-use support::bodies;
+use support::{bodies, sent};
 use wiremock::{
     Mock, MockServer, ResponseTemplate,
     matchers::{header, method, path},
@@ -41,13 +41,6 @@ fn sse(body: String) -> ResponseTemplate {
     ResponseTemplate::new(200)
         .insert_header("content-type", "text/event-stream")
         .set_body_string(body)
-}
-
-async fn sent(server: &MockServer) -> Vec<Value> {
-    let reqs = server.received_requests().await.unwrap();
-    reqs.iter()
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .collect()
 }
 
 fn call(id: &str, name: &str, args: &str) -> ToolCall {

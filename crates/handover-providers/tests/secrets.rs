@@ -13,13 +13,15 @@ use handover_providers::{
 };
 use secrecy::SecretString;
 use serde_json::json;
-use support::{CountingGate, bodies, raw};
+use support::{Case, CountingGate, bodies, raw};
 use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
 
 const SENTINEL: &str = "sk-SENTINEL-7f3c9e1b4d";
 
-fn settings(kind: ProviderKind, base: &str) -> ProviderSettings {
-    ProviderSettings::new("secret-test", kind, "gpt-4o-mini")
+fn settings(kind: impl Into<Case>, base: &str) -> ProviderSettings {
+    let case = kind.into();
+    ProviderSettings::new("secret-test", case.kind, "gpt-4o-mini")
+        .with_api(case.api)
         .with_base_url(base)
         .with_api_key(SecretString::from(SENTINEL))
         .with_timeouts(Timeouts {
@@ -136,6 +138,29 @@ async fn sentinel_key_never_leaks() {
     ] {
         let p = AnyProvider::new(settings(kind, &format!("{}/v1", servers[0].uri()))).unwrap();
         debug_dumps.push(format!("{p:?} {:?}", p.settings()));
+        errors.extend(run_all(&p, &CallOptions::default()).await);
+    }
+    // The Responses API on both kinds, on the echoing 401; echoing the key
+    // in a failed response, a `response.failed` and a bare `error` event.
+    let openai = Case::responses(ProviderKind::OpenAi);
+    for kind in [openai, Case::responses(ProviderKind::AzureOpenAi)] {
+        let p = AnyProvider::new(settings(kind, &format!("{}/v1", servers[0].uri()))).unwrap();
+        debug_dumps.push(format!("{p:?} {:?}", p.settings()));
+        errors.extend(run_all(&p, &CallOptions::default()).await);
+    }
+    let mut failed = bodies::r_response("failed", json!([]), json!(null));
+    failed["error"] = json!({"code": "server_error", "message": echo});
+    let events = [
+        bodies::r_event(json!({"type": "response.failed", "response": failed})),
+        bodies::r_event(json!({"type": "error", "code": "rate_limit_exceeded", "message": echo})),
+    ];
+    for template in [
+        ResponseTemplate::new(200).set_body_json(&failed),
+        sse(events[0].clone()),
+        sse(events[1].clone()),
+    ] {
+        let server = mock(template).await;
+        let p = AnyProvider::new(settings(openai, &format!("{}/v1", server.uri()))).unwrap();
         errors.extend(run_all(&p, &CallOptions::default()).await);
     }
     // Anthropic echoing the key in an in-stream `error` event.

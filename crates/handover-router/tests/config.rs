@@ -6,7 +6,7 @@ use std::time::Duration;
 use handover_providers::Capability;
 use handover_router::RouterError;
 use handover_router::config::{
-    BlockSetting, ClassAction, CommitPoint, Config, ErrorClass, LedgerBackend,
+    BlockSetting, ClassAction, CommitPoint, Config, ErrorClass, LedgerBackend, OpenAiApi,
 };
 
 /// Pretends every API-key variable is set.
@@ -167,6 +167,72 @@ chain = ["azure", "claude", "gemini"]
     assert!(
         e.contains(r#""anthropic""#),
         "the error lists the kinds: {e}"
+    );
+}
+
+#[test]
+fn openai_and_azure_choose_their_api_and_nobody_else_can() {
+    let text = format!(
+        "{BASE}{}",
+        r#"
+[providers.o]
+kind = "openai"
+api = "responses"
+model = "gpt-5-mini"
+
+[providers.az]
+kind = "azure_openai"
+base_url = "https://my-resource.openai.azure.com"
+api = "responses"
+model = "gpt-5-deployment"
+
+[providers.plain]
+kind = "openai"
+model = "gpt-4o-mini"
+"#
+    );
+    let config = Config::parse(&text, &all_set).unwrap();
+    let p = config.providers();
+    assert_eq!(p["o"].api, OpenAiApi::Responses);
+    assert_eq!(p["az"].api, OpenAiApi::Responses);
+    assert_eq!(p["plain"].api, OpenAiApi::ChatCompletions, "the default");
+    assert_eq!(p["b"].api, OpenAiApi::ChatCompletions);
+    // What the Responses API cannot express is never the provider's.
+    assert!(!p["o"].supports(Capability::StopSequences));
+    assert!(!p["o"].supports(Capability::Audio));
+    assert!(p["o"].supports(Capability::StructuredOutputs));
+    assert!(p["plain"].supports(Capability::StopSequences));
+
+    let e = errors(&text.replace(
+        "api = \"responses\"\nmodel = \"gpt-5-mini\"",
+        "api = \"respones\"\nmodel = \"gpt-5-mini\"",
+    ));
+    assert!(
+        e.contains(r#"providers.o.api: unknown API "respones" (expected "chat_completions" or "responses")"#),
+        "{e}"
+    );
+    let e = errors(&BASE.replace(
+        "kind = \"deepseek\"",
+        "kind = \"deepseek\"\napi = \"responses\"",
+    ));
+    assert!(
+        e.contains(r#"providers.b.api: kind "deepseek" has one API"#),
+        "{e}"
+    );
+    // A declaration cannot claim what the API cannot express.
+    let e = errors(&text.replace(
+        "model = \"gpt-5-mini\"",
+        "model = \"gpt-5-mini\"\nsupports = { stop_sequences = true, logprobs = false }",
+    ));
+    assert!(
+        e.contains(
+            "providers.o.supports.stop_sequences: the responses API cannot express stop_sequences"
+        ),
+        "{e}"
+    );
+    assert!(
+        !e.contains("logprobs"),
+        "declaring off is always allowed: {e}"
     );
 }
 

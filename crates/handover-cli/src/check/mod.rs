@@ -11,8 +11,8 @@ use clap::Args;
 use handover::Config;
 use handover::router::RouterError;
 use handover::router::config::{
-    ActionContract, ErrorClass, LedgerBackend, LedgerSettings, LookupHeader, ModelSet,
-    PolicySettings, ProviderConfig,
+    ActionContract, ErrorClass, LedgerBackend, LedgerSettings, LookupHeader, ModelSet, OpenAiApi,
+    PolicySettings, ProviderConfig, ProviderKind,
 };
 
 use crate::term::Style;
@@ -191,15 +191,25 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
         Some(var) => format!("${var} (NOT SET)"),
         None => "none".to_owned(),
     };
+    // Azure's Responses API (its v1 path) pins no version by default.
+    let default_version = match (p.kind, p.api) {
+        (ProviderKind::AzureOpenAi, OpenAiApi::Responses) => None,
+        _ => p.kind.default_api_version(),
+    };
     let version = p
         .api_version
         .as_deref()
-        .or(p.kind.default_api_version())
+        .or(default_version)
         .map(|v| format!(", api version {v}"))
         .unwrap_or_default();
+    // The API is a choice only where the kind has two.
+    let api = match p.kind {
+        ProviderKind::OpenAi | ProviderKind::AzureOpenAi => format!(", api {}", p.api),
+        _ => String::new(),
+    };
     let _ = writeln!(
         out,
-        "  {}  kind {}, model {}, base_url {base}{version}",
+        "  {}  kind {}, model {}, base_url {base}{version}{api}",
         p.name, p.kind, p.model
     );
     let _ = writeln!(out, "      api key: {key}");

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses its own subset
 
+pub(crate) mod responses_upstream;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -306,15 +308,22 @@ impl Scenarios {
 }
 
 /// Runs `script` (under the crate's `tests/python`) with the test Python
-/// and `args`; fails the test if the script fails.
-pub(crate) async fn python_scenarios(python: &str, script: &str, args: &[&str]) -> Scenarios {
+/// and `args`, within two minutes; fails the test if the script fails.
+/// Returns its JSON output lines and the whole output.
+async fn python_lines(
+    python: &str,
+    script: &str,
+    args: &[&str],
+) -> (Vec<serde_json::Value>, String) {
     let script = format!("{}/tests/python/{script}", env!("CARGO_MANIFEST_DIR"));
-    let out = tokio::process::Command::new(python)
+    let run = tokio::process::Command::new(python)
         .arg(&script)
         .args(args)
         .stdin(std::process::Stdio::null())
-        .output()
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(120), run)
         .await
+        .unwrap_or_else(|_| panic!("{script} did not finish within 120 s"))
         .unwrap_or_else(|e| panic!("HANDOVER_TEST_PYTHON={python} cannot run: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
@@ -323,10 +332,45 @@ pub(crate) async fn python_scenarios(python: &str, script: &str, args: &[&str]) 
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let results = stdout
+    let lines = stdout
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .collect();
+    (lines, stdout)
+}
+
+/// Runs a script that prints one `{"scenario", ...}` line per scenario.
+pub(crate) async fn python_scenarios(python: &str, script: &str, args: &[&str]) -> Scenarios {
+    let (lines, stdout) = python_lines(python, script, args).await;
+    let results = lines
+        .into_iter()
         .map(|v| (v["scenario"].as_str().unwrap().to_owned(), v))
         .collect();
     Scenarios { results, stdout }
+}
+
+/// Results by case, then by where the client was pointed (`"direct"` at
+/// the upstream, `"gateway"`).
+pub(crate) type Cases =
+    std::collections::BTreeMap<String, std::collections::BTreeMap<String, serde_json::Value>>;
+
+/// Runs a script that takes `UPSTREAM_BASE GATEWAY_BASE TOKEN` and prints
+/// one `{"case", "via", "result"}` line per case and base URL; returns the
+/// results and the whole output.
+pub(crate) async fn python_cases(
+    python: &str,
+    script: &str,
+    upstream: &wiremock::MockServer,
+    gw: &Running,
+) -> (Cases, String) {
+    let (up, via) = (format!("{}/v1", upstream.uri()), format!("{}/v1", gw.base));
+    let (lines, stdout) = python_lines(python, script, &[&up, &via, CLIENT_A]).await;
+    let mut cases = Cases::new();
+    for v in lines {
+        cases
+            .entry(v["case"].as_str().unwrap().to_owned())
+            .or_default()
+            .insert(v["via"].as_str().unwrap().to_owned(), v["result"].clone());
+    }
+    (cases, stdout)
 }

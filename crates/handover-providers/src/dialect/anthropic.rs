@@ -13,15 +13,14 @@
 //! own counters verbatim. Requests are built in `anthropic_request.rs`,
 //! streams read in `anthropic_stream.rs`.
 
-use eventsource_stream::Event;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{
-    Dialect, StreamDecoder, anthropic_request::request_body, anthropic_stream::MessageDecoder,
-    secret_header,
+    BodyError, Dialect, StreamDecoder, anthropic_request::request_body,
+    anthropic_stream::MessageDecoder, reported_model, secret_header,
 };
 use crate::{
     error::ProviderError,
@@ -79,7 +78,7 @@ impl Dialect for AnthropicDialect {
         body: &[u8],
         requested_model: &str,
         request_id: Option<String>,
-    ) -> Result<ChatResponse, serde_json::Error> {
+    ) -> Result<ChatResponse, BodyError> {
         let m: WireMessage = serde_json::from_slice(body)?;
         Ok(m.into_response(requested_model, request_id))
     }
@@ -153,10 +152,7 @@ impl WireMessage {
             reasoning_content: reasoning,
             finish_reason: self.stop_reason.as_deref().map(finish_reason),
             usage: self.usage.map(usage),
-            model: self
-                .model
-                .filter(|m| !m.is_empty())
-                .unwrap_or_else(|| requested_model.to_owned()),
+            model: reported_model(self.model, requested_model),
             request_id,
             passthrough,
         }
@@ -194,9 +190,4 @@ pub(crate) fn usage(mut u: Map<String, Value>) -> Usage {
         cached_input_tokens: read,
         extra: u,
     }
-}
-
-/// An SSE event's JSON (`type` decides; the SSE `event:` name repeats it).
-pub(crate) fn event_json(event: &Event) -> Result<Value, serde_json::Error> {
-    serde_json::from_str(event.data.trim())
 }

@@ -16,7 +16,8 @@ use serde_json::{Map, Value};
 
 use super::{
     Decoded, StreamDecoder,
-    anthropic::{event_json, finish_reason, usage},
+    anthropic::{finish_reason, usage},
+    event_json, event_type,
 };
 use crate::{
     types::{Passthrough, StreamEvent},
@@ -36,12 +37,9 @@ impl StreamDecoder for MessageDecoder {
     fn decode(&mut self, event: &Event, out: &mut Vec<StreamEvent>) -> Decoded {
         let v = match event_json(event) {
             Ok(v) => v,
-            Err(e) => return Decoded::Malformed(format!("event data is not JSON: {e}")),
+            Err(malformed) => return malformed,
         };
-        let kind = v
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or(event.event.as_str());
+        let kind = event_type(&v, event);
         match kind {
             "ping" => Decoded::KeepAlive,
             "message_stop" => Decoded::Done,

@@ -22,7 +22,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value, json};
 
 use super::{
-    Dialect, StreamDecoder,
+    BodyError, Dialect, StreamDecoder,
     gemini_answer::{Envelope, WireAnswer, retry_delay, wire_error},
     gemini_stream::ChunkDecoder,
     path_segment, secret_header,
@@ -91,7 +91,7 @@ impl Dialect for GeminiDialect {
         body: &[u8],
         requested_model: &str,
         request_id: Option<String>,
-    ) -> Result<ChatResponse, serde_json::Error> {
+    ) -> Result<ChatResponse, BodyError> {
         let r: WireAnswer = serde_json::from_slice(body)?;
         Ok(r.into_response(requested_model, request_id))
     }

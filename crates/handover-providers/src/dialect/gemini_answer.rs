@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::reported_model;
 use crate::{
     request::ToolCall,
     types::{ChatResponse, FinishReason, Passthrough, Usage},
@@ -133,10 +134,7 @@ impl WireAnswer {
             reasoning_content: reasoning,
             finish_reason: finish,
             usage: self.usage_metadata.map(usage),
-            model: self
-                .model_version
-                .filter(|m| !m.is_empty())
-                .unwrap_or_else(|| requested_model.to_owned()),
+            model: reported_model(self.model_version, requested_model),
             request_id,
             passthrough,
         }

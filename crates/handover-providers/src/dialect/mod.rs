@@ -17,6 +17,10 @@ mod gemini;
 mod gemini_answer;
 mod gemini_stream;
 mod openai;
+mod responses;
+mod responses_params;
+mod responses_request;
+mod responses_stream;
 mod translate;
 
 use std::time::Duration;
@@ -26,6 +30,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::SecretString;
 
 use crate::{
+    api::OpenAiApi,
     classify,
     error::{ApiFailure, ProviderError},
     request::ChatRequest,
@@ -58,7 +63,7 @@ pub(crate) trait Dialect: Send + Sync {
         body: &[u8],
         requested_model: &str,
         request_id: Option<String>,
-    ) -> Result<ChatResponse, serde_json::Error>;
+    ) -> Result<ChatResponse, BodyError>;
 
     /// A fresh decoder for one stream.
     fn decoder(&self) -> Box<dyn StreamDecoder>;
@@ -72,6 +77,21 @@ pub(crate) trait Dialect: Send + Sync {
         key: Option<&SecretString>,
     ) -> ApiFailure {
         classify::api_failure(status, body, retry_after, key)
+    }
+}
+
+/// Why a 2xx body is not an answer.
+pub(crate) enum BodyError {
+    /// It is not what the vendor documents.
+    Decode(serde_json::Error),
+    /// It is the vendor's own report of a failure (a Responses API
+    /// `status: "failed"`): classified like an error status.
+    Failed(WireError),
+}
+
+impl From<serde_json::Error> for BodyError {
+    fn from(e: serde_json::Error) -> Self {
+        BodyError::Decode(e)
     }
 }
 
@@ -97,9 +117,14 @@ pub(crate) enum Decoded {
     Malformed(String),
 }
 
-/// The dialect of `settings.kind`.
+/// The dialect of `settings.kind` (and, for OpenAI and Azure, `settings.api`).
 pub(crate) fn for_settings(settings: &ProviderSettings) -> Result<Box<dyn Dialect>, ProviderError> {
     match settings.kind {
+        ProviderKind::OpenAi | ProviderKind::AzureOpenAi
+            if settings.api == OpenAiApi::Responses =>
+        {
+            Ok(Box::new(responses::ResponsesDialect::new(settings)))
+        }
         ProviderKind::OpenAi
         | ProviderKind::DeepSeek
         | ProviderKind::OpenAiCompatible
@@ -107,6 +132,28 @@ pub(crate) fn for_settings(settings: &ProviderSettings) -> Result<Box<dyn Dialec
         ProviderKind::Anthropic => Ok(Box::new(anthropic::AnthropicDialect::new(settings))),
         ProviderKind::Gemini => Ok(Box::new(gemini::GeminiDialect::new(settings))),
     }
+}
+
+/// The model the provider reported, or the requested one if it reported
+/// none (an answer always names the model that answered).
+pub(crate) fn reported_model(reported: Option<String>, requested: &str) -> String {
+    reported
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| requested.to_owned())
+}
+
+/// An SSE event's JSON (data that is not JSON is malformed).
+pub(crate) fn event_json(event: &Event) -> Result<serde_json::Value, Decoded> {
+    serde_json::from_str(event.data.trim())
+        .map_err(|e| Decoded::Malformed(format!("event data is not JSON: {e}")))
+}
+
+/// An event's type: its `type` field (vendors that name their SSE events
+/// repeat the name there), else the SSE `event:` name.
+pub(crate) fn event_type<'e>(v: &'e serde_json::Value, event: &'e Event) -> &'e str {
+    v.get("type")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or(event.event.as_str())
 }
 
 /// `s` as one URL path segment (percent-encoded): an Azure deployment, a

@@ -6,7 +6,7 @@ use eventsource_stream::Event;
 use http::{HeaderMap, HeaderName, header};
 use secrecy::{ExposeSecret, SecretString};
 
-use super::{Decoded, Dialect, StreamDecoder, path_segment, secret_header};
+use super::{BodyError, Decoded, Dialect, StreamDecoder, path_segment, secret_header};
 use crate::{
     error::ProviderError,
     request::ChatRequest,
@@ -42,17 +42,7 @@ impl Dialect for OpenAiDialect {
     }
 
     fn headers(&self, key: Option<&SecretString>) -> Result<HeaderMap, ProviderError> {
-        let mut headers = HeaderMap::new();
-        if let Some(key) = key {
-            let (name, value) = if self.settings.kind == ProviderKind::AzureOpenAi {
-                secret_header(HeaderName::from_static("api-key"), key.expose_secret())?
-            } else {
-                let bearer = format!("Bearer {}", key.expose_secret());
-                secret_header(header::AUTHORIZATION, &bearer)?
-            };
-            headers.insert(name, value);
-        }
-        Ok(headers)
+        auth_headers(self.settings.kind, key)
     }
 
     fn body(
@@ -74,7 +64,7 @@ impl Dialect for OpenAiDialect {
         body: &[u8],
         requested_model: &str,
         request_id: Option<String>,
-    ) -> Result<ChatResponse, serde_json::Error> {
+    ) -> Result<ChatResponse, BodyError> {
         let wire: WireResponse = serde_json::from_slice(body)?;
         Ok(wire.into_response(requested_model, request_id))
     }
@@ -82,6 +72,25 @@ impl Dialect for OpenAiDialect {
     fn decoder(&self) -> Box<dyn StreamDecoder> {
         Box::new(ChunkDecoder { model_seen: false })
     }
+}
+
+/// The key as OpenAI's APIs take it (both Chat Completions and Responses):
+/// `Authorization: Bearer`, or Azure's `api-key` header.
+pub(crate) fn auth_headers(
+    kind: ProviderKind,
+    key: Option<&SecretString>,
+) -> Result<HeaderMap, ProviderError> {
+    let mut headers = HeaderMap::new();
+    if let Some(key) = key {
+        let (name, value) = if kind == ProviderKind::AzureOpenAi {
+            secret_header(HeaderName::from_static("api-key"), key.expose_secret())?
+        } else {
+            let bearer = format!("Bearer {}", key.expose_secret());
+            secret_header(header::AUTHORIZATION, &bearer)?
+        };
+        headers.insert(name, value);
+    }
+    Ok(headers)
 }
 
 /// `data: {chunk}` events, `data: [DONE]` at the end, `{"error": ...}`

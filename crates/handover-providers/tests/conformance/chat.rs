@@ -14,10 +14,10 @@ use wiremock::{
 
 use crate::{
     base, request, sent_body, server_with,
-    support::{self, CountingGate, bodies, provider, raw},
+    support::{self, Case, CountingGate, bodies, provider, raw},
 };
 
-pub(crate) async fn success_reports_answer(kind: ProviderKind) {
+pub(crate) async fn success_reports_answer(kind: Case) {
     let server = MockServer::start().await;
     let (auth, key) = support::auth_header(kind);
     Mock::given(method("POST"))
@@ -74,6 +74,23 @@ pub(crate) async fn success_reports_answer(kind: ProviderKind) {
         return;
     }
     assert_eq!(body["model"], support::model_for(kind));
+    if kind.is_responses() {
+        // The first system message is `instructions`; the rest are items.
+        assert_eq!(body["instructions"], "be brief");
+        assert_eq!(
+            body["input"],
+            json!([{"type": "message", "role": "user", "content": "hello"}])
+        );
+        assert_eq!(body["max_output_tokens"], 50);
+        assert_eq!(body["user"], "user-42");
+        assert_eq!(
+            (&body["store"], &body["stream"]),
+            (&json!(false), &json!(false))
+        );
+        assert!(body.get("messages").is_none() && body.get("max_tokens").is_none());
+        server.verify().await;
+        return;
+    }
     assert_eq!(body["max_tokens"], 50);
     if kind == ProviderKind::Anthropic {
         let reqs = server.received_requests().await.unwrap();
@@ -103,7 +120,7 @@ pub(crate) async fn success_reports_answer(kind: ProviderKind) {
     server.verify().await;
 }
 
-pub(crate) async fn model_override_is_sent(kind: ProviderKind) {
+pub(crate) async fn model_override_is_sent(kind: Case) {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(ResponseTemplate::new(200).set_body_json(bodies::success(kind)))
@@ -139,7 +156,7 @@ pub(crate) async fn model_override_is_sent(kind: ProviderKind) {
 /// (status, body, headers, expected class)
 type ErrorCase = (u16, Value, Vec<(&'static str, &'static str)>, ErrorClass);
 
-fn error_cases(kind: ProviderKind) -> Vec<ErrorCase> {
+fn error_cases(kind: Case) -> Vec<ErrorCase> {
     if kind == ProviderKind::Anthropic {
         return anthropic_error_cases();
     }
@@ -379,10 +396,7 @@ fn anthropic_error_cases() -> Vec<ErrorCase> {
     ]
 }
 
-pub(crate) async fn error_statuses_are_classified_with_one_request_each(
-    kind: ProviderKind,
-    stream: bool,
-) {
+pub(crate) async fn error_statuses_are_classified_with_one_request_each(kind: Case, stream: bool) {
     for (status, body, headers, want) in error_cases(kind) {
         let mut t = match &body {
             Value::String(s) => ResponseTemplate::new(status).set_body_string(s.clone()),
@@ -415,7 +429,7 @@ pub(crate) async fn error_statuses_are_classified_with_one_request_each(
             assert_eq!(err.retry_after(), Some(Duration::from_secs(20)));
         }
         if let Value::Object(_) = body {
-            let code = match kind {
+            let code = match kind.kind {
                 ProviderKind::Gemini => bodies::g_error_code(&body),
                 _ => body["error"]["code"].as_str(),
             };
@@ -430,7 +444,7 @@ pub(crate) async fn error_statuses_are_classified_with_one_request_each(
     }
 }
 
-pub(crate) async fn first_byte_timeout_sends_once(kind: ProviderKind) {
+pub(crate) async fn first_byte_timeout_sends_once(kind: Case) {
     let server = server_with(
         kind,
         ResponseTemplate::new(200)
@@ -457,7 +471,7 @@ pub(crate) async fn first_byte_timeout_sends_once(kind: ProviderKind) {
     assert_eq!(server.received_requests().await.unwrap().len(), 1);
 }
 
-pub(crate) async fn dropped_connection_sends_once(kind: ProviderKind, stream: bool) {
+pub(crate) async fn dropped_connection_sends_once(kind: Case, stream: bool) {
     // Reads the request, then closes without answering.
     let server = raw::serve(|sock| async move { drop(sock) }).await;
     let p = provider(kind, &server.base);
@@ -475,7 +489,7 @@ pub(crate) async fn dropped_connection_sends_once(kind: ProviderKind, stream: bo
     assert_eq!((gate.admitted(), gate.refunded()), (1, 0));
 }
 
-pub(crate) async fn connect_refused_is_not_sent(kind: ProviderKind) {
+pub(crate) async fn connect_refused_is_not_sent(kind: Case) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     drop(listener);
@@ -488,7 +502,7 @@ pub(crate) async fn connect_refused_is_not_sent(kind: ProviderKind) {
     assert_eq!((gate.admitted(), gate.refunded()), (1, 1));
 }
 
-pub(crate) async fn send_gate_refusal_sends_nothing(kind: ProviderKind) {
+pub(crate) async fn send_gate_refusal_sends_nothing(kind: Case) {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(ResponseTemplate::new(200).set_body_json(bodies::success(kind)))
@@ -508,7 +522,7 @@ pub(crate) async fn send_gate_refusal_sends_nothing(kind: ProviderKind) {
     server.verify().await;
 }
 
-pub(crate) async fn invalid_request_sends_nothing(kind: ProviderKind) {
+pub(crate) async fn invalid_request_sends_nothing(kind: Case) {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(ResponseTemplate::new(200))
@@ -535,7 +549,7 @@ pub(crate) async fn invalid_request_sends_nothing(kind: ProviderKind) {
     server.verify().await;
 }
 
-pub(crate) async fn undecodable_success_body_is_decode_error(kind: ProviderKind) {
+pub(crate) async fn undecodable_success_body_is_decode_error(kind: Case) {
     let server = server_with(
         kind,
         ResponseTemplate::new(200).set_body_string("{\"choices\": ["),
@@ -551,7 +565,7 @@ pub(crate) async fn undecodable_success_body_is_decode_error(kind: ProviderKind)
     server.verify().await;
 }
 
-pub(crate) async fn blank_lines_before_json_body_are_tolerated(kind: ProviderKind) {
+pub(crate) async fn blank_lines_before_json_body_are_tolerated(kind: Case) {
     let body = format!("\n\n\n{}", bodies::success(kind));
     let server = server_with(kind, ResponseTemplate::new(200).set_body_string(body)).await;
     let p = provider(kind, &base(&server));

@@ -1,7 +1,9 @@
 //! One conformance suite, run against every adapter kind on wiremock (and
 //! the raw TCP server for dropped, cut and stalled connections). Each case
 //! counts the HTTP requests the mock actually received. Bodies follow each
-//! vendor's documented shapes (`support/bodies.rs`, `support/anthropic.rs`, `support/gemini.rs`).
+//! vendor's documented shapes (`support/bodies.rs`, `support/anthropic.rs`,
+//! `support/gemini.rs`, `support/responses.rs`). OpenAI and Azure run twice:
+//! through Chat Completions and through the Responses API.
 //!
 //! `chat.rs` holds the non-streaming and transport cases, `stream.rs` the
 //! streaming ones; the macro below instantiates every case per adapter.
@@ -15,6 +17,7 @@ mod stream;
 use futures::StreamExt;
 use handover_providers::{ChatRequest, Message, ProviderError, ProviderKind, StreamEvent};
 use serde_json::Value;
+use support::Case;
 use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
 
 pub(crate) fn request() -> ChatRequest {
@@ -23,7 +26,7 @@ pub(crate) fn request() -> ChatRequest {
         .with_user("user-42")
 }
 
-pub(crate) async fn server_with(kind: ProviderKind, template: ResponseTemplate) -> MockServer {
+pub(crate) async fn server_with(kind: Case, template: ResponseTemplate) -> MockServer {
     let server = MockServer::start().await;
     // Gemini streams post to another method; either path answers.
     let any_of = move |req: &wiremock::Request| {
@@ -67,7 +70,7 @@ macro_rules! conformance {
     ($($module:ident => $kind:expr),* $(,)?) => {$(
         mod $module {
             use super::*;
-            const KIND: ProviderKind = $kind;
+            const KIND: Case = $kind;
 
             #[tokio::test] async fn success_reports_answer() { chat::success_reports_answer(KIND).await }
             #[tokio::test] async fn model_override_is_sent() { super::chat::model_override_is_sent(KIND).await }
@@ -97,10 +100,12 @@ macro_rules! conformance {
 }
 
 conformance!(
-    openai => ProviderKind::OpenAi,
-    deepseek => ProviderKind::DeepSeek,
-    openai_compatible => ProviderKind::OpenAiCompatible,
-    azure_openai => ProviderKind::AzureOpenAi,
-    anthropic => ProviderKind::Anthropic,
-    gemini => ProviderKind::Gemini,
+    openai => Case::chat(ProviderKind::OpenAi),
+    deepseek => Case::chat(ProviderKind::DeepSeek),
+    openai_compatible => Case::chat(ProviderKind::OpenAiCompatible),
+    azure_openai => Case::chat(ProviderKind::AzureOpenAi),
+    anthropic => Case::chat(ProviderKind::Anthropic),
+    gemini => Case::chat(ProviderKind::Gemini),
+    openai_responses => Case::responses(ProviderKind::OpenAi),
+    azure_responses => Case::responses(ProviderKind::AzureOpenAi),
 );

@@ -13,10 +13,10 @@ use wiremock::ResponseTemplate;
 
 use crate::{
     base, collect, request, sent_body, server_with, sse,
-    support::{self, bodies, provider, raw},
+    support::{self, Case, bodies, provider, raw},
 };
 
-pub(crate) async fn stream_with_keepalives_assembles(kind: ProviderKind) {
+pub(crate) async fn stream_with_keepalives_assembles(kind: Case) {
     let server = server_with(kind, sse(bodies::text_stream(kind, true))).await;
     let p = provider(kind, &base(&server));
     let stream = p
@@ -43,15 +43,16 @@ pub(crate) async fn stream_with_keepalives_assembles(kind: ProviderKind) {
         return;
     }
     assert_eq!(body["stream"], true);
-    if kind == ProviderKind::Anthropic {
-        // Anthropic always streams usage; OpenAI must be asked.
+    if kind == ProviderKind::Anthropic || kind.is_responses() {
+        // Anthropic and the Responses API always stream usage; Chat
+        // Completions must be asked.
         assert!(body.get("stream_options").is_none());
     } else {
         assert_eq!(body["stream_options"]["include_usage"], true);
     }
 }
 
-pub(crate) async fn stream_without_done_but_finished_is_complete(kind: ProviderKind) {
+pub(crate) async fn stream_without_done_but_finished_is_complete(kind: Case) {
     let server = server_with(kind, sse(bodies::text_stream(kind, false))).await;
     let p = provider(kind, &base(&server));
     let stream = p
@@ -63,7 +64,7 @@ pub(crate) async fn stream_without_done_but_finished_is_complete(kind: ProviderK
     assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
 }
 
-pub(crate) async fn stream_without_done_or_finish_is_interrupted(kind: ProviderKind) {
+pub(crate) async fn stream_without_done_or_finish_is_interrupted(kind: Case) {
     let (body, events) = bodies::partial_text(kind);
     let server = server_with(kind, sse(body)).await;
     let p = provider(kind, &base(&server));
@@ -83,7 +84,7 @@ pub(crate) async fn stream_without_done_or_finish_is_interrupted(kind: ProviderK
     assert_eq!(partial.finish("m", None).content.as_deref(), Some("Hello"));
 }
 
-pub(crate) async fn error_event_in_200_stream_is_an_error(kind: ProviderKind) {
+pub(crate) async fn error_event_in_200_stream_is_an_error(kind: Case) {
     let (start, events) = bodies::partial_text(kind);
     let (error, class, code) = bodies::stream_error(kind);
     let server = server_with(kind, sse(format!("{start}{error}"))).await;
@@ -109,7 +110,7 @@ pub(crate) async fn error_event_in_200_stream_is_an_error(kind: ProviderKind) {
     assert_eq!(text, "Hello");
 }
 
-pub(crate) async fn malformed_event_is_typed_and_skippable(kind: ProviderKind) {
+pub(crate) async fn malformed_event_is_typed_and_skippable(kind: Case) {
     let (start, events) = bodies::partial_text(kind);
     let body = format!(
         "{start}data: {{not json\n\n{}",
@@ -155,7 +156,7 @@ pub(crate) async fn malformed_event_is_typed_and_skippable(kind: ProviderKind) {
     );
 }
 
-pub(crate) async fn tool_call_deltas_assemble(kind: ProviderKind) {
+pub(crate) async fn tool_call_deltas_assemble(kind: Case) {
     let body = bodies::tool_stream(kind);
     let server = server_with(kind, sse(body)).await;
     let p = provider(kind, &base(&server));
@@ -209,13 +210,19 @@ pub(crate) async fn tool_call_deltas_assemble(kind: ProviderKind) {
             body["tools"][0]["input_schema"]["properties"]["order"]["type"],
             "string"
         );
+    } else if kind.is_responses() {
+        // Flat function tools, non-strict as Chat Completions' default is.
+        assert_eq!(body["tools"][0]["name"], "create_shipment");
+        assert_eq!(body["tools"][0]["type"], "function");
+        assert_eq!(body["tools"][0]["strict"], false);
+        assert!(body["tools"][0].get("function").is_none());
     } else {
         assert_eq!(body["tools"][0]["function"]["name"], "create_shipment");
         assert_eq!(body["tools"][0]["type"], "function");
     }
 }
 
-pub(crate) async fn non_streaming_tool_calls_and_reasoning(kind: ProviderKind) {
+pub(crate) async fn non_streaming_tool_calls_and_reasoning(kind: Case) {
     let server = server_with(
         kind,
         ResponseTemplate::new(200).set_body_json(bodies::tool_call_response(kind)),
@@ -237,12 +244,12 @@ pub(crate) async fn non_streaming_tool_calls_and_reasoning(kind: ProviderKind) {
     assert_eq!(resp.content, None);
 }
 
-pub(crate) async fn stream_error_status_sends_once(kind: ProviderKind) {
+pub(crate) async fn stream_error_status_sends_once(kind: Case) {
     let server = server_with(
         kind,
         ResponseTemplate::new(429)
             .insert_header("retry-after", "2")
-            .set_body_json(match kind {
+            .set_body_json(match kind.kind {
                 ProviderKind::Anthropic => bodies::a_error("rate_limit_error", "Rate limited"),
                 // The header wins over the body's `RetryInfo`.
                 ProviderKind::Gemini => bodies::g_error(
@@ -270,7 +277,7 @@ pub(crate) async fn stream_error_status_sends_once(kind: ProviderKind) {
 }
 
 /// Drains a stream from the raw server; returns the text and the end.
-async fn drain_raw(kind: ProviderKind, base: &str) -> (String, Result<(), ProviderError>) {
+async fn drain_raw(kind: Case, base: &str) -> (String, Result<(), ProviderError>) {
     let p = provider(kind, base);
     let opts = CallOptions::default().with_timeouts(support::tight());
     let mut s = p.chat_stream(&request(), &opts).await.unwrap();
@@ -287,7 +294,7 @@ async fn drain_raw(kind: ProviderKind, base: &str) -> (String, Result<(), Provid
 
 /// After some text, only keep-alives (comments; Anthropic `ping` events)
 /// arrive, faster than the idle limit: the idle deadline still fires.
-pub(crate) async fn keep_alives_are_not_progress(kind: ProviderKind) {
+pub(crate) async fn keep_alives_are_not_progress(kind: Case) {
     let server = raw::serve(move |mut sock| async move {
         raw::sse_head(&mut sock).await;
         raw::write(&mut sock, &bodies::partial_text(kind).0).await;
@@ -313,7 +320,7 @@ pub(crate) async fn keep_alives_are_not_progress(kind: ProviderKind) {
 }
 
 /// Headers, then nothing but keep-alives: the first-token deadline fires.
-pub(crate) async fn stalled_stream_times_out(kind: ProviderKind) {
+pub(crate) async fn stalled_stream_times_out(kind: Case) {
     let server = raw::serve(move |mut sock| async move {
         raw::sse_head(&mut sock).await;
         let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -337,7 +344,7 @@ pub(crate) async fn stalled_stream_times_out(kind: ProviderKind) {
 }
 
 /// Some text, then the connection closes: interrupted, never a success.
-pub(crate) async fn cut_stream_is_interrupted(kind: ProviderKind) {
+pub(crate) async fn cut_stream_is_interrupted(kind: Case) {
     let server = raw::serve(move |mut sock| async move {
         raw::sse_head(&mut sock).await;
         raw::write(&mut sock, &bodies::partial_text(kind).0).await;

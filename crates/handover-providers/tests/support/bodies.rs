@@ -6,11 +6,12 @@
 use handover_providers::{ErrorClass, ProviderKind};
 use serde_json::{Value, json};
 
-pub use super::{anthropic::*, gemini::*};
+use super::Case;
+pub use super::{anthropic::*, gemini::*, responses::*};
 
 /// The model string the provider reports (differs from the requested alias).
-pub fn answering_model(kind: ProviderKind) -> &'static str {
-    match kind {
+pub fn answering_model(kind: impl Into<Case>) -> &'static str {
+    match kind.into().kind {
         ProviderKind::OpenAi | ProviderKind::AzureOpenAi => "gpt-4o-mini-2024-07-18",
         ProviderKind::DeepSeek => "deepseek-chat-v3",
         ProviderKind::Anthropic => "claude-sonnet-4-5-20250929",
@@ -19,8 +20,12 @@ pub fn answering_model(kind: ProviderKind) -> &'static str {
     }
 }
 
-pub fn success(kind: ProviderKind) -> Value {
-    match kind {
+pub fn success(kind: impl Into<Case>) -> Value {
+    let kind = kind.into();
+    if kind.is_responses() {
+        return r_success();
+    }
+    match kind.kind {
         ProviderKind::Anthropic => a_success(),
         ProviderKind::Gemini => g_success(),
         ProviderKind::DeepSeek => json!({
@@ -60,14 +65,18 @@ pub fn success(kind: ProviderKind) -> Value {
 }
 
 /// The id of the tool call in [`tool_call_response`].
-pub fn tool_call_id(kind: ProviderKind) -> &'static str {
-    match kind {
+pub fn tool_call_id(kind: impl Into<Case>) -> &'static str {
+    match kind.into().kind {
         ProviderKind::Anthropic => "toolu_01A09q90qw90lq917835lq9",
         _ => "call_abc123",
     }
 }
 
-pub fn tool_call_response(kind: ProviderKind) -> Value {
+pub fn tool_call_response(kind: impl Into<Case>) -> Value {
+    let kind = kind.into();
+    if kind.is_responses() {
+        return r_tool_call_response();
+    }
     if kind == ProviderKind::Anthropic {
         return a_tool_call_response();
     }
@@ -102,7 +111,7 @@ pub fn error(message: &str, kind: Option<&str>, code: Option<&str>) -> Value {
 }
 
 /// One SSE `data:` line for a chunk.
-pub fn chunk(kind: ProviderKind, delta: Value, finish: Option<&str>) -> String {
+pub fn chunk(kind: impl Into<Case>, delta: Value, finish: Option<&str>) -> String {
     let v = json!({
         "id": "chatcmpl-stream",
         "object": "chat.completion.chunk",
@@ -114,7 +123,7 @@ pub fn chunk(kind: ProviderKind, delta: Value, finish: Option<&str>) -> String {
     format!("data: {v}\n\n")
 }
 
-pub fn usage_chunk(kind: ProviderKind) -> String {
+pub fn usage_chunk(kind: impl Into<Case>) -> String {
     let v = json!({
         "id": "chatcmpl-stream",
         "object": "chat.completion.chunk",
@@ -128,7 +137,11 @@ pub fn usage_chunk(kind: ProviderKind) -> String {
 
 /// A complete text stream "Hello world" with keep-alive comments and blank
 /// lines interleaved, usage and `[DONE]`.
-pub fn text_stream(kind: ProviderKind, done: bool) -> String {
+pub fn text_stream(kind: impl Into<Case>, done: bool) -> String {
+    let kind = kind.into();
+    if kind.is_responses() {
+        return r_text_stream();
+    }
     if kind == ProviderKind::Anthropic {
         return a_text_stream(done);
     }
@@ -156,7 +169,11 @@ pub fn text_stream(kind: ProviderKind, done: bool) -> String {
 
 /// A stream that starts "Hel", "lo" and says nothing more, with the number
 /// of data events it holds.
-pub fn partial_text(kind: ProviderKind) -> (String, usize) {
+pub fn partial_text(kind: impl Into<Case>) -> (String, usize) {
+    let kind = kind.into();
+    if kind.is_responses() {
+        return r_partial_text();
+    }
     if kind == ProviderKind::Anthropic {
         return a_partial_text();
     }
@@ -172,7 +189,11 @@ pub fn partial_text(kind: ProviderKind) -> (String, usize) {
 }
 
 /// The end of a text stream: the finish reason and the end marker.
-pub fn finish_and_done(kind: ProviderKind) -> String {
+pub fn finish_and_done(kind: impl Into<Case>) -> String {
+    let kind = kind.into();
+    if kind.is_responses() {
+        return r_finish_and_done();
+    }
     if kind == ProviderKind::Anthropic {
         return a_finish_and_done();
     }
@@ -183,7 +204,11 @@ pub fn finish_and_done(kind: ProviderKind) -> String {
 }
 
 /// An in-stream error event as the vendor sends it, its class and code.
-pub fn stream_error(kind: ProviderKind) -> (String, ErrorClass, Option<&'static str>) {
+pub fn stream_error(kind: impl Into<Case>) -> (String, ErrorClass, Option<&'static str>) {
+    let kind = kind.into();
+    if kind.is_responses() {
+        return r_stream_error();
+    }
     if kind == ProviderKind::Anthropic {
         return a_stream_error();
     }
@@ -204,7 +229,11 @@ pub fn stream_error(kind: ProviderKind) -> (String, ErrorClass, Option<&'static 
 
 /// Two tool calls, `call_a` create_shipment {"order":"K-701"} and `call_b`
 /// notify {"to":"ops"}, streamed in pieces, then the end.
-pub fn tool_stream(kind: ProviderKind) -> String {
+pub fn tool_stream(kind: impl Into<Case>) -> String {
+    let kind = kind.into();
+    if kind.is_responses() {
+        return r_tool_stream();
+    }
     if kind == ProviderKind::Anthropic {
         return a_tool_stream();
     }
@@ -235,9 +264,14 @@ pub fn tool_stream(kind: ProviderKind) -> String {
     .concat()
 }
 
-/// A keep-alive: an SSE comment, or Anthropic's `ping` event.
-pub fn keep_alive(kind: ProviderKind) -> String {
-    match kind {
+/// A keep-alive: an SSE comment, Anthropic's `ping` event, a Responses
+/// `response.in_progress` event.
+pub fn keep_alive(kind: impl Into<Case>) -> String {
+    let kind = kind.into();
+    if kind.is_responses() {
+        return r_keep_alive();
+    }
+    match kind.kind {
         ProviderKind::Anthropic => a_event(json!({"type": "ping"})),
         _ => ": keep-alive\n\n".into(),
     }

@@ -7,6 +7,7 @@ pub mod anthropic;
 pub mod bodies;
 pub mod gemini;
 pub mod raw;
+pub mod responses;
 
 use std::{
     sync::{
@@ -17,15 +18,59 @@ use std::{
 };
 
 use handover_providers::{
-    AnyProvider, ProviderKind, ProviderSettings, SendCounter, SendInfo, SendRefused, Timeouts,
+    AnyProvider, OpenAiApi, ProviderKind, ProviderSettings, SendCounter, SendInfo, SendRefused,
+    Timeouts,
 };
 use secrecy::SecretString;
 
 pub const KEY: &str = "sk-test-key-0001";
 
+/// One adapter under test: a kind and the API it is called through (only
+/// OpenAI and Azure have two). A kind alone is its Chat Completions
+/// adapter; `case == ProviderKind::X` holds only for that one, so a
+/// Responses case never takes a Chat Completions branch by accident.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Case {
+    pub kind: ProviderKind,
+    pub api: OpenAiApi,
+}
+
+impl Case {
+    pub const fn chat(kind: ProviderKind) -> Self {
+        Self {
+            kind,
+            api: OpenAiApi::ChatCompletions,
+        }
+    }
+
+    pub const fn responses(kind: ProviderKind) -> Self {
+        Self {
+            kind,
+            api: OpenAiApi::Responses,
+        }
+    }
+
+    /// Called through OpenAI's Responses API.
+    pub fn is_responses(self) -> bool {
+        self.api == OpenAiApi::Responses
+    }
+}
+
+impl From<ProviderKind> for Case {
+    fn from(kind: ProviderKind) -> Self {
+        Case::chat(kind)
+    }
+}
+
+impl PartialEq<ProviderKind> for Case {
+    fn eq(&self, kind: &ProviderKind) -> bool {
+        *self == Case::chat(*kind)
+    }
+}
+
 /// The default model each adapter kind is configured with in tests.
-pub fn model_for(kind: ProviderKind) -> &'static str {
-    match kind {
+pub fn model_for(kind: impl Into<Case>) -> &'static str {
+    match kind.into().kind {
         ProviderKind::OpenAi => "gpt-4o-mini",
         ProviderKind::DeepSeek => "deepseek-chat",
         ProviderKind::OpenAiCompatible => "Qwen/Qwen2.5-7B-Instruct",
@@ -48,13 +93,21 @@ pub fn relaxed() -> Timeouts {
 
 /// The path (under the mock's `/v1` base) an adapter of `kind` posts a
 /// plain call to.
-pub fn endpoint_path(kind: ProviderKind) -> String {
+pub fn endpoint_path(kind: impl Into<Case>) -> String {
     stream_path(kind, false)
 }
 
 /// The path an adapter of `kind` posts to (Gemini: the method differs for
 /// streams).
-pub fn stream_path(kind: ProviderKind, stream: bool) -> String {
+pub fn stream_path(kind: impl Into<Case>, stream: bool) -> String {
+    let case = kind.into();
+    if case.is_responses() {
+        return match case.kind {
+            ProviderKind::AzureOpenAi => "/v1/openai/v1/responses".into(),
+            _ => "/v1/responses".into(),
+        };
+    }
+    let kind = case.kind;
     match kind {
         ProviderKind::Gemini if stream => {
             format!("/v1/models/{}:streamGenerateContent", model_for(kind))
@@ -70,8 +123,8 @@ pub fn stream_path(kind: ProviderKind, stream: bool) -> String {
 }
 
 /// The authentication header an adapter of `kind` sends with [`KEY`].
-pub fn auth_header(kind: ProviderKind) -> (&'static str, String) {
-    match kind {
+pub fn auth_header(kind: impl Into<Case>) -> (&'static str, String) {
+    match kind.into().kind {
         ProviderKind::Anthropic => ("x-api-key", KEY.into()),
         ProviderKind::Gemini => ("x-goog-api-key", KEY.into()),
         ProviderKind::AzureOpenAi => ("api-key", KEY.into()),
@@ -91,15 +144,26 @@ pub fn tight() -> Timeouts {
     }
 }
 
-pub fn settings(kind: ProviderKind, base: &str) -> ProviderSettings {
+pub fn settings(kind: impl Into<Case>, base: &str) -> ProviderSettings {
+    let case = kind.into();
+    let kind = case.kind;
     ProviderSettings::new(format!("{kind}-test"), kind, model_for(kind))
         .with_base_url(base)
         .with_api_key(SecretString::from(KEY))
         .with_timeouts(relaxed())
+        .with_api(case.api)
 }
 
-pub fn provider(kind: ProviderKind, base: &str) -> AnyProvider {
+pub fn provider(kind: impl Into<Case>, base: &str) -> AnyProvider {
     AnyProvider::new(settings(kind, base)).expect("valid settings")
+}
+
+/// The JSON bodies `server` received, in order.
+pub async fn sent(server: &wiremock::MockServer) -> Vec<serde_json::Value> {
+    let reqs = server.received_requests().await.unwrap();
+    reqs.iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
 }
 
 /// Counts admissions and refunds; refuses when `limit` is reached.

@@ -28,8 +28,9 @@ pub use model::{
     ActionContract, BackoffSettings, BlockSetting, BreakerSettings, ClassAction, CommitPoint,
     ErrorClass, GatewayClient, GatewayOperator, GatewaySettings, Hop, HttpLookupSpec,
     IdempotencyContract, LedgerBackend, LedgerSettings, LookupContract, LookupHeader, LookupValues,
-    McpLookupTool, McpServer, McpSettings, McpTool, ModelSet, PatternRoute, PolicySettings, Prices,
-    ProviderConfig, ProviderKind, Route, RouteVia, TelemetrySettings, Timeouts,
+    McpLookupTool, McpServer, McpSettings, McpTool, ModelSet, OpenAiApi, PatternRoute,
+    PolicySettings, Prices, ProviderConfig, ProviderKind, Route, RouteVia, TelemetrySettings,
+    Timeouts,
 };
 
 use crate::error::RouterError;

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use handover_providers::Capability;
-pub use handover_providers::{ErrorClass, ProviderKind, Timeouts};
+pub use handover_providers::{ErrorClass, OpenAiApi, ProviderKind, Timeouts};
 
 /// Which ledger backend to open.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +83,10 @@ pub struct ProviderConfig {
     /// API version pin (Azure `api-version`, Anthropic `anthropic-version`);
     /// `None` uses the kind's default.
     pub api_version: Option<String>,
+    /// The OpenAI API an `openai` or `azure_openai` provider is called
+    /// through (`api`; default Chat Completions, the only one other kinds
+    /// have).
+    pub api: OpenAiApi,
     /// Model requested by default (a chain entry naming only the provider).
     pub model: String,
     /// Every model this provider may serve (the default one included).
@@ -118,13 +122,17 @@ pub struct ProviderConfig {
 
 impl ProviderConfig {
     /// Whether this provider honours `c`: its own declaration if it made
-    /// one, else what its kind has ([`ProviderKind::supports`]). The router
-    /// sends a request needing `c` only to providers for which this holds.
+    /// one, else what its kind has ([`ProviderKind::supports`]); never what
+    /// its API cannot express ([`OpenAiApi::supports`], which validation
+    /// does not let a declaration contradict). The router sends a request
+    /// needing `c` only to providers for which this holds.
     pub fn supports(&self, c: Capability) -> bool {
-        self.supports
-            .get(&c)
-            .copied()
-            .unwrap_or_else(|| self.kind.supports(c))
+        self.api.supports(c)
+            && self
+                .supports
+                .get(&c)
+                .copied()
+                .unwrap_or_else(|| self.kind.supports(c))
     }
 }
 

@@ -46,6 +46,8 @@ pub(crate) struct RawProvider {
     pub(crate) kind: String,
     pub(crate) base_url: Option<String>,
     pub(crate) api_version: Option<String>,
+    /// `api = "chat_completions" | "responses"` (openai, azure_openai).
+    pub(crate) api: Option<String>,
     pub(crate) model: String,
     pub(crate) api_key_env: Option<String>,
     #[serde(default)]

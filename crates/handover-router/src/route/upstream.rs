@@ -38,7 +38,8 @@ impl Upstream {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, RouterError> {
         let mut settings = ProviderSettings::new(&config.name, config.kind, &config.model)
-            .with_timeouts(config.timeouts);
+            .with_timeouts(config.timeouts)
+            .with_api(config.api);
         if let Some(url) = &config.base_url {
             settings = settings.with_base_url(url);
         }

@@ -12,7 +12,10 @@
 //! `service_tier`. Handover keeps no responses: `store` is answered
 //! `false`, and `store: true`, `previous_response_id` and item references
 //! are refused with 400 `unsupported_parameter` — send the whole input each
-//! turn. Every provider is reached through Chat Completions.
+//! turn. Each provider is reached through its own API: an OpenAI provider
+//! configured with `api = "responses"` through its Responses endpoint (the
+//! chat request translated back by its adapter), others through Chat
+//! Completions or their vendor's API.
 
 mod output;
 

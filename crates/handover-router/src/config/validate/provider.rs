@@ -9,7 +9,8 @@ use super::super::defaults as d;
 use super::super::duration::parse_or;
 use super::super::issues::ConfigIssues;
 use super::super::model::{
-    BreakerSettings, ModelSet, Prices, ProviderConfig, ProviderKind, Timeouts, model_name_ok,
+    BreakerSettings, ModelSet, OpenAiApi, Prices, ProviderConfig, ProviderKind, Timeouts,
+    model_name_ok,
 };
 use super::super::raw::{RawBreaker, RawModel, RawModels, RawProvider, RawTimeouts};
 use super::{EnvLookup, choice, name_ok, name_set, positive, positive_u32};
@@ -38,6 +39,7 @@ pub(super) fn validate(
         }
     };
     endpoint(issues, &path, kind, &raw);
+    let api = api(issues, &path, kind, raw.api.as_deref());
     api_key(issues, missing_keys, env, &path, raw.api_key_env.as_deref());
     let data_classes = name_set(
         issues,
@@ -51,12 +53,13 @@ pub(super) fn validate(
     let breaker = breaker(issues, &path, raw.breaker.unwrap_or_default());
     let (models, settings) = models(issues, &path, &raw.model, raw.models);
     let no_reasoning_passback = no_reasoning_passback(issues, &path, &settings);
-    let supports = supports(issues, &path, raw.supports.unwrap_or_default());
+    let supports = supports(issues, &path, api, raw.supports.unwrap_or_default());
     Some(ProviderConfig {
         name: name.to_owned(),
         kind,
         base_url: raw.base_url,
         api_version: raw.api_version,
+        api,
         model: raw.model,
         models,
         api_key_env: raw.api_key_env,
@@ -106,6 +109,28 @@ fn endpoint(issues: &mut ConfigIssues, path: &str, kind: ProviderKind, raw: &Raw
     }
     if raw.model.trim().is_empty() {
         issues.push(format!("{path}.model"), "must not be empty");
+    }
+}
+
+/// `api`: the OpenAI API to call, only where the kind has two.
+fn api(issues: &mut ConfigIssues, path: &str, kind: ProviderKind, raw: Option<&str>) -> OpenAiApi {
+    let apath = format!("{path}.api");
+    let two = matches!(kind, ProviderKind::OpenAi | ProviderKind::AzureOpenAi);
+    match raw {
+        Some(_) if !two => {
+            issues.push(
+                apath,
+                format!(
+                    "kind {:?} has one API; only openai and azure_openai choose between chat_completions and responses",
+                    kind.as_str()
+                ),
+            );
+            OpenAiApi::default()
+        }
+        _ => {
+            let choices = OpenAiApi::ALL.map(|a| (a.as_str(), a));
+            choice(issues, &apath, "API", raw, &choices).unwrap_or_default()
+        }
     }
 }
 
@@ -315,14 +340,24 @@ fn no_reasoning_passback(
         .collect()
 }
 
-/// `supports`: capability overrides, each name one of [`Capability::ALL`].
+/// `supports`: capability overrides, each name one of [`Capability::ALL`],
+/// none claiming what the provider's API cannot express (the adapter would
+/// refuse every such request).
 fn supports(
     issues: &mut ConfigIssues,
     path: &str,
+    api: OpenAiApi,
     raw: BTreeMap<String, bool>,
 ) -> BTreeMap<Capability, bool> {
     raw.into_iter()
         .filter_map(|(name, on)| match Capability::from_name(&name) {
+            Some(c) if on && !api.supports(c) => {
+                issues.push(
+                    format!("{path}.supports.{name}"),
+                    format!("the {api} API cannot express {name}; call this provider through chat_completions to declare it"),
+                );
+                None
+            }
             Some(c) => Some((c, on)),
             None => {
                 let known = Capability::ALL.map(Capability::as_str).join(", ");
