@@ -155,6 +155,12 @@ async fn resolve_needs_evidence_and_actor_and_refusals_change_nothing() {
     // A result that cannot be recorded exactly as written: a member named
     // twice (which one counts?), a number a parser would round. Refused
     // naming where, as the gateway refuses the same text.
+    let confirm = |result: &str| {
+        let args = ["--confirmed", "--evidence", "x", "--actor", "alice"];
+        let mut full = vec!["ops", "resolve", "--ledger", p, SCOPE, "K-1"];
+        full.extend(args.iter().chain(&["--result", result]));
+        run(&full)
+    };
     for (result, at) in [
         (
             r#"{"shipment": "SHP-1", "shipment": "SHP-2"}"#,
@@ -162,21 +168,7 @@ async fn resolve_needs_evidence_and_actor_and_refusals_change_nothing() {
         ),
         (r#"{"weight": 3.14159265358979323846}"#, "result.weight"),
     ] {
-        let err = failed(&run(&[
-            "ops",
-            "resolve",
-            "--ledger",
-            p,
-            SCOPE,
-            "K-1",
-            "--confirmed",
-            "--evidence",
-            "x",
-            "--actor",
-            "alice",
-            "--result",
-            result,
-        ]));
+        let err = failed(&confirm(result));
         assert!(err.contains(at), "{result}: {err}");
         assert_eq!(state_and_attempts(&path, "K-1").await, before, "{result}");
     }
