@@ -139,10 +139,12 @@ pub(crate) fn check_value(root: &str, v: &serde_json::Value) -> Result<(), Valid
 }
 
 /// Checks the numbers of a JSON text as written, before a parser rounds
-/// them: every number must be recordable exactly (see the module docs).
-/// The error names the number's path from the document's root
-/// (`params.items[2].batch`). Other syntax is not checked here (parse the
-/// text as well); a malformed text may pass.
+/// them: every number must be recordable exactly (see the module docs);
+/// and, as I-JSON asks, no object names a member twice (parsers disagree
+/// on which of two counts, so what was approved would be ambiguous).
+/// The error names the path of the number or member from the document's
+/// root (`params.items[2].batch`). Other syntax is not checked here (parse
+/// the text as well); a malformed text may pass.
 ///
 /// ```
 /// use handover_ledger::validate_json_text;
@@ -153,6 +155,8 @@ pub(crate) fn check_value(root: &str, v: &serde_json::Value) -> Result<(), Valid
 /// assert_eq!(e.field(), "params.items[2].batch");
 /// let e = validate_json_text(r#"{"result": {"pi": 3.14159265358979323846}}"#).unwrap_err();
 /// assert_eq!(e.field(), "result.pi");
+/// let e = validate_json_text(r#"{"params": {"qty": 1, "qty": 100}}"#).unwrap_err();
+/// assert_eq!(e.field(), "params.qty");
 /// ```
 pub fn validate_json_text(text: &str) -> Result<(), ValidationError> {
     scan::numbers(text, check_token)
@@ -218,13 +222,25 @@ fn same_decimal(a: &str, b: &str) -> bool {
 /// the path of the first refused one. It trusts the text's syntax (a parser
 /// checks that separately).
 mod scan {
+    use std::borrow::Cow;
+    use std::collections::HashSet;
+
     use super::{Step, path};
     use crate::error::ValidationError;
 
     enum Frame<'a> {
-        /// The raw (still escaped, quoted) key of the current member.
-        Object(Option<&'a str>),
+        /// The raw (still escaped, quoted) key of the current member, and
+        /// the (unescaped) names of the members so far.
+        Object(Option<&'a str>, HashSet<Cow<'a, str>>),
         Array(usize),
+    }
+
+    /// A raw quoted key, unescaped (borrowed when it has no escapes).
+    fn unescaped(raw: &str) -> Cow<'_, str> {
+        match raw.get(1..raw.len().saturating_sub(1)) {
+            Some(inner) if !inner.contains('\\') => Cow::Borrowed(inner),
+            _ => Cow::Owned(serde_json::from_str(raw).unwrap_or_default()),
+        }
     }
 
     /// The path of the value that starts at the current position.
@@ -232,14 +248,12 @@ mod scan {
         let keys: Vec<String> = stack
             .iter()
             .map(|f| match f {
-                Frame::Object(raw) => {
-                    serde_json::from_str(raw.unwrap_or("\"\"")).unwrap_or_default()
-                }
+                Frame::Object(raw, _) => unescaped(raw.unwrap_or("\"\"")).into_owned(),
                 Frame::Array(_) => String::new(),
             })
             .collect();
         let steps = stack.iter().zip(&keys).map(|(f, k)| match f {
-            Frame::Object(_) => Step::Key(k),
+            Frame::Object(..) => Step::Key(k),
             Frame::Array(i) => Step::Index(*i),
         });
         path("", steps)
@@ -280,21 +294,30 @@ mod scan {
         let mut i = 0;
         while i < bytes.len() {
             match bytes[i] {
-                b'{' => stack.push(Frame::Object(None)),
+                b'{' => stack.push(Frame::Object(None, HashSet::new())),
                 b'[' => stack.push(Frame::Array(0)),
                 b'}' | b']' => {
                     stack.pop();
                     value_done(&mut stack);
                 }
                 b',' => {
-                    if let Some(Frame::Object(key)) = stack.last_mut() {
+                    if let Some(Frame::Object(key, _)) = stack.last_mut() {
                         *key = None;
                     }
                 }
                 b'"' => {
                     let (raw, end) = string(text, i);
                     match stack.last_mut() {
-                        Some(Frame::Object(key @ None)) => *key = Some(raw),
+                        Some(Frame::Object(key @ None, seen)) => {
+                            *key = Some(raw);
+                            if !seen.insert(unescaped(raw)) {
+                                return Err(ValidationError::new(
+                                    value_path(&stack),
+                                    "member name given twice: parsers disagree on which one counts \
+                                     (I-JSON, RFC 7493, forbids it)",
+                                ));
+                            }
+                        }
                         _ => value_done(&mut stack),
                     }
                     i = end;

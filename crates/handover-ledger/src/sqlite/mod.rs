@@ -7,6 +7,7 @@
 //! Several `SqliteLedger`s (in one process or many) may open the same file:
 //! every check-and-claim runs under SQLite's write lock.
 
+mod file;
 mod read_only;
 mod store;
 mod writer;
@@ -110,16 +111,21 @@ pub struct SqliteLedger {
     writes: Writes,
     cfg: Config,
     read_only: bool,
+    /// The file writes go to (`None` when read-only), checked before every commit.
+    file: Option<file::LedgerFile>,
 }
 
 impl SqliteLedger {
     /// Opens (creating if missing) the ledger file at `path` and applies
     /// migrations; with [`SqliteOptions::read_only`], opens an existing
-    /// ledger for reading only.
+    /// ledger for reading only. A file that is not a Handover ledger (not
+    /// SQLite, or another application's database) is refused ("not a
+    /// Handover ledger", a validation error on `path`) and left as it was.
     pub async fn open(path: impl AsRef<Path>, opts: SqliteOptions) -> Result<Self, LedgerError> {
         if opts.read_only {
             return Self::open_read_only(path.as_ref(), opts).await;
         }
+        file::adoptable(path.as_ref()).await?;
         let connect = SqliteConnectOptions::new()
             .filename(path.as_ref())
             .create_if_missing(true)
@@ -135,6 +141,7 @@ impl SqliteLedger {
             .run(&pool)
             .await
             .map_err(|e| LedgerError::unavailable("applying migrations", e))?;
+        let file = file::LedgerFile::opened(path.as_ref())?;
         let cfg = Config {
             clock: opts.clock,
             retention: opts.retention,
@@ -151,6 +158,7 @@ impl SqliteLedger {
                 rx,
                 cfg.clone(),
                 opts.max_batch.max(1),
+                file.clone(),
             ));
             Writes::Batched(tx)
         } else {
@@ -161,6 +169,7 @@ impl SqliteLedger {
             writes,
             cfg,
             read_only: false,
+            file: Some(file),
         })
     }
 
@@ -185,6 +194,7 @@ impl SqliteLedger {
                 limits: opts.limits,
             },
             read_only: true,
+            file: None,
         })
     }
 
@@ -196,11 +206,11 @@ impl SqliteLedger {
 
 impl Backend for SqliteLedger {
     async fn run<J: Job + 'static>(&self, job: J) -> Result<J::Output, LedgerError> {
-        if self.read_only {
+        let Some(file) = self.file.as_ref().filter(|_| !self.read_only) else {
             return Err(read_only::refused());
-        }
+        };
         match &self.writes {
-            Writes::Direct => writer::run_pooled(&self.pool, &job, &self.cfg).await,
+            Writes::Direct => writer::run_pooled(&self.pool, &job, &self.cfg, file).await,
             Writes::Batched(tx) => {
                 let (queued, answer) = writer::queue(job);
                 tx.send(queued)
