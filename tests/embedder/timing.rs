@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use handover::ledger::{ManualClock, StateKind, Timestamp};
+use handover::ledger::{StateKind, Timestamp};
 use handover::{
     Config, DispatchContext, ExecutorOutcome, HandoverOptions, PerformOptions, PerformOutcome,
 };
@@ -27,7 +27,6 @@ impl handover::ledger::Clock for TokioClock {
 async fn open(actions: &str) -> handover::Handover {
     let text = format!("[ledger]\nbackend = \"memory\"\n{PROVIDERS}\n{actions}");
     let config = Config::parse(&text, &|_| None).unwrap();
-    let _ = ManualClock::new(Timestamp::from_millis(0));
     HandoverOptions::new()
         .clock(Arc::new(TokioClock(
             tokio::time::Instant::now(),

@@ -152,26 +152,26 @@ pub(crate) async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
             "skipped": completion.skipped.iter().map(|s| json!({"provider": s.provider, "model": s.model, "reason": s.reason.as_str()})).collect::<Vec<_>>(),
             "requests_sent": completion.spent.requests,
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{text}");
+    outln!("{text}");
     for c in &completion.response.tool_calls {
-        println!("[tool call {} {}({})]", c.id, c.name, c.arguments);
+        outln!("[tool call {} {}({})]", c.id, c.name, c.arguments);
     }
-    println!();
+    outln!();
     let usage = completion
         .usage
         .as_ref()
         .map(|u| format!(", {} tokens in, {} out", u.input_tokens, u.output_tokens))
         .unwrap_or_default();
-    println!(
+    outln!(
         "{} {} (model {}){usage}",
         style.dim("answered by"),
         style.bold(&completion.provider),
         completion.model
     );
-    println!(
+    outln!(
         "{} ({} request(s) sent):\n{}{}",
         style.dim("attempts"),
         completion.spent.requests,
@@ -217,23 +217,25 @@ async fn stream(
         }
     }
     drop(spinner);
-    println!("\n");
+    outln!("\n");
     let provider = stream.provider().to_owned();
-    println!(
+    outln!(
         "{} {} (model {})",
         style.dim("answered by"),
         style.bold(&provider),
         model.unwrap_or_else(|| "not reported".to_owned())
     );
-    println!(
+    outln!(
         "{}:\n{}",
         style.dim("attempts"),
         attempts_text(stream.attempts())
     );
     for p in stream.partials() {
-        println!(
+        outln!(
             "partial output of a failed attempt from {} ({} events), not part of the answer: {:?}",
-            p.provider, p.events, p.text
+            p.provider,
+            p.events,
+            p.text
         );
     }
     if let Some(b) = broken {

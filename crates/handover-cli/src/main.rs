@@ -10,6 +10,19 @@
 
 #![forbid(unsafe_code)]
 
+/// `print!` that, when stdout cannot be written (a closed pipe, a full
+/// disk), returns the error from the enclosing function (`?`) instead of
+/// panicking; see [`term::out`].
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::term::out(format_args!($($arg)*))? };
+}
+
+/// `println!` that returns the error instead of panicking, like [`out!`].
+macro_rules! outln {
+    () => { $crate::term::out(format_args!("\n"))? };
+    ($($arg:tt)*) => { $crate::term::out(format_args!("{}\n", format_args!($($arg)*)))? };
+}
+
 mod chat;
 mod check;
 mod demo;
@@ -119,6 +132,9 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(code) => code,
+        // The reader of our output went away (`handover ops list | head`):
+        // nothing left to say, and nobody to say it to.
+        Err(e) if term::closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", report(&e));
             ExitCode::FAILURE

@@ -6,6 +6,26 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use handover::ledger::Timestamp;
 
+/// Writes to stdout, reporting failure instead of panicking as `print!`
+/// does: `handover ops list | head` closes the pipe early, a redirect to a
+/// full disk fails. Used through the `out!` and `outln!` macros.
+pub(crate) fn out(args: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_fmt(args)
+        .and_then(|()| stdout.flush())
+        .context("cannot write to stdout")
+}
+
+/// Whether `e` is stdout's reader having gone away.
+pub(crate) fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// ANSI styling, switched off when the stream is not a terminal or
 /// `NO_COLOR` is set.
 #[derive(Debug, Clone, Copy)]

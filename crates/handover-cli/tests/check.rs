@@ -241,6 +241,41 @@ fn check_refuses_what_serve_refuses_naming_the_path() {
     );
 }
 
+/// Output that cannot be written is never a panic: a closed pipe
+/// (`handover check ... | head -1`, the reader gone) ends the command
+/// quietly with success, a full disk is an error saying so (exit 1).
+#[test]
+fn a_closed_pipe_or_a_full_disk_on_stdout_is_not_a_panic() {
+    let path = config_dir().join("handover.example.toml");
+    let args = ["check", "--config", path.to_str().unwrap()];
+    let mut child = handover()
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the command writes anything.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+    let Ok(full) = full else { return };
+    let out = handover()
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write to stdout"), "{err}");
+}
+
 /// `api` is shown for the kinds that choose one, with what it means for the
 /// capabilities (no stop sequences or audio through the Responses API), and
 /// refused naming the path for a kind that has one API.

@@ -215,3 +215,81 @@ fn kill_9_between_dispatch_and_answer_leaves_the_call_unresolved_after_restart()
     }
     assert_eq!(w.shipments().len(), 1, "not re-sent after the restart");
 }
+
+/// A `tools/call` of a guarded tool that the proxy cannot read
+/// unambiguously — a member given twice (`name`, `method`) — is refused,
+/// never forwarded: the upstream's parser takes the last of duplicate
+/// members and would run the guarded tool with no ledger record. A
+/// guarded call sent as a notification (no id, so no answer to record)
+/// is not forwarded either. Counted in the server's own log.
+#[test]
+fn a_guarded_call_the_proxy_cannot_read_unambiguously_is_refused_not_forwarded() {
+    use std::io::{BufRead, BufReader, Write};
+    let Some(python) = python() else { return };
+    let w = World::new(python, "");
+    let mut proxy = Command::new(env!("CARGO_BIN_EXE_handover"))
+        .args(["mcp", "--config"])
+        .arg(w.path("handover.toml"))
+        .env("SHIPPING_LOG", w.path("shipments.jsonl"))
+        .env("SHIPPING_MODE", "ok")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = proxy.stdin.take().unwrap();
+    let mut stdout = BufReader::new(proxy.stdout.take().unwrap());
+    let mut answer = |stdin: &mut std::process::ChildStdin, line: &str| -> serde_json::Value {
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        let mut out = String::new();
+        stdout.read_line(&mut out).unwrap();
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "smuggler", "version": "1"}}});
+    assert!(answer(&mut stdin, &init.to_string())["result"].is_object());
+    let args = r#"{"order_id": "DUP-1", "sku": "KETTLE", "qty": 1}"#;
+    let twice_name = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"get_rate","name":"create_shipment","arguments":{args}}}}}"#
+    );
+    let twice_method = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/list","method":"tools/call","params":{{"name":"create_shipment","arguments":{args}}}}}"#
+    );
+    // Arguments that cannot be recorded exactly as sent: a member named
+    // twice, a number the parser would round. Refused naming the argument,
+    // as the gateway refuses the same parameters.
+    let twice_argument = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"create_shipment","arguments":{"order_id":"DUP-2","sku":"KETTLE","qty":1,"qty":100}}}"#;
+    let rounded = r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"create_shipment","arguments":{"order_id":"DUP-3","sku":"KETTLE","qty":3.14159265358979323846}}}"#;
+    for line in [
+        twice_name,
+        twice_method,
+        twice_argument.into(),
+        rounded.into(),
+    ] {
+        let a = answer(&mut stdin, &line);
+        assert!(a["error"]["message"].is_string(), "refused: {a}");
+    }
+    for line in [twice_argument, rounded] {
+        let a = answer(&mut stdin, line);
+        let message = a["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("arguments.qty"), "names the argument: {a}");
+    }
+    // A notification naming the guarded tool is dropped; the next request
+    // is answered normally (the session goes on).
+    let notification = format!(
+        r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"name":"create_shipment","arguments":{args}}}}}"#
+    );
+    writeln!(stdin, "{notification}").unwrap();
+    let rate = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "get_rate", "arguments": {"sku": "KETTLE"}}});
+    let a = answer(&mut stdin, &rate.to_string());
+    assert_eq!(a["id"], 4, "{a}");
+    drop(stdin);
+    proxy.wait().unwrap();
+    assert_eq!(
+        w.shipments(),
+        Vec::<serde_json::Value>::new(),
+        "nothing ran unguarded"
+    );
+}

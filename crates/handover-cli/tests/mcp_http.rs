@@ -297,3 +297,55 @@ fn kill_9_between_dispatch_and_answer_over_http_leaves_the_call_unresolved_after
     }
     assert_eq!(w.shipments().len(), 1, "not re-sent after the restart");
 }
+
+/// `block = "action"`: one tenant's unknown shipment suspends another
+/// tenant's (both over HTTP, each with its own token and scope). The other
+/// tenant learns that it is blocked and nothing of the blocking operation:
+/// not its scope or key (which carries that tenant's order id), nor the
+/// reason, nor when. Its own caller still sees everything.
+#[test]
+fn an_action_wide_block_tells_another_tenant_nothing_of_the_blocking_call() {
+    let Some(python) = python() else { return };
+    let clients = format!(
+        r#"
+[gateway]
+[gateway.clients.agent]
+token_sha256 = "{}"
+scope = "http-agent"
+[gateway.clients.other]
+token_sha256 = "{}"
+scope = "other-tenant"
+"#,
+        handover_gateway::hash_token(TOKEN),
+        handover_gateway::hash_token("other-tenant-token"),
+    );
+    let w = World::configured(python, "timeout = \"1s\"\nblock = \"action\"", "", &clients);
+    let server = Listening::start(&w, "stall");
+    let call = |token: &str, order: &str| {
+        w.client_with(
+            "stall",
+            &["calls", &json!([ship(order, 1)]).to_string()],
+            &[&server.url],
+            &[("MCP_TOKEN", token)],
+        )
+        .remove(0)
+    };
+    assert_eq!(status(&call(TOKEN, "ADA-4711")), "outcome_unknown");
+    let own = call(TOKEN, "ADA-4712");
+    assert_eq!(status(&own), "suspended", "{own}");
+    assert_eq!(
+        own["structuredContent"]["blocked_by"]["key"],
+        "create_shipment:ADA-4711"
+    );
+
+    let other = call("other-tenant-token", "B-1");
+    assert_eq!(status(&other), "suspended", "{other}");
+    let text = other.to_string();
+    for leaked in ["ADA-4711", "http-agent", "timed out", "since_ms"] {
+        assert!(
+            !text.contains(leaked),
+            "{leaked:?} leaked to another tenant: {text}"
+        );
+    }
+    assert_eq!(w.shipments().len(), 1, "only the first call was sent");
+}

@@ -152,6 +152,26 @@ async fn resolve_needs_evidence_and_actor_and_refusals_change_nothing() {
         "alice",
     ]));
     assert!(err.contains("evidence"), "{err}");
+    // A result that cannot be recorded exactly as written: a member named
+    // twice (which one counts?), a number a parser would round. Refused
+    // naming where, as the gateway refuses the same text.
+    let confirm = |result: &str| {
+        let args = ["--confirmed", "--evidence", "x", "--actor", "alice"];
+        let mut full = vec!["ops", "resolve", "--ledger", p, SCOPE, "K-1"];
+        full.extend(args.iter().chain(&["--result", result]));
+        run(&full)
+    };
+    for (result, at) in [
+        (
+            r#"{"shipment": "SHP-1", "shipment": "SHP-2"}"#,
+            "result.shipment",
+        ),
+        (r#"{"weight": 3.14159265358979323846}"#, "result.weight"),
+    ] {
+        let err = failed(&confirm(result));
+        assert!(err.contains(at), "{result}: {err}");
+        assert_eq!(state_and_attempts(&path, "K-1").await, before, "{result}");
+    }
 
     // With evidence and actor: confirmed, recorded as an operator attempt.
     let out = ok(&run(&[

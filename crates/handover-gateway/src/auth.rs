@@ -93,7 +93,9 @@ pub(crate) fn principal_of(
 }
 
 fn principal_in(headers: &HeaderMap, tokens: &Tokens) -> Result<Arc<Principal>, ApiError> {
-    let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
+    let value =
+        crate::headers::one(headers, "Authorization").map_err(|m| ApiError::unauthorized(&m))?;
+    let Some(value) = value else {
         return Err(ApiError::unauthorized(
             "missing bearer token (send `Authorization: Bearer <token>`)",
         ));

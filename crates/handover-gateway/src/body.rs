@@ -64,10 +64,21 @@ fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// Parses `bytes` as `T`; the error names the path of the problem.
+/// Parses `bytes` as `T`; the error names the path of the problem. The
+/// body is one JSON document: anything after it but whitespace (a second
+/// document, garbage) is malformed, never silently dropped.
 pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(to_api_error)
+    let value = serde_path_to_error::deserialize(&mut *de).map_err(to_api_error)?;
+    de.end().map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "invalid_json",
+            format!("malformed JSON body: {e} (one JSON document per body)"),
+        )
+    })?;
+    Ok(value)
 }
 
 /// Converts an already parsed JSON value into `T`, naming the path of the problem.

@@ -32,15 +32,15 @@ pub(crate) const REMAINING_HEADER: &str = "x-handover-budget-remaining";
 
 /// The task id a request names, in the client's scope (`None`: no header).
 fn task_id(headers: &HeaderMap, client: &Client) -> Result<Option<TaskId>, ApiError> {
-    let Some(value) = headers.get(TASK_HEADER) else {
-        return Ok(None);
-    };
     let invalid = |reason: &str| {
         ApiError::invalid(
             "invalid_header",
             TASK_HEADER,
             format!("{TASK_HEADER}: {reason}"),
         )
+    };
+    let Some(value) = crate::headers::one(headers, TASK_HEADER).map_err(|m| invalid(&m))? else {
+        return Ok(None);
     };
     let text = value
         .to_str()
@@ -99,18 +99,20 @@ pub(crate) async fn open(
 }
 
 fn refused(e: &RouterError) -> ApiError {
-    let err = match e {
+    match e {
         RouterError::TaskPolicyMismatch { .. } => ApiError::new(
             StatusCode::CONFLICT,
             "conflict_error",
             "task_policy_mismatch",
             e.to_string(),
         )
-        .with_param(TASK_HEADER),
+        .with_param(TASK_HEADER)
+        .with_header("x-should-retry", HeaderValue::from_static("false")),
+        // The budget store did not answer: nothing was sent and nothing
+        // spent, so the answer's `Retry-After` stands (an SDK may retry).
         RouterError::Ledger(l) => ApiError::ledger(l),
-        other => return super::openai::chat::router_error(other),
-    };
-    err.with_header("x-should-retry", HeaderValue::from_static("false"))
+        other => super::openai::chat::router_error(other),
+    }
 }
 
 /// `requests=N, ms=N, cost=X` (`cost=unlimited` without a ceiling).

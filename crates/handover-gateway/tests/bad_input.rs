@@ -105,6 +105,13 @@ async fn bad_chat_requests_are_refused_before_anything_is_sent() {
             "invalid_json",
         ),
         (
+            "trailing data after the JSON document",
+            Some(CLIENT_A),
+            [chat("default"), b" {\"model\": \"default\"}".to_vec()].concat(),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
             "unknown model",
             Some(CLIENT_A),
             chat("gpt-5-turbo"),
@@ -232,6 +239,28 @@ async fn bad_operation_requests_record_nothing() {
             "invalid_json",
         ),
         (
+            "a second document after the first",
+            Some(CLIENT_A),
+            [
+                ok.clone(),
+                json!({"action": "refund", "params": {"order": 2}})
+                    .to_string()
+                    .into_bytes(),
+            ]
+            .concat(),
+            Some("K-1"),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            "trailing garbage",
+            Some(CLIENT_A),
+            [ok.clone(), b"xx".to_vec()].concat(),
+            Some("K-1"),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
             "oversized",
             Some(CLIENT_A),
             vec![b' '; 4096],
@@ -283,6 +312,29 @@ async fn bad_operation_requests_record_nothing() {
     )
     .await;
     assert_eq!(body["error"]["param"], "Idempotency-Key", "{body}");
+    // A member named twice (I-JSON forbids it): parsers disagree on which
+    // one counts, so what was approved would be ambiguous. Refused naming
+    // the member, an escaped spelling of the name included.
+    for (params, param) in [
+        (r#"{"qty": 1, "qty": 100}"#, "params.qty"),
+        (
+            r#"{"items": [{"sku": "A", "s\u006bu": "B"}]}"#,
+            "params.items[0].sku",
+        ),
+    ] {
+        let body = format!(r#"{{"action": "ship", "params": {params}}}"#);
+        let (st, body) = send(
+            &gw,
+            "/v1/operations",
+            Some(CLIENT_A),
+            body.into_bytes(),
+            Some("K-dup"),
+        )
+        .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{params}: {body}");
+        assert_eq!(code(&body), "invalid_field", "{body}");
+        assert_eq!(body["error"]["param"], param, "{body}");
+    }
     let (st, body) = send(
         &gw,
         "/v1/operations/K-1/outcome",
@@ -295,6 +347,33 @@ async fn bad_operation_requests_record_nothing() {
     .await;
     assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(body["error"]["param"], "outcome", "{body}");
+    // A key in the path is named as the path's `key`, not as the header a
+    // begin sends it in.
+    for (path, body) in [
+        ("/v1/operations/K%201/dispatch", json!({"epoch": 1})),
+        (
+            "/v1/operations/K%C3%A9/outcome",
+            json!({"epoch": 1, "outcome": "abandoned"}),
+        ),
+        (
+            "/v1/reconcile/K%201/report",
+            json!({"outcome": "not_found"}),
+        ),
+    ] {
+        let body = body.to_string().into_bytes();
+        let (st, body) = send(&gw, path, Some(CLIENT_A), body, None).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{path}: {body}");
+        assert_eq!(body["error"]["param"], "key", "{path}: {body}");
+    }
+    let resp = gw
+        .http
+        .get(gw.url("/v1/operations/K%201"))
+        .bearer_auth(CLIENT_A)
+        .send()
+        .await
+        .unwrap();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["param"], "key", "{body}");
     assert_eq!(gw.all_operations().await, 0, "nothing may be recorded");
 }
 
@@ -309,4 +388,60 @@ async fn unknown_routes_and_methods_answer_json() {
     assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
     let resp = gw.http.get(gw.url("/healthz")).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
+}
+
+/// A header that names who calls, which operation or which task, given
+/// twice: proxies and frameworks disagree on which copy counts (the first,
+/// the last, both joined), so the request is refused naming the header,
+/// and nothing is recorded or sent.
+#[tokio::test]
+async fn identity_headers_given_twice_are_refused() {
+    let (gw, provider) = setup().await;
+    let begin = || {
+        gw.http
+            .post(gw.url("/v1/operations"))
+            .header("content-type", "application/json")
+            .body(r#"{"action": "ship", "params": {"order": 1}}"#)
+    };
+    let cases = [
+        (
+            "Idempotency-Key",
+            begin()
+                .bearer_auth(CLIENT_A)
+                .header("Idempotency-Key", "K-1")
+                .header("Idempotency-Key", "K-2"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "Authorization",
+            begin()
+                .header("authorization", format!("Bearer {CLIENT_A}"))
+                .header("authorization", "Bearer another-token")
+                .header("Idempotency-Key", "K-1"),
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            "x-handover-task",
+            gw.http
+                .post(gw.url("/v1/chat/completions"))
+                .bearer_auth(CLIENT_A)
+                .header("x-handover-task", "t-1")
+                .header("x-handover-task", "t-2")
+                .header("content-type", "application/json")
+                .body(chat("default")),
+            StatusCode::BAD_REQUEST,
+        ),
+    ];
+    for (header, req, status) in cases {
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), status, "{header}");
+        let body: Value = resp.json().await.unwrap();
+        let text = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(text.contains("twice"), "{header}: {body}");
+        if status == StatusCode::BAD_REQUEST {
+            assert_eq!(body["error"]["param"], header, "{body}");
+        }
+    }
+    assert_eq!(gw.all_operations().await, 0, "nothing recorded");
+    assert_eq!(provider.requests().await, 0, "nothing sent");
 }

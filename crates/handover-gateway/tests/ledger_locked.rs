@@ -64,6 +64,29 @@ async fn a_locked_sqlite_ledger_answers_503_without_driver_text() {
         );
     }
 
+    // A model call under a task cannot open the task's budget: 503, to be
+    // retried after Retry-After (nothing was sent, no budget was spent), so
+    // the answer does not also tell SDKs not to retry.
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(CLIENT_A)
+        .header("x-handover-task", "t-locked")
+        .json(&json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    let should_retry = resp.headers().get("x-should-retry").cloned();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "ledger_unavailable", "{body}");
+    assert_ne!(
+        should_retry.as_ref().map(|v| v.to_str().unwrap()),
+        Some("false"),
+        "Retry-After and x-should-retry: false contradict each other"
+    );
+
     // The lock goes away: the same key starts (nothing was claimed).
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
     other.close().await.unwrap();

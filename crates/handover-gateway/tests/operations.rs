@@ -342,3 +342,52 @@ async fn inside_the_destinations_idempotency_window_an_unknown_operation_may_be_
     .await;
     assert_eq!(st, StatusCode::CONFLICT, "{body}");
 }
+
+/// `block = "action"` suspends every scope's writes of the action while one
+/// is unknown; another tenant is told so, and nothing more: not the
+/// blocking operation's key, nor the reason its own client reported (free
+/// text that may carry that tenant's data), nor when it happened.
+#[tokio::test]
+async fn an_action_wide_block_tells_another_scope_nothing_of_the_blocking_operation() {
+    let mut c = support::provider("p", "http://127.0.0.1:9/v1");
+    c.push_str(&support::policy("default", &["p"], "first_token"));
+    c.push_str("\n[actions.ship]\nblock = \"action\"\n");
+    c.push_str(&support::gateway_section(64 * 1024, "5s", ""));
+    let gw = Running::start(&c).await;
+    let (_, started) = begin(&gw, CLIENT_A, "ORDER-4711", json!({"order": 4711})).await;
+    let e = epoch(&started);
+    post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/ORDER-4711/dispatch",
+        json!({"epoch": e}),
+    )
+    .await;
+    let secret = "timeout calling carrier for customer Ada Lovelace";
+    let (st, _) = post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/ORDER-4711/outcome",
+        json!({"epoch": e, "outcome": "unknown", "reason": secret}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+
+    // The same tenant sees what blocks it.
+    let (st, own) = begin(&gw, CLIENT_A, "ORDER-4712", json!({"order": 4712})).await;
+    assert_eq!(st, StatusCode::LOCKED, "{own}");
+    assert_eq!(own["blocked_by"]["key"], "ORDER-4711");
+    assert_eq!(own["unknown"]["reason"], secret);
+
+    let (st, other) = begin(&gw, CLIENT_B, "K-1", json!({"order": 1})).await;
+    assert_eq!(st, StatusCode::LOCKED, "{other}");
+    assert_eq!(other["status"], "suspended");
+    let text = other.to_string();
+    for leaked in ["ORDER-4711", "tenant-a", secret] {
+        assert!(
+            !text.contains(leaked),
+            "{leaked:?} leaked to another scope: {text}"
+        );
+    }
+    assert!(other["unknown"].get("since").is_none(), "{text}");
+}

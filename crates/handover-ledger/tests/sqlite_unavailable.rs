@@ -81,3 +81,66 @@ async fn a_locked_store_fails_closed_with_group_commit() {
 async fn a_locked_store_fails_closed_without_group_commit() {
     locked_store_fails_closed(false).await;
 }
+
+/// The ledger file is deleted (or moved away) while the ledger is open.
+/// SQLite would go on writing into the unlinked file, every answer a
+/// success, and a restart would open an empty ledger: claims and
+/// dispatches forgotten, so an action that was sent could be sent again.
+/// Instead every write fails closed, and nothing claims the key.
+async fn deleted_file_fails_closed(group_commit: bool, moved: bool) {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("ledger.db");
+    let ledger = SqliteLedger::open(
+        &path,
+        SqliteOptions {
+            group_commit,
+            ..SqliteOptions::default()
+        },
+    )
+    .await
+    .expect("open");
+    let opts = BeginOptions::new("a", Duration::from_secs(30));
+    let first = OperationRequest::new("t", "K-0", "a", &json!({}), &Limits::default()).unwrap();
+    assert!(matches!(
+        ledger.begin(&first, &opts).await.expect("begin"),
+        BeginOutcome::Started(_)
+    ));
+
+    let elsewhere = dir.path().join("moved");
+    std::fs::create_dir(&elsewhere).expect("dir");
+    for suffix in ["", "-wal", "-shm"] {
+        let file = dir.path().join(format!("ledger.db{suffix}"));
+        if moved {
+            std::fs::rename(&file, elsewhere.join(format!("ledger.db{suffix}"))).expect("move");
+        } else {
+            std::fs::remove_file(&file).expect("delete");
+        }
+    }
+
+    let req = request();
+    let err = ledger
+        .begin(&req, &opts)
+        .await
+        .expect_err("no claim once the ledger file is gone");
+    assert!(err.is_unavailable(), "got {err:?}");
+    assert!(
+        err.to_string().contains("ledger.db"),
+        "the error names the file: {err}"
+    );
+    assert!(!path.exists(), "nothing created at the path: {err}");
+}
+
+#[tokio::test]
+async fn a_deleted_ledger_file_fails_closed_with_group_commit() {
+    deleted_file_fails_closed(true, false).await;
+}
+
+#[tokio::test]
+async fn a_deleted_ledger_file_fails_closed_without_group_commit() {
+    deleted_file_fails_closed(false, false).await;
+}
+
+#[tokio::test]
+async fn a_moved_ledger_file_fails_closed() {
+    deleted_file_fails_closed(true, true).await;
+}

@@ -248,18 +248,24 @@ fn unknown(op: Value, info: &UnknownInfo, blocked_by: Option<&OperationId>) -> V
             "Another action of this kind has an unverified outcome, so this one was not performed. Do not call it again with another key; report that it waits for verification.",
         ),
     };
-    status_result(
-        text,
-        json!({
-            "status": status,
-            "operation": op,
-            "blocked_by": blocked_by.map(|b| json!({ "scope": b.scope.as_str(), "key": b.key.as_str() })),
-            "reason": info.reason,
-            "owner": info.owner.as_str(),
-            "since_ms": info.since.as_millis(),
-            "instruction": "do not call this tool again with another key",
-        }),
-    )
+    let mut structured = json!({
+        "status": status,
+        "operation": op,
+        "blocked_by": null,
+        "owner": info.owner.as_str(),
+        "instruction": "do not call this tool again with another key",
+    });
+    // An `action`-wide block by another scope's operation (another
+    // tenant's, over HTTP) says that it blocks, nothing of what it is: not
+    // its key, nor the reason its client got (free text), nor when.
+    let own = blocked_by.is_none_or(|b| structured["operation"]["scope"] == b.scope.as_str());
+    if own {
+        structured["blocked_by"] =
+            json!(blocked_by.map(|b| json!({ "scope": b.scope.as_str(), "key": b.key.as_str() })));
+        structured["reason"] = json!(info.reason);
+        structured["since_ms"] = json!(info.since.as_millis());
+    }
+    status_result(text, structured)
 }
 
 async fn conflict(gate: &WriteGate, id: &OperationId, args: &Value, op: Value) -> Value {

@@ -21,7 +21,7 @@ use crate::error::McpError;
 use crate::guard;
 use crate::lookup::McpLookup;
 use crate::upstream::Upstream;
-use crate::wire::{Peek, codec, error_line, result_line};
+use crate::wire::{self, Peek, codec, error_line, result_line};
 
 /// The MCP proxy: Handover's write gate in front of one upstream MCP
 /// server's tools. Built from the same [`Handover`] as every other door,
@@ -229,6 +229,7 @@ impl McpProxy {
                     }
                     continue;
                 }
+                Route::Drop => continue,
                 Route::Invalid(id, message) => {
                     let _ = to_client.send(error_line(
                         Some(&id),
@@ -304,21 +305,50 @@ impl McpProxy {
     }
 
     /// Where a client's line goes. A guarded tool's call whose parameters
-    /// do not parse is refused, never forwarded unguarded.
+    /// do not parse is refused, never forwarded unguarded; so is a message
+    /// whose routing members (`id`, `method`, a `tools/call`'s
+    /// `params.name`) cannot be read unambiguously — given twice, the
+    /// upstream's parser would take the last, and could run a guarded tool
+    /// the proxy took for another — and a guarded call without an id (a
+    /// notification: nothing to answer, nothing to record).
     fn route(&self, line: &str, upstream: &Upstream) -> Route {
+        let null = Box::<RawValue>::default;
         let Some(peek) = Peek::of(line) else {
+            if wire::is_object(line) {
+                return Route::Invalid(
+                    null(),
+                    "unreadable message: id, method and params must each be given once, with their JSON-RPC types".to_owned(),
+                );
+            }
             return Route::Pass;
         };
         if let (Some(_), Some(_), Some(params)) = (peek.id, &peek.method, peek.params) {
             upstream.remember_meta(params);
         }
-        let (Some(name), Some(id)) = (peek.tool_name(), peek.id) else {
-            return Route::Pass;
+        let name = match peek.called_tool() {
+            None => return Route::Pass,
+            Some(Ok(name)) => name,
+            Some(Err(())) => {
+                let id = peek.id.map_or_else(null, ToOwned::to_owned);
+                return Route::Invalid(
+                    id,
+                    "params.name: a tools/call names its tool once, as a string".to_owned(),
+                );
+            }
         };
         if self.tool(&name).is_none() {
             return Route::Pass;
         }
+        let Some(id) = peek.id else {
+            tracing::warn!(tool = %name, "dropped a guarded tools/call sent as a notification (no id)");
+            return Route::Drop;
+        };
         let params = peek.params.map_or("null", RawValue::get);
+        // As sent, before the parser keeps the last of a member named twice
+        // or rounds a number: what is recorded and sent is what was asked.
+        if let Err(e) = handover_ledger::validate_json_text(params) {
+            return Route::Invalid(id.to_owned(), format!("params: {e}"));
+        }
         match serde_json::from_str::<CallToolRequestParams>(params) {
             Ok(params) => Route::Guarded(id.to_owned(), params),
             Err(e) => Route::Invalid(id.to_owned(), format!("params: {e}")),
@@ -335,6 +365,8 @@ pub(crate) struct Running {
 
 enum Route {
     Pass,
+    /// Neither forwarded nor answered (a guarded call as a notification).
+    Drop,
     Guarded(Box<RawValue>, CallToolRequestParams),
     Invalid(Box<RawValue>, String),
 }

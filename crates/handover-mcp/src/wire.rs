@@ -35,19 +35,29 @@ impl<'a> Peek<'a> {
         serde_json::from_str(line).ok()
     }
 
-    /// The tool a `tools/call` request names.
-    pub(crate) fn tool_name(&self) -> Option<String> {
+    /// For a `tools/call` (request or not): the tool it names, or `Err`
+    /// when `params.name` cannot be read as one string (missing, not a
+    /// string, or given twice — another parser would take the last).
+    pub(crate) fn called_tool(&self) -> Option<Result<String, ()>> {
         #[derive(Deserialize)]
         struct Name {
             name: String,
         }
-        if self.method.as_deref() != Some("tools/call") || self.id.is_none() {
+        if self.method.as_deref() != Some("tools/call") {
             return None;
         }
-        serde_json::from_str::<Name>(self.params?.get())
-            .ok()
-            .map(|n| n.name)
+        let params = self.params.map_or("null", RawValue::get);
+        Some(
+            serde_json::from_str::<Name>(params)
+                .map(|n| n.name)
+                .map_err(drop),
+        )
     }
+}
+
+/// Whether `line` is one JSON object (whatever its members).
+pub(crate) fn is_object(line: &str) -> bool {
+    line.trim_start().starts_with('{') && serde_json::from_str::<&RawValue>(line).is_ok()
 }
 
 /// A response line: `{"jsonrpc":"2.0","id":ID,"result":RESULT}`.

@@ -402,6 +402,33 @@ fn action_contracts_are_validated() {
 fn invalid_toml_is_reported() {
     let e = errors("[providers.a\nkind = 1");
     assert!(e.contains("invalid TOML"), "{e}");
+    assert!(e.contains("line 1"), "where: {e}");
+}
+
+/// A key or table given twice names what was repeated and where, as every
+/// other problem names its path.
+#[test]
+fn a_duplicate_key_or_table_names_its_path_and_line() {
+    let text = format!("{BASE}\n[providers.a]\nkind = \"openai\"\n");
+    let e = errors(&text);
+    assert!(e.contains("providers.a"), "which table: {e}");
+    assert!(e.contains("line 17"), "where: {e}");
+    let text = format!("{BASE}\n[ledger]\nbackend = \"sqlite\"\nbackend = \"memory\"\n");
+    let e = errors(&text);
+    assert!(e.contains("ledger.backend"), "which key: {e}");
+    assert!(e.contains("line 19"), "where: {e}");
+}
+
+/// An empty path opens a temporary SQLite database and `:memory:` an
+/// in-memory one: neither is durable, and nothing would say so.
+#[test]
+fn a_sqlite_path_must_name_a_file() {
+    for path in ["", "  ", ":memory:"] {
+        let text = format!("[ledger]\nbackend = \"sqlite\"\npath = {path:?}\n{BASE}");
+        let e = errors(&text);
+        assert!(e.contains("ledger.path: "), "{path:?}: {e}");
+        assert!(e.contains("backend = \"memory\""), "{path:?}: {e}");
+    }
 }
 
 #[test]
@@ -650,4 +677,31 @@ fn telemetry_section_is_validated_naming_each_field() {
         e.contains("telemetry.headers.authorization.env: environment variable OTLP_KEY is not set"),
         "{e}"
     );
+}
+
+/// Secrets come from the environment, never from the file: a URL with
+/// `user:password@` is refused, naming its path and not the password
+/// (`handover check` would otherwise print it with the resolved URL).
+#[test]
+fn urls_with_credentials_are_errors_that_do_not_repeat_them() {
+    let text = BASE.replace(
+        "http://127.0.0.1:1/v1",
+        "http://admin:hunter2-secret@127.0.0.1:1/v1",
+    ) + r#"
+[actions.ship.lookup]
+visibility_lag = "1s"
+url = "https://bot:hunter3-secret@shipments.example/v1?ref={destination_key}"
+
+[telemetry]
+otlp_endpoint = "http://otel:hunter4-secret@127.0.0.1:4318"
+"#;
+    let e = errors(&text);
+    for path in [
+        "providers.a.base_url",
+        "actions.ship.lookup.url",
+        "telemetry.otlp_endpoint",
+    ] {
+        assert!(e.contains(&format!("{path}: ")), "{path}: {e}");
+    }
+    assert!(!e.contains("hunter"), "{e}");
 }

@@ -254,3 +254,32 @@ direct_policy = "nope"
     ));
     assert!(e.contains("unknown field `extra`"), "{e}");
 }
+
+/// A pattern every matching name of which is a `provider/model` a provider
+/// serves can never be reached (those names resolve as that one step
+/// first): a mistake, reported naming the pattern. A pattern that some
+/// name only it reaches still matches is fine.
+#[test]
+fn routes_that_can_never_match_are_errors() {
+    let e = errors(&with_gateway(
+        r#"
+[gateway.routes]
+"openai/gpt-4.1" = { chain = ["wall"] }
+"wall/fb-*" = { chain = ["wall"] }
+"#,
+    ));
+    for pattern in ["openai/gpt-4.1", "wall/fb-*"] {
+        let needle = format!("gateway.routes.{pattern:?}: never matches");
+        assert!(e.contains(&needle), "missing {needle:?} in:\n{e}");
+    }
+    // openai serves a list, so other openai/... names reach the route; a
+    // pattern like wall/* still matches the name "wall/" (no model).
+    parse(&with_gateway(
+        r#"
+[gateway.routes]
+"openai/gpt-5*" = { chain = ["wall"] }
+"wall/*" = { chain = ["wall"] }
+"#,
+    ))
+    .expect("reachable routes");
+}

@@ -96,7 +96,7 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    print!("{out}");
+    out!("{out}");
     Ok(if unresolved {
         ExitCode::FAILURE
     } else {

@@ -113,9 +113,9 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     drop(spinner);
     let report = report?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", render(&report, Style::stdout()));
+        out!("{}", render(&report, Style::stdout()));
     }
     Ok(if report.summary.ok() {
         ExitCode::SUCCESS
@@ -131,9 +131,9 @@ async fn run_mcp(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     drop(spinner);
     let report = report?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", mcp::render(&report, Style::stdout()));
+        out!("{}", mcp::render(&report, Style::stdout()));
     }
     Ok(if report.ok() {
         ExitCode::SUCCESS

@@ -166,9 +166,9 @@ async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     let opened = open(&args.source, Access::ReadOnly).await?;
     let records = opened.ledger.list(&f).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&records)?);
+        outln!("{}", serde_json::to_string_pretty(&records)?);
     } else {
-        print!(
+        out!(
             "{}",
             render::list(
                 &records,
@@ -194,9 +194,9 @@ async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     let attempts = opened.ledger.attempts(&id).await?;
     if args.json {
         let doc = json!({ "operation": record, "attempts": attempts });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        print!(
+        out!(
             "{}",
             render::show(&record, &attempts, crate::term::now(), Style::stdout())
         );
@@ -227,8 +227,15 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<ExitCode> {
     };
     let outcome = if args.confirmed {
         let result = match &args.result {
-            Some(text) => serde_json::from_str(text)
-                .with_context(|| "--result: not valid JSON; nothing was changed")?,
+            Some(text) => {
+                let value = serde_json::from_str(text)
+                    .with_context(|| "--result: not valid JSON; nothing was changed")?;
+                // As written, before the parser rounds a number or keeps
+                // the last of a member named twice (as the gateway checks).
+                handover::ledger::validate_json_text(&format!("{{\"result\": {text}}}"))
+                    .map_err(|e| anyhow::anyhow!("--result: {e}; nothing was changed"))?;
+                value
+            }
             None => serde_json::Value::Null,
         };
         ResolvedAs::Confirmed { result }
@@ -271,17 +278,17 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<ExitCode> {
         }
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&record)?);
+        outln!("{}", serde_json::to_string_pretty(&record)?);
     } else {
         let s = Style::stdout();
-        println!(
+        outln!(
             "{} {}: {} -> {}",
             id.scope,
             id.key,
             s.state("unknown"),
             s.state(record.state.kind().as_str())
         );
-        print!("{}", render::state_lines(&record, crate::term::now()));
+        out!("{}", render::state_lines(&record, crate::term::now()));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -297,17 +304,18 @@ async fn purge(args: PurgeArgs) -> anyhow::Result<ExitCode> {
             "tombstoned": report.tombstoned,
             "deleted": report.deleted,
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        println!(
+        outln!(
             "{}: retention replay window {}, tombstone horizon {}",
             opened.description,
             humantime::format_duration(opened.retention.replay_window),
             humantime::format_duration(opened.retention.tombstone_horizon)
         );
-        println!(
+        outln!(
             "tombstoned {} (params and results dropped), deleted {}; unknown and dispatched operations never expire",
-            report.tombstoned, report.deleted
+            report.tombstoned,
+            report.deleted
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -5,19 +5,14 @@
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use handover_ledger::{ListFilter, OperationId, ResolvedAs, Scope};
-use handover_router::RouterError;
+use handover_ledger::{ListFilter, ResolvedAs, Scope};
 use serde_json::Value;
 
 use super::wire::{self, Decision, ListQuery, ResolveBody};
-use super::{LedgerBody, from_router, path_error, query_error, record_answer};
+use super::{LedgerBody, from_router, path_error, path_id, query_error, record_answer};
 use crate::api_error::ApiError;
 use crate::auth::Operator;
 use crate::state::GatewayState;
-
-fn id(scope: &str, key: &str) -> Result<OperationId, ApiError> {
-    OperationId::new(scope, key).map_err(|e| from_router(RouterError::Ledger(e.into())))
-}
 
 pub(crate) async fn list(
     State(state): State<GatewayState>,
@@ -48,7 +43,7 @@ pub(crate) async fn get(
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let Path((scope, key)) = path.map_err(path_error)?;
-    super::show(&state, &id(&scope, &key)?).await
+    super::show(&state, &path_id(&scope, &key)?).await
 }
 
 pub(crate) async fn resolve(
@@ -58,7 +53,7 @@ pub(crate) async fn resolve(
     LedgerBody(body): LedgerBody<ResolveBody>,
 ) -> Result<Response, ApiError> {
     let Path((scope, key)) = path.map_err(path_error)?;
-    let id = id(&scope, &key)?;
+    let id = path_id(&scope, &key)?;
     if body.evidence.trim().is_empty() {
         return Err(ApiError::invalid(
             "invalid_field",

@@ -38,8 +38,16 @@ pub(crate) use wire::LedgerBody;
 use wire::{ApproveBody, BeginBody, DispatchBody, ListQuery, OutcomeBody, OutcomeKind};
 
 /// The request header carrying the operation key.
-pub(crate) const KEY_HEADER: &str = "idempotency-key";
+pub(crate) const KEY_HEADER: &str = "Idempotency-Key";
 
+/// The operation a path names (`/v1/operations/{key}/...`): a bad key is
+/// named as the path's `key`.
+pub(crate) fn path_id(scope: &str, key: &str) -> Result<OperationId, ApiError> {
+    OperationId::new(scope, key).map_err(|e| ApiError::ledger(&e.into()))
+}
+
+/// A protocol error; a bad operation key is named as the begin's
+/// `Idempotency-Key` header, where it came from.
 pub(crate) fn from_router(e: RouterError) -> ApiError {
     let mut err = ledger_error(e);
     if err.param.as_deref() == Some("key") {
@@ -107,8 +115,8 @@ pub(crate) async fn begin(
     headers: HeaderMap,
     LedgerBody(body): LedgerBody<BeginBody>,
 ) -> Result<Response, ApiError> {
-    let key = headers
-        .get(KEY_HEADER)
+    let key = crate::headers::one(&headers, KEY_HEADER)
+        .map_err(|m| ApiError::invalid("invalid_field", "Idempotency-Key", m))?
         .ok_or_else(|| {
             ApiError::invalid(
                 "missing_idempotency_key",
@@ -166,8 +174,7 @@ async fn claim_for(
     key: &str,
     epoch: u64,
 ) -> Result<(Claim, OperationRecord), ApiError> {
-    let id = OperationId::new(client.scope.as_str(), key)
-        .map_err(|e| from_router(RouterError::Ledger(e.into())))?;
+    let id = path_id(client.scope.as_str(), key)?;
     state
         .protocol()
         .presented_claim(&id, epoch, &holder(client))
@@ -277,8 +284,7 @@ pub(crate) async fn get(
     key: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let Path(key) = key.map_err(path_error)?;
-    let id = OperationId::new(client.scope.as_str(), &key)
-        .map_err(|e| from_router(RouterError::Ledger(e.into())))?;
+    let id = path_id(client.scope.as_str(), &key)?;
     show(&state, &id).await
 }
 

@@ -15,14 +15,13 @@ use std::time::Duration;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::response::Response;
-use handover_ledger::{ActionName, DueFilter, OperationId, State as OpState};
-use handover_router::RouterError;
+use handover_ledger::{ActionName, DueFilter, State as OpState};
 use handover_router::config::Config;
 use handover_router::reconcile::FoundRecord;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{LedgerBody, from_router, json_status, not_found, path_error};
+use super::{LedgerBody, from_router, json_status, not_found, path_error, path_id};
 use crate::api_error::ApiError;
 use crate::auth::Client;
 use crate::state::GatewayState;
@@ -152,8 +151,7 @@ pub(crate) async fn report(
     LedgerBody(body): LedgerBody<ReportBody>,
 ) -> Result<Response, ApiError> {
     let Path(key) = key.map_err(path_error)?;
-    let id = OperationId::new(client.scope.as_str(), &key)
-        .map_err(|e| from_router(RouterError::Ledger(e.into())))?;
+    let id = path_id(client.scope.as_str(), &key)?;
     let answer = match body.outcome {
         LookupAnswer::Found if body.records.is_empty() => {
             return Err(ApiError::invalid(

@@ -204,11 +204,20 @@ pub(crate) fn not_started(outcome: NotStarted, own_scope: &handover_ledger::Scop
                     "the outcome of this operation is unknown; writes are blocked until it is resolved")}),
         ),
         NotStarted::Suspended { blocked_by, info } => {
-            // Never reveal another scope's key (an `action`-wide block).
-            let by = if blocked_by.scope == *own_scope {
-                json!({"scope": blocked_by.scope, "key": blocked_by.key})
+            // Never reveal another scope's operation (an `action`-wide
+            // block): not its key, nor the reason its client reported
+            // (free text), nor when; only who owns it and when it is
+            // checked next.
+            let (by, info) = if blocked_by.scope == *own_scope {
+                (
+                    json!({"scope": blocked_by.scope, "key": blocked_by.key}),
+                    json!(info),
+                )
             } else {
-                json!({"scope": null, "key": null})
+                (
+                    json!({"scope": null, "key": null}),
+                    json!({"owner": info.owner, "next_check_at": info.next_check_at}),
+                )
             };
             (
                 423,

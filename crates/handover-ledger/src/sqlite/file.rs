@@ -1,62 +1,121 @@
-//! The ledger file this ledger opened, so that a write can tell when its
-//! path no longer leads to it.
+//! The file a [`super::SqliteLedger`] opens: looked at before it is
+//! opened read-write, and checked before every commit.
 //!
-//! SQLite keeps writing to a file that was deleted (or replaced by another
-//! one at the same path) while it is open: in WAL mode it never notices,
-//! and every commit lands in an unlinked inode that the next process will
-//! not see. That process would then open an empty ledger at the path and
-//! execute again what this one recorded. So a write is answered only if,
-//! after its commit, the path still leads to the file opened: otherwise
-//! the caller gets `Unavailable` and sends nothing (fail closed).
+//! Before a read-write open, the file is looked at read-only: a file that
+//! is not SQLite or holds another application's tables is refused and
+//! left byte for byte as it was (opening it would switch it to WAL and add
+//! our tables, or half of them when a migration collides with a table of
+//! the same name). A missing or empty file, an SQLite database without
+//! tables and a Handover ledger (of any schema version) are opened.
+//!
+//! SQLite keeps writing to an open file after it was deleted, moved or
+//! replaced: every commit succeeds, into an inode nobody will open again,
+//! and the next start finds an empty (or another) ledger — claims and
+//! dispatches forgotten, so an action that may have been sent could be
+//! sent again. So each write transaction checks, right before its COMMIT,
+//! that the path still names the file opened; if not, it rolls back and
+//! the caller gets `Unavailable` (fail closed: no claim, nothing sent).
 
 use std::path::{Path, PathBuf};
 
+use sqlx::ConnectOptions;
+use sqlx::sqlite::SqliteConnectOptions;
+
 use crate::error::LedgerError;
+
+/// What a failed check is reported as ([`LedgerError::Unavailable`]'s context).
+pub(super) const CHECKING: &str = "checking the ledger file";
+
+/// `Ok` if opening `path` read-write makes or keeps it a Handover ledger;
+/// otherwise "not a Handover ledger", and the file is untouched.
+pub(super) async fn adoptable(path: &Path) -> Result<(), LedgerError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            return Err(super::read_only::not_a_ledger(
+                "it is a directory (name a file in it)",
+            ));
+        }
+        Ok(meta) if meta.len() > 0 => {}
+        // Missing (created by the open) or empty (becomes the ledger).
+        _ => return Ok(()),
+    }
+    let mut conn = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .create_if_missing(false)
+        .connect()
+        .await
+        .map_err(|e| super::map_err("looking at the ledger file", e))?;
+    let tables: Result<Vec<String>, _> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name",
+    )
+    .fetch_all(&mut conn)
+    .await;
+    let _ = sqlx::Connection::close(conn).await;
+    let tables =
+        tables.map_err(|_| super::read_only::not_a_ledger("the file is not a SQLite database"))?;
+    let ours = ["_sqlx_migrations", "operations"]
+        .iter()
+        .all(|t| tables.iter().any(|name| name == t));
+    if tables.is_empty() || ours {
+        return Ok(());
+    }
+    let shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
+    Err(super::read_only::not_a_ledger(&format!(
+        "it is another database (tables {}{}); nothing was written to it",
+        shown.join(", "),
+        if tables.len() > shown.len() {
+            ", ..."
+        } else {
+            ""
+        }
+    )))
+}
 
 /// The path and identity (device, inode) of the opened ledger file.
 #[derive(Debug, Clone)]
 pub(super) struct LedgerFile {
     path: PathBuf,
-    /// `None` when the path is not a regular file (e.g. SQLite's
-    /// `:memory:`): then there is nothing to lose and nothing to check.
-    id: Option<FileId>,
-}
-
-type FileId = (u64, u64);
-
-#[cfg(unix)]
-fn file_id(path: &Path) -> Option<FileId> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}
-
-/// Without inode numbers, a deleted file is still caught.
-#[cfg(not(unix))]
-fn file_id(path: &Path) -> Option<FileId> {
-    path.is_file().then_some((0, 0))
+    id: Option<(u64, u64)>,
 }
 
 impl LedgerFile {
-    /// The file at `path`, as it is now (just opened).
-    pub(super) fn opened(path: &Path) -> Self {
-        Self {
-            path: path.to_owned(),
-            id: file_id(path),
-        }
+    /// The file now at `path` (made absolute, so a later change of the
+    /// working directory changes nothing).
+    pub(super) fn opened(path: &Path) -> Result<Self, LedgerError> {
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+        let id =
+            identity(&path).map_err(|e| LedgerError::unavailable(CHECKING, gone(&path, &e)))?;
+        Ok(Self { path, id })
     }
 
-    /// Whether the path still leads to the opened file.
-    pub(super) fn check(&self) -> Result<(), LedgerError> {
-        match self.id {
-            Some(id) if file_id(&self.path) != Some(id) => Err(LedgerError::unavailable(
-                "committing",
-                format!(
-                    "the ledger file {} was deleted or replaced after this process opened it; \
-                     nothing written since is durable (restart on the right file)",
-                    self.path.display()
-                ),
-            )),
-            _ => Ok(()),
+    /// `Ok` if the path still names the file that was opened; otherwise
+    /// why not, naming the path.
+    pub(super) fn check(&self) -> Result<(), String> {
+        match identity(&self.path) {
+            Ok(id) if id == self.id => Ok(()),
+            Ok(_) => Err(gone(&self.path, &"another file is there now")),
+            Err(e) => Err(gone(&self.path, &e)),
         }
     }
+}
+
+fn gone(path: &Path, why: &dyn std::fmt::Display) -> String {
+    format!(
+        "the ledger file {} was deleted, moved or replaced while open ({why}); nothing was recorded (restore it and restart)",
+        path.display()
+    )
+}
+
+#[cfg(unix)]
+fn identity(path: &Path) -> std::io::Result<Option<(u64, u64)>> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path)?;
+    Ok(Some((meta.dev(), meta.ino())))
+}
+
+/// Without inode numbers only a missing file is noticed.
+#[cfg(not(unix))]
+fn identity(path: &Path) -> std::io::Result<Option<(u64, u64)>> {
+    std::fs::metadata(path).map(|_| None)
 }

@@ -123,17 +123,21 @@ pub struct SqliteLedger {
     writes: Writes,
     cfg: Config,
     read_only: bool,
-    file: file::LedgerFile,
+    /// The file writes go to (`None` when read-only), checked before every commit.
+    file: Option<file::LedgerFile>,
 }
 
 impl SqliteLedger {
     /// Opens (creating if missing) the ledger file at `path` and applies
     /// migrations; with [`SqliteOptions::read_only`], opens an existing
-    /// ledger for reading only.
+    /// ledger for reading only. A file that is not a Handover ledger (not
+    /// SQLite, or another application's database) is refused ("not a
+    /// Handover ledger", a validation error on `path`) and left as it was.
     pub async fn open(path: impl AsRef<Path>, opts: SqliteOptions) -> Result<Self, LedgerError> {
         if opts.read_only {
             return Self::open_read_only(path.as_ref(), opts).await;
         }
+        file::adoptable(path.as_ref()).await?;
         let connect = SqliteConnectOptions::new()
             .filename(path.as_ref())
             .create_if_missing(true)
@@ -149,6 +153,7 @@ impl SqliteLedger {
             .run(&pool)
             .await
             .map_err(|e| LedgerError::unavailable("applying migrations", e))?;
+        let file = file::LedgerFile::opened(path.as_ref())?;
         let cfg = Config {
             clock: opts.clock,
             retention: opts.retention,
@@ -165,6 +170,7 @@ impl SqliteLedger {
                 rx,
                 cfg.clone(),
                 opts.max_batch.max(1),
+                file.clone(),
             ));
             Writes::Batched(tx)
         } else {
@@ -175,7 +181,7 @@ impl SqliteLedger {
             writes,
             cfg,
             read_only: false,
-            file: file::LedgerFile::opened(path.as_ref()),
+            file: Some(file),
         })
     }
 
@@ -200,7 +206,7 @@ impl SqliteLedger {
                 limits: opts.limits,
             },
             read_only: true,
-            file: file::LedgerFile::opened(path),
+            file: None,
         })
     }
 
@@ -212,11 +218,11 @@ impl SqliteLedger {
 
 impl Backend for SqliteLedger {
     async fn run<J: Job + 'static>(&self, job: J) -> Result<J::Output, LedgerError> {
-        if self.read_only {
+        let Some(file) = self.file.as_ref().filter(|_| !self.read_only) else {
             return Err(read_only::refused());
-        }
-        let answer = match &self.writes {
-            Writes::Direct => writer::run_pooled(&self.pool, &job, &self.cfg).await,
+        };
+        match &self.writes {
+            Writes::Direct => writer::run_pooled(&self.pool, &job, &self.cfg, file).await,
             Writes::Batched(tx) => {
                 let (queued, answer) = writer::queue(job);
                 tx.send(queued)
@@ -226,10 +232,7 @@ impl Backend for SqliteLedger {
                     .await
                     .map_err(|_| LedgerError::unavailable("awaiting a write", "writer stopped"))?
             }
-        };
-        // Committed into the file the path still names, or not answered.
-        self.file.check()?;
-        answer
+        }
     }
 
     /// From a pool connection; through the writer only when a lease expiry

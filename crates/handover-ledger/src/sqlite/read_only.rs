@@ -37,7 +37,7 @@ pub(super) async fn verify(pool: &SqlitePool, migrator: &Migrator) -> Result<(),
     Ok(())
 }
 
-fn not_a_ledger(why: &str) -> LedgerError {
+pub(super) fn not_a_ledger(why: &str) -> LedgerError {
     ValidationError::new("path", format!("not a Handover ledger: {why}")).into()
 }
 

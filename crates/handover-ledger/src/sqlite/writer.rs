@@ -21,6 +21,7 @@ use std::pin::Pin;
 use sqlx::{Executor, SqliteConnection, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
+use super::file::{CHECKING, LedgerFile};
 use super::map_err;
 use super::store::{Cache, SqlStore, validate};
 use crate::driver::{Config, Job, execute};
@@ -139,20 +140,29 @@ pub(super) fn queue<J: Job + 'static>(
 }
 
 /// Runs one job in its own transaction on `conn`.
-pub(super) async fn run_direct<J: Job>(
+async fn run_direct<J: Job>(
     conn: &mut SqliteConnection,
     job: &J,
     cfg: &Config,
+    file: &LedgerFile,
 ) -> Answer<J::Output> {
     conn.execute("BEGIN IMMEDIATE")
         .await
         .map_err(|e| map_err("opening a write transaction", e))?;
     match execute(job, &mut SqlStore { conn, cache: None }, cfg).await {
         Ok(answer) => {
-            if let Err(e) = conn.execute("COMMIT").await {
+            let committed = match file.check() {
+                Err(why) => Err(LedgerError::unavailable(CHECKING, why)),
+                Ok(()) => conn
+                    .execute("COMMIT")
+                    .await
+                    .map(drop)
+                    .map_err(|e| map_err("committing", e)),
+            };
+            if let Err(e) = committed {
                 let _ = conn.execute("ROLLBACK").await;
                 tracing::warn!(error = %e, "ledger commit failed; transaction rolled back");
-                return Err(map_err("committing", e));
+                return Err(e);
             }
             answer
         }
@@ -169,12 +179,13 @@ pub(super) async fn run_pooled<J: Job>(
     pool: &SqlitePool,
     job: &J,
     cfg: &Config,
+    file: &LedgerFile,
 ) -> Answer<J::Output> {
     let mut conn = pool
         .acquire()
         .await
         .map_err(|e| map_err("acquiring a connection", e))?;
-    run_direct(&mut conn, job, cfg).await
+    run_direct(&mut conn, job, cfg, file).await
 }
 
 /// The group-commit loop; ends when every sender is dropped.
@@ -183,13 +194,14 @@ pub(super) async fn group_commit(
     mut rx: mpsc::Receiver<Box<dyn Queued>>,
     cfg: Config,
     max_batch: usize,
+    file: LedgerFile,
 ) {
     let mut batch: Vec<Box<dyn Queued>> = Vec::with_capacity(max_batch);
     let mut cache = Cache::default();
     while let Some(first) = rx.recv().await {
         batch.push(first);
         gather(&mut rx, &mut batch, max_batch).await;
-        run_batch(&mut conn, &mut cache, batch.drain(..), &cfg).await;
+        run_batch(&mut conn, &mut cache, batch.drain(..), &cfg, &file).await;
     }
     let _ = sqlx::Connection::close(conn).await;
 }
@@ -224,6 +236,7 @@ async fn run_batch(
     cache: &mut Cache,
     mut jobs: impl Iterator<Item = Box<dyn Queued>>,
     cfg: &Config,
+    file: &LedgerFile,
 ) {
     let opened = match conn.execute("BEGIN IMMEDIATE").await {
         Ok(_) => validate(cache, conn).await,
@@ -256,14 +269,19 @@ async fn run_batch(
             }
         }
     }
-    let failure = match conn.execute("COMMIT").await {
-        Ok(_) => None,
-        Err(e) => {
-            let _ = conn.execute("ROLLBACK").await;
-            cache.clear();
-            Some(Failure::new("committing a batch", &e))
-        }
+    let committed = match file.check() {
+        Err(why) => Err(Failure::new(CHECKING, &why)),
+        Ok(()) => conn
+            .execute("COMMIT")
+            .await
+            .map(drop)
+            .map_err(|e| Failure::new("committing a batch", &e)),
     };
+    let failure = committed.err();
+    if failure.is_some() {
+        let _ = conn.execute("ROLLBACK").await;
+        cache.clear();
+    }
     for reply in done {
         reply.send(failure.as_ref());
     }

@@ -173,7 +173,8 @@ fn parse_raw(text: &str) -> Result<raw::RawConfig, ConfigIssues> {
     let de = match toml::de::Deserializer::parse(text) {
         Ok(de) => de,
         Err(e) => {
-            issues.push("", format!("invalid TOML: {}", e.message()));
+            let (path, message) = syntax_issue(text, &e);
+            issues.push(path, message);
             return Err(issues);
         }
     };
@@ -183,4 +184,42 @@ fn parse_raw(text: &str) -> Result<raw::RawConfig, ConfigIssues> {
         issues.push(path, e.into_inner().message().to_owned());
         issues
     })
+}
+
+/// A TOML syntax error as an issue: where it is (line and column), and for
+/// a key or table given twice, its path (`ledger.backend`,
+/// `providers.openai`) — the parser names neither.
+fn syntax_issue(text: &str, e: &toml::de::Error) -> (String, String) {
+    let Some(span) = e.span() else {
+        return (String::new(), format!("invalid TOML: {}", e.message()));
+    };
+    let start = span.start.min(text.len());
+    let before = text.get(..start).unwrap_or_default();
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = before.matches('\n').count() + 1;
+    let column = before[line_start..].chars().count() + 1;
+    let message = format!(
+        "invalid TOML at line {line}, column {column}: {}",
+        e.message()
+    );
+    if !e.message().starts_with("duplicate key") {
+        return (String::new(), message);
+    }
+    let this_line = text[line_start..].lines().next().unwrap_or_default().trim();
+    let header = |l: &str| {
+        l.starts_with('[')
+            .then(|| l.trim_matches(|c| c == '[' || c == ']').trim().to_owned())
+    };
+    let path = match header(this_line) {
+        Some(table) => table,
+        None => {
+            let key = text.get(span).unwrap_or_default().trim().trim_matches('"');
+            let table = before[..line_start]
+                .lines()
+                .rev()
+                .find_map(|l| header(l.trim()));
+            table.map_or_else(|| key.to_owned(), |t| format!("{t}.{key}"))
+        }
+    };
+    (path, message)
 }

@@ -79,7 +79,7 @@ fn backend(issues: &mut ConfigIssues, raw: &RawLedger) -> LedgerBackend {
     let backend = match kind {
         None | Some(Kind::Memory) => LedgerBackend::Memory,
         Some(Kind::Sqlite) => LedgerBackend::Sqlite {
-            path: raw.path.clone().unwrap_or_else(|| SQLITE_PATH.to_owned()),
+            path: sqlite_path(issues, raw.path.as_deref()),
         },
         Some(Kind::Postgres) => postgres(issues, raw),
     };
@@ -90,6 +90,22 @@ fn backend(issues: &mut ConfigIssues, raw: &RawLedger) -> LedgerBackend {
         issues.push("ledger.url_env", "only applies to backend \"postgres\"");
     }
     backend
+}
+
+/// The SQLite file: SQLite opens a temporary database for an empty name
+/// and an in-memory one for `:memory:`, neither durable, and nothing would
+/// say so.
+fn sqlite_path(issues: &mut ConfigIssues, path: Option<&str>) -> String {
+    let Some(path) = path else {
+        return SQLITE_PATH.to_owned();
+    };
+    if path.trim().is_empty() || path.trim() == ":memory:" {
+        issues.push(
+            "ledger.path",
+            format!("{path:?} is not a file: a SQLite ledger needs one (for a ledger that is not durable, use backend = \"memory\")"),
+        );
+    }
+    path.to_owned()
 }
 
 fn postgres(issues: &mut ConfigIssues, raw: &RawLedger) -> LedgerBackend {

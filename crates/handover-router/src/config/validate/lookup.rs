@@ -131,7 +131,9 @@ fn check_url(issues: &mut ConfigIssues, path: &str, url: &str) {
     let error = match filled {
         Err(e) => Some(e),
         Ok(u) => match reqwest::Url::parse(&u) {
-            Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => None,
+            Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {
+                super::provider::credentials(&parsed)
+            }
             Ok(_) => Some("must be an http:// or https:// URL".to_owned()),
             Err(e) => Some(format!("not a URL: {e}")),
         },

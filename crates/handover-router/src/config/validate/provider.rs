@@ -87,7 +87,7 @@ fn endpoint(issues: &mut ConfigIssues, path: &str, kind: ProviderKind, raw: &Raw
     match &raw.base_url {
         Some(url) => {
             if let Err(why) = http_url(url) {
-                issues.push(format!("{path}.base_url"), format!("{url:?} {why}"));
+                issues.push(format!("{path}.base_url"), why);
             }
         }
         None if kind.default_base_url().is_none() => issues.push(
@@ -139,19 +139,34 @@ fn version_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-._".contains(&b)
 }
 
-/// An absolute http(s) URL with a host, as every request is built on it.
-pub(super) fn http_url(text: &str) -> Result<(), &'static str> {
-    let url = reqwest::Url::parse(text).map_err(|_| "is not a valid URL")?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err("is not an http(s) URL");
+/// An absolute http(s) URL with a host, as every request is built on it,
+/// and without credentials; the error quotes the URL (never a password).
+pub(super) fn http_url(text: &str) -> Result<(), String> {
+    let url = reqwest::Url::parse(text).map_err(|_| format!("{text:?} is not a valid URL"))?;
+    if let Some(why) = credentials(&url) {
+        return Err(why);
     }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err("has no host");
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err("must not have a query or fragment (paths are appended to it)");
-    }
-    Ok(())
+    let why = if !matches!(url.scheme(), "http" | "https") {
+        "is not an http(s) URL"
+    } else if url.host_str().is_none_or(str::is_empty) {
+        "has no host"
+    } else if url.query().is_some() || url.fragment().is_some() {
+        "must not have a query or fragment (paths are appended to it)"
+    } else {
+        return Ok(());
+    };
+    Err(format!("{text:?} {why}"))
+}
+
+/// Why `url` may not be used if it carries `user:password@` (secrets come
+/// from environment variables, never from the file), naming only the host.
+pub(super) fn credentials(url: &reqwest::Url) -> Option<String> {
+    (!url.username().is_empty() || url.password().is_some()).then(|| {
+        format!(
+            "the URL for {} carries credentials (user:password@); secrets come from environment variables (api_key_env, or a header = {{ env = \"VAR\" }}), never from this file",
+            url.host_str().unwrap_or("its host")
+        )
+    })
 }
 
 /// `api_key_env` must name a variable; an unset one is reported apart

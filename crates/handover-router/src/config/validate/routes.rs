@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 use super::super::chain::{MODEL_PLACEHOLDER, globs_overlap, hop, specificity};
 use super::super::issues::ConfigIssues;
-use super::super::model::{Hop, PatternRoute, PolicySettings, ProviderConfig, model_name_ok};
+use super::super::model::{
+    Hop, ModelSet, PatternRoute, PolicySettings, ProviderConfig, model_name_ok,
+};
 use super::super::raw::RawRoute;
 use super::policy::provider_of;
 
@@ -31,6 +33,12 @@ pub(super) fn validate(
                 issues.push(
                     &path,
                     format!("{pattern:?} is already a policy or an alias"),
+                );
+            }
+            if shadowed_by_direct(providers, &pattern) {
+                issues.push(
+                    &path,
+                    "never matches: every name it matches is a provider/model that provider serves, which is resolved as that one step first",
                 );
             }
             let policy = r.policy.and_then(|p| match policies.get(&p) {
@@ -78,6 +86,25 @@ pub(super) fn validate(
         }
     }
     routes
+}
+
+/// Whether every name `pattern` matches is `provider/model` with a model
+/// that provider serves (resolved before any pattern): the exact name of a
+/// served model, or `P/...` with something after the `/` when `P` serves
+/// any model.
+fn shadowed_by_direct(providers: &BTreeMap<String, ProviderConfig>, pattern: &str) -> bool {
+    let literal = pattern.split('*').next().unwrap_or_default();
+    let Some((provider, _)) = literal.split_once('/') else {
+        return false;
+    };
+    let Some(p) = providers.get(provider) else {
+        return false;
+    };
+    let model = &pattern[provider.len() + 1..];
+    if !pattern.contains('*') {
+        return p.models.serves(model);
+    }
+    p.models == ModelSet::Any && model.chars().any(|c| c != '*')
 }
 
 /// At least one entry; `{model}` only in the model part; entries that do

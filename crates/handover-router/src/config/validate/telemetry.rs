@@ -17,7 +17,7 @@ pub(super) fn validate(
 ) -> Option<TelemetrySettings> {
     let endpoint = raw.otlp_endpoint.map(|url| {
         if let Err(why) = provider::http_url(&url) {
-            issues.push("telemetry.otlp_endpoint", format!("{url:?} {why}"));
+            issues.push("telemetry.otlp_endpoint", why);
         }
         traces_url(&url)
     });
