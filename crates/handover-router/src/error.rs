@@ -24,9 +24,12 @@ pub enum RouterError {
     /// The ledger refused or could not be reached; nothing was sent.
     #[error("ledger: {0}")]
     Ledger(#[from] LedgerError),
-    /// The destination answered but the ledger could not record it. The
-    /// operation stays `dispatched` and becomes `unknown` when its lease
-    /// passes; it is never re-executed automatically.
+    /// The destination answered but the ledger could not record it: the
+    /// effect may have happened, so do not report it as failed. If the
+    /// ledger could not be used, the operation stays `dispatched` and
+    /// becomes `unknown` when its lease passes; if the answer itself cannot
+    /// be recorded (e.g. a result that is not I-JSON), it is `unknown` at
+    /// once, for review. Either way it is never re-executed automatically.
     #[error("the destination's {outcome} answer could not be recorded: {source}")]
     OutcomeNotRecorded {
         /// What the destination said.
