@@ -14,7 +14,7 @@ const SHIP: &str = "[actions.ship]\nlease = \"30s\"\ntimeout = \"5s\"\n";
 
 fn unavailable(r: Result<PerformOutcome, RouterError>) -> RouterError {
     match r {
-        Err(e) if e.is_ledger_unavailable() => e,
+        Err(e) if e.is_ledger_unavailable() && !e.outcome_unknown() => e,
         other => panic!("expected the ledger to be unavailable, got {other:?}"),
     }
 }

@@ -5,7 +5,9 @@ use handover_ledger::LedgerError;
 use crate::config::ConfigIssues;
 
 /// Everything the router can fail with. Classify with methods
-/// ([`RouterError::is_ledger_unavailable`]), never by message.
+/// ([`RouterError::is_ledger_unavailable`]: nothing was sent;
+/// [`RouterError::outcome_unknown`]: something may have been;
+/// [`RouterError::field`]: bad input), never by message.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RouterError {
@@ -112,6 +114,14 @@ impl RouterError {
     /// The ledger could not be reached: nothing was claimed or sent.
     pub fn is_ledger_unavailable(&self) -> bool {
         matches!(self, Self::Ledger(e) if e.is_unavailable())
+    }
+
+    /// The destination may have been called but its answer is not on
+    /// record ([`RouterError::OutcomeNotRecorded`]): tell the user it is
+    /// being verified, never that it failed (or succeeded). False for every
+    /// error raised before anything was sent.
+    pub fn outcome_unknown(&self) -> bool {
+        matches!(self, Self::OutcomeNotRecorded { .. })
     }
 
     /// The failed task's details, if this is one.
