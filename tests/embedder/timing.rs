@@ -90,3 +90,66 @@ async fn an_answer_within_the_timeout_is_recorded_whatever_the_lease() {
         assert_eq!(rec.state.kind(), StateKind::Confirmed, "{actions:?}");
     }
 }
+
+/// A perform under a task whose deadline has passed: the executor would get
+/// no time at all, so nothing may be claimed or sent (a dispatch recorded
+/// and timed out at once would be an `unknown` for an operator, with the
+/// request maybe half-written).
+#[tokio::test(start_paused = true)]
+async fn a_spent_task_budget_sends_nothing() {
+    let h = open("[policies.short]\nchain = [\"local\"]\ndeadline = \"1s\"\n[actions.ship]\ntimeout = \"10s\"\n").await;
+    let task = h.router().task("short").unwrap();
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let c = calls.clone();
+    let exec = move |_ctx: DispatchContext| {
+        c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async { Ok(ExecutorOutcome::Confirmed(json!({"id": "rec-1"}))) }
+    };
+    let req = h
+        .gate()
+        .request("tenant-1", "K-1", "ship", &json!({"n": 1}))
+        .unwrap();
+    let opts = PerformOptions {
+        budget: Some(task.budget()),
+        metadata: None,
+    };
+    let err = h.gate().perform(&req, &exec, opts).await.unwrap_err();
+    let failure = err.task_failure().expect("the task's failure");
+    assert!(
+        matches!(
+            failure.reason,
+            handover::router::route::FailureReason::Budget(_)
+        ),
+        "{failure:?}"
+    );
+    assert!(
+        !err.outcome_unknown() && !err.is_ledger_unavailable(),
+        "{err:?}"
+    );
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "nothing sent"
+    );
+    let rec = h.ledger().get(req.id()).await.unwrap();
+    // What the ledger knows is still answered: a confirmed operation replays.
+    let done = h
+        .gate()
+        .request("tenant-1", "K-2", "ship", &json!({"n": 2}))
+        .unwrap();
+    h.gate()
+        .perform(&done, &exec, PerformOptions::default())
+        .await
+        .unwrap();
+    let replayed = h.gate().perform(&done, &exec, opts).await.unwrap();
+    assert!(
+        matches!(replayed, PerformOutcome::Replayed(_)),
+        "{replayed:?}"
+    );
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(
+        rec.as_ref().is_none_or(|r| r.dispatch_count == 0),
+        "{rec:?}"
+    );
+}

@@ -28,15 +28,18 @@ pub use http::HttpJsonExecutor;
 pub use outcome::PerformOutcome;
 pub use tool_call::{FixedApproval, KeyPolicy, OperationKey, ProposedCall};
 
-use crate::budget::Budget;
+use crate::budget::{Budget, Exhausted};
 use crate::config::{ActionContract, Config};
 use crate::error::RouterError;
-use crate::protocol::{Begun, Protocol};
+use crate::protocol::{Begun, Protocol, Report};
+use crate::route::{FailureReason, TaskFailure};
 
 /// Per-call options of [`WriteGate::perform`].
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PerformOptions<'a> {
-    /// The user task's budget: the executor gets at most what remains.
+    /// The user task's budget: the executor gets at most what remains,
+    /// and once its deadline has passed nothing is claimed or sent
+    /// ([`RouterError::Task`] with the budget's reason).
     pub budget: Option<&'a Budget>,
     /// Attempt metadata recorded with the dispatch (e.g. the provider's
     /// tool-call id and model) — never part of the operation's identity.
@@ -135,9 +138,12 @@ impl WriteGate {
 
     /// Runs one business action through the ledger (see the module docs).
     ///
-    /// Errors mean the ledger could not be used: with
-    /// [`RouterError::is_ledger_unavailable`] nothing was sent. Every other
-    /// answer — including "unknown" — is an `Ok` [`PerformOutcome`].
+    /// Errors mean the ledger could not be used (with
+    /// [`RouterError::is_ledger_unavailable`] nothing was sent; with
+    /// [`RouterError::outcome_unknown`] the answer is not on record) or,
+    /// before anything was claimed, that the task's budget has no time left
+    /// ([`RouterError::task_failure`]). Every other answer — including
+    /// "unknown" — is an `Ok` [`PerformOutcome`].
     #[tracing::instrument(
         name = "handover.perform",
         skip_all,
@@ -149,6 +155,11 @@ impl WriteGate {
         executor: &dyn Executor,
         opts: PerformOptions<'_>,
     ) -> Result<PerformOutcome, RouterError> {
+        if let Some(budget) = opts.budget
+            && budget.remaining().is_zero()
+        {
+            return self.spent(req, budget).await;
+        }
         // Claim and dispatch in one commit: the executor runs right after.
         let dispatch = Dispatch {
             executor: self.holder.clone(),
@@ -165,5 +176,32 @@ impl WriteGate {
         tracing::Span::current().record("outcome", outcome.as_str());
         crate::metrics::operation(req.action().as_str(), outcome.as_str());
         Ok(outcome)
+    }
+
+    /// `perform` under a task whose deadline has passed. The executor
+    /// would get no time at all: a dispatch recorded now would time out at
+    /// once, leaving an `unknown` for an operator. So what the ledger
+    /// already knows is answered as usual (a replay, a conflict, unresolved
+    /// …), and a claim is given back unsent with the budget's failure.
+    async fn spent(
+        &self,
+        req: &OperationRequest,
+        budget: &Budget,
+    ) -> Result<PerformOutcome, RouterError> {
+        match self.protocol.begin(req, &self.holder).await? {
+            Begun::NotStarted(answer) => Ok(answer.into()),
+            Begun::Started(started) => {
+                self.protocol
+                    .record(&started.claim, req.action(), Report::Abandoned)
+                    .await?;
+                Err(RouterError::Task(Box::new(TaskFailure {
+                    reason: FailureReason::Budget(Exhausted::Deadline),
+                    attempts: Vec::new(),
+                    skipped: Vec::new(),
+                    partials: Vec::new(),
+                    spent: budget.spent(),
+                })))
+            }
+        }
     }
 }
