@@ -286,3 +286,37 @@ async fn postgres_gone_after_opening_fails_closed() {
     drop(handover);
     crate::support::exec_sql(&url, format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE")).await;
 }
+
+/// Another connection (as another process would) holds SQLite's write
+/// lock past the busy timeout: the claim is refused as unavailable, nothing
+/// is sent, and once the lock is gone the same key runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_sqlite_file_fails_closed_then_recovers() {
+    use sqlx::Connection as _;
+    let app = App::open(Backend::Sqlite, "", SHIP).await.unwrap();
+    let dest = MockDestination::builder().start().await;
+    let exec = executor(&dest);
+    let gate = app.handover.gate();
+    let path = app.dir.path().join("ledger.db");
+    let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    sqlx::query("BEGIN EXCLUSIVE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let k1 = gate
+        .request("tenant-1", "K-1", "ship", &json!({"n": 1}))
+        .unwrap();
+    unavailable(gate.perform(&k1, &exec, PerformOptions::default()).await);
+    assert_eq!(dest.action_requests().await, 0, "nothing sent");
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    drop(other);
+    let out = gate
+        .perform(&k1, &exec, PerformOptions::default())
+        .await
+        .unwrap();
+    assert!(out.is_confirmed(), "{out:?}");
+    assert_eq!(dest.effect_count(), 1);
+    app.finish().await;
+}
