@@ -75,6 +75,7 @@ async fn an_answer_within_the_timeout_is_recorded_whatever_the_lease() {
             .unwrap();
         let answer_at = if actions.is_empty() { 29_990 } else { 2_000 };
         let slow = move |_ctx: DispatchContext| async move {
+            #[allow(clippy::disallowed_methods)] // paused time: the destination takes this long
             tokio::time::sleep(Duration::from_millis(answer_at)).await;
             Ok(ExecutorOutcome::Confirmed(json!({"id": "rec-1"})))
         };
