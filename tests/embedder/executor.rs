@@ -10,21 +10,9 @@ use handover::{DispatchContext, ExecutorError, ExecutorOutcome, PerformOptions, 
 use serde_json::json;
 
 use crate::per_backend;
-use crate::support::{App, Backend};
+use crate::support::{App, Backend, counted};
 
 const SHIP: &str = "[actions.ship]\ntimeout = \"2s\"\n";
-
-fn counted<F>(calls: &Arc<AtomicUsize>, f: F) -> impl handover::router::gate::Executor
-where
-    F: Fn(DispatchContext) -> Result<ExecutorOutcome, ExecutorError> + Send + Sync,
-{
-    let calls = calls.clone();
-    move |ctx: DispatchContext| {
-        calls.fetch_add(1, Ordering::SeqCst);
-        let r = f(ctx);
-        async move { r }
-    }
-}
 
 async fn garbage_panics_and_empty_answers_leave_it_unknown(backend: Backend) {
     let Some(app) = App::open(backend, "", SHIP).await else {

@@ -300,11 +300,7 @@ async fn retention_replays_then_tombstones_and_never_re_executes(backend: Backen
     };
     let gate = app.handover.gate();
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let c = calls.clone();
-    let exec = move |_ctx| {
-        c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        async { Ok(handover::ExecutorOutcome::Confirmed(json!({"id": "rec-1"}))) }
-    };
+    let exec = crate::support::confirming(&calls);
     let r = req(&app, "K-1", 1);
     let o = handover::PerformOptions::default();
     assert!(gate.perform(&r, &exec, o).await.unwrap().is_confirmed());

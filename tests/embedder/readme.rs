@@ -6,12 +6,12 @@
 
 use handover::ledger::ApproveOutcome;
 use handover::{
-    ChatRequest, DispatchContext, ExecutorError, ExecutorOutcome, FixedApproval, Message,
-    PerformOptions, PerformOutcome, ProposedCall,
+    ChatRequest, ExecutorError, FixedApproval, Message, PerformOptions, PerformOutcome,
+    ProposedCall,
 };
 use handover_testkit::{Flavor, MockProvider, Reply};
 
-use crate::support::{App, Backend};
+use crate::support::{App, Backend, counted, two_providers};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_usage_runs_as_it_says() {
@@ -36,17 +36,7 @@ async fn the_readme_usage_runs_as_it_says() {
         ),
     ]);
     let extra = format!(
-        r#"
-[providers.openai]
-kind = "openai"
-base_url = "{}"
-model = "gpt-4o-mini"
-api_key_env = "PROVIDER_KEY"
-[providers.deepseek]
-kind = "deepseek"
-base_url = "{}"
-model = "deepseek-chat"
-api_key_env = "PROVIDER_KEY"
+        r#"{}
 [policies.assist]
 chain = ["openai", "deepseek"]
 [actions.create_shipment]
@@ -55,8 +45,7 @@ block = "scope"
 visibility_lag = "30s"
 url = "http://127.0.0.1:9/records?key={{destination_key}}"
 "#,
-        primary.base_url(),
-        fallback.base_url()
+        two_providers(("openai", &primary), ("deepseek", &fallback))
     );
     let app = App::open(Backend::Sqlite, "", &extra).await.unwrap();
     let (router, gate) = (app.handover.router(), app.handover.gate());
@@ -68,16 +57,11 @@ url = "http://127.0.0.1:9/records?key={{destination_key}}"
     let approval =
         FixedApproval::new("customer-42", "K-701", "create_shipment").with_params(approved.clone());
     let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let s = sent.clone();
-    let ship = move |ctx: DispatchContext| {
-        s.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let _ = ctx;
-        async {
-            Err::<ExecutorOutcome, _>(ExecutorError::maybe_sent(
-                "timeout after the request was written",
-            ))
-        }
-    };
+    let ship = counted(&sent, |_ctx| {
+        Err(ExecutorError::maybe_sent(
+            "timeout after the request was written",
+        ))
+    });
     let mut told = Vec::new();
     for _turn in 0..3 {
         let task = router.task("assist").unwrap();

@@ -150,24 +150,31 @@ async fn the_configured_http_lookup_resolves_lost_answers(backend: Backend) {
     app.finish().await;
 }
 
-async fn an_application_lookup_that_fails_proves_nothing(backend: Backend) {
-    let Some(app) = App::open(
-        backend,
-        "",
-        "[actions.ship]\ntimeout = \"2s\"\n[actions.ship.lookup]\nvisibility_lag = \"1s\"\ncheck_every = \"10s\"\n",
-    )
-    .await
-    else {
-        return;
-    };
+/// `ship` with an application lookup (registered per test) whose records
+/// are visible at once.
+const LOOKUP_LAG_1S: &str = "[actions.ship]\ntimeout = \"2s\"\n[actions.ship.lookup]\nvisibility_lag = \"1s\"\ncheck_every = \"10s\"\n";
+
+/// Performs `key` with an executor whose answer is lost: unknown, owned by
+/// the reconciler.
+async fn lose(app: &App, key: &str) -> handover::OperationRequest {
     let gate = app.handover.gate();
     let lost = |_ctx| async { Err::<ExecutorOutcome, _>(ExecutorError::maybe_sent("reset")) };
     let r = gate
-        .request("tenant-1", "K-1", "ship", &json!({"n": 1}))
+        .request("tenant-1", key, "ship", &json!({"n": 1}))
         .unwrap();
-    gate.perform(&r, &lost, PerformOptions::default())
+    let out = gate
+        .perform(&r, &lost, PerformOptions::default())
         .await
         .unwrap();
+    assert!(matches!(out, PerformOutcome::Unresolved(_)), "{out:?}");
+    r
+}
+
+async fn an_application_lookup_that_fails_proves_nothing(backend: Backend) {
+    let Some(app) = App::open(backend, "", LOOKUP_LAG_1S).await else {
+        return;
+    };
+    let r = lose(&app, "K-1").await;
     let failing =
         |_ctx: LookupContext| async { Err::<Vec<FoundRecord>, _>("destination 503".to_owned()) };
     let reconciler = app.handover.reconciler().with_lookup("ship", failing);
@@ -189,24 +196,11 @@ async fn an_application_lookup_that_fails_proves_nothing(backend: Backend) {
 /// A lookup that panics for one operation is a failed lookup for that one
 /// (it proves nothing); the pass goes on with the others and returns.
 async fn a_panicking_lookup_fails_only_its_operation(backend: Backend) {
-    let Some(app) = App::open(
-        backend,
-        "",
-        "[actions.ship]\ntimeout = \"2s\"\n[actions.ship.lookup]\nvisibility_lag = \"1s\"\ncheck_every = \"10s\"\n",
-    )
-    .await
-    else {
+    let Some(app) = App::open(backend, "", LOOKUP_LAG_1S).await else {
         return;
     };
-    let gate = app.handover.gate();
-    let lost = |_ctx| async { Err::<ExecutorOutcome, _>(ExecutorError::maybe_sent("reset")) };
     for key in ["K-1", "K-2"] {
-        let r = gate
-            .request("tenant-1", key, "ship", &json!({"n": 1}))
-            .unwrap();
-        gate.perform(&r, &lost, PerformOptions::default())
-            .await
-            .unwrap();
+        lose(&app, key).await;
     }
     let lookup = |ctx: LookupContext| async move {
         if ctx.operation.key.as_str() == "K-1" {

@@ -9,21 +9,12 @@ use handover::router::RouterError;
 use handover::{ChatRequest, Config, HandoverOptions, Message};
 use handover_testkit::{Flavor, MockProvider, Reply};
 
-use crate::support::{App, Backend, SENTINEL, test_env};
+use crate::support::{App, Backend, SENTINEL, test_env, two_providers};
 
 fn providers(primary: &MockProvider, fallback: &MockProvider, max_requests: u32) -> String {
+    let entries = two_providers(("primary", primary), ("fallback", fallback));
     format!(
-        r#"
-[providers.primary]
-kind = "openai"
-base_url = "{}"
-model = "gpt-4o-mini"
-api_key_env = "PROVIDER_KEY"
-[providers.fallback]
-kind = "deepseek"
-base_url = "{}"
-model = "deepseek-chat"
-api_key_env = "PROVIDER_KEY"
+        r#"{entries}
 [policies.task]
 chain = ["primary", "fallback"]
 deadline = "30s"
@@ -36,9 +27,7 @@ jitter = false
 [policies.task.on]
 server_error = "retry"
 overloaded = "next"
-"#,
-        primary.base_url(),
-        fallback.base_url()
+"#
     )
 }
 

@@ -12,6 +12,22 @@ use crate::support::{App, Backend, executor};
 
 const SHIP: &str = "[actions.ship]\nlease = \"30s\"\ntimeout = \"5s\"\n";
 
+/// `K-1`, performed and confirmed while the store is fine.
+async fn confirmed(
+    gate: &handover::WriteGate,
+    exec: &dyn handover::router::gate::Executor,
+) -> handover::OperationRequest {
+    let k1 = gate
+        .request("tenant-1", "K-1", "ship", &json!({"n": 1}))
+        .unwrap();
+    let out = gate
+        .perform(&k1, exec, PerformOptions::default())
+        .await
+        .unwrap();
+    assert!(matches!(out, PerformOutcome::Confirmed { .. }), "{out:?}");
+    k1
+}
+
 fn unavailable(r: Result<PerformOutcome, RouterError>) -> RouterError {
     match r {
         Err(e) if e.is_ledger_unavailable() && !e.outcome_unknown() => e,
@@ -28,14 +44,7 @@ async fn a_deleted_sqlite_file_fails_closed() {
     let dest = MockDestination::builder().start().await;
     let gate = app.handover.gate();
     let exec = executor(&dest);
-    let k1 = gate
-        .request("tenant-1", "K-1", "ship", &json!({"n": 1}))
-        .unwrap();
-    let out = gate
-        .perform(&k1, &exec, PerformOptions::default())
-        .await
-        .unwrap();
-    assert!(matches!(out, PerformOutcome::Confirmed { .. }), "{out:?}");
+    confirmed(gate, &exec).await;
     for f in ["ledger.db", "ledger.db-wal", "ledger.db-shm"] {
         let _ = std::fs::remove_file(app.dir.path().join(f));
     }
@@ -140,18 +149,15 @@ impl Drop for Immutable {
     }
 }
 
+/// A file made immutable (`chattr +i`) under a running process, and opened
+/// by a new one: claims are refused, nothing sent, the record still read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_sqlite_file_fails_closed() {
     let app = App::open(Backend::Sqlite, "", SHIP).await.unwrap();
     let dest = MockDestination::builder().start().await;
     let exec = executor(&dest);
     let gate = app.handover.gate().clone();
-    let k1 = gate
-        .request("tenant-1", "K-1", "ship", &json!({"n": 1}))
-        .unwrap();
-    gate.perform(&k1, &exec, PerformOptions::default())
-        .await
-        .unwrap();
+    let k1 = confirmed(&gate, &exec).await;
     // Not the -shm file: SQLite maps it, and a mapped page of an immutable
     // file is a SIGBUS, whatever the program.
     let files: Vec<_> = ["ledger.db", "ledger.db-wal"]
@@ -264,14 +270,7 @@ async fn postgres_gone_after_opening_fails_closed() {
     let dest = MockDestination::builder().start().await;
     let exec = executor(&dest);
     let gate = handover.gate();
-    let k1 = gate
-        .request("tenant-1", "K-1", "ship", &json!({"n": 1}))
-        .unwrap();
-    let out = gate
-        .perform(&k1, &exec, PerformOptions::default())
-        .await
-        .unwrap();
-    assert!(matches!(out, PerformOutcome::Confirmed { .. }), "{out:?}");
+    let k1 = confirmed(gate, &exec).await;
 
     proxy.cut();
     let k2 = gate

@@ -6,10 +6,15 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use handover::router::gate::Executor;
+use handover::{DispatchContext, ExecutorError, ExecutorOutcome};
+use handover_testkit::MockProvider;
+
 use handover::ledger::{ListFilter, ManualClock, OperationId, OperationRecord, Timestamp};
 use handover::router::gate::HttpJsonExecutor;
 use handover::{Config, Handover, HandoverOptions};
 use handover_testkit::MockDestination;
+use serde_json::json;
 
 /// Which store `[ledger]` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,4 +204,38 @@ macro_rules! per_backend {
             }
         )*
     };
+}
+
+/// An executor whose calls are counted in `calls` and answered by `f`.
+pub(crate) fn counted<F>(calls: &Arc<AtomicUsize>, f: F) -> impl Executor
+where
+    F: Fn(DispatchContext) -> Result<ExecutorOutcome, ExecutorError> + Send + Sync,
+{
+    let calls = calls.clone();
+    move |ctx: DispatchContext| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        let r = f(ctx);
+        async move { r }
+    }
+}
+
+/// An executor that confirms every call, counting them in `calls`.
+pub(crate) fn confirming(calls: &Arc<AtomicUsize>) -> impl Executor {
+    counted(calls, |_| {
+        Ok(ExecutorOutcome::Confirmed(json!({"id": "rec-1"})))
+    })
+}
+
+/// `[providers.NAME]` entries for an OpenAI-like and a DeepSeek-like mock,
+/// with the sentinel key.
+pub(crate) fn two_providers(
+    (openai, primary): (&str, &MockProvider),
+    (deepseek, fallback): (&str, &MockProvider),
+) -> String {
+    format!(
+        "[providers.{openai}]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"gpt-4o-mini\"\napi_key_env = \"PROVIDER_KEY\"\n\
+         [providers.{deepseek}]\nkind = \"deepseek\"\nbase_url = \"{}\"\nmodel = \"deepseek-chat\"\napi_key_env = \"PROVIDER_KEY\"\n",
+        primary.base_url(),
+        fallback.base_url()
+    )
 }

@@ -102,11 +102,7 @@ async fn a_spent_task_budget_sends_nothing() {
     let task = h.router().task("short").unwrap();
     tokio::time::advance(Duration::from_secs(2)).await;
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let c = calls.clone();
-    let exec = move |_ctx: DispatchContext| {
-        c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        async { Ok(ExecutorOutcome::Confirmed(json!({"id": "rec-1"}))) }
-    };
+    let exec = crate::support::confirming(&calls);
     let req = h
         .gate()
         .request("tenant-1", "K-1", "ship", &json!({"n": 1}))

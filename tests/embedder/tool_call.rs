@@ -6,12 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use handover::providers::ToolCall;
-use handover::{
-    DispatchContext, ExecutorOutcome, FixedApproval, PerformOptions, PerformOutcome, ProposedCall,
-};
+use handover::{ExecutorOutcome, FixedApproval, PerformOptions, PerformOutcome, ProposedCall};
 use serde_json::json;
 
-use crate::support::{App, Backend};
+use crate::support::{App, Backend, confirming, counted};
 use handover::router::RouterError;
 
 fn call(args: &str) -> ToolCall {
@@ -27,11 +25,7 @@ async fn arguments_that_cannot_be_read_exactly_are_refused_naming_the_path() {
     let app = App::open(Backend::Memory, "", "").await.unwrap();
     let gate = app.handover.gate();
     let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
-    let exec = move |_ctx: DispatchContext| {
-        r.fetch_add(1, Ordering::SeqCst);
-        async { Ok(ExecutorOutcome::Confirmed(json!({"id": "rec-1"}))) }
-    };
+    let exec = confirming(&runs);
     let cases: [(&str, Option<&str>); 6] = [
         // The exact value of the double 0.1, which a parser reads as 0.1.
         (
@@ -80,12 +74,10 @@ async fn a_bound_approval_refuses_other_arguments_whatever_their_spelling() {
     let app = App::open(Backend::Memory, "", "").await.unwrap();
     let gate = app.handover.gate();
     let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
-    let exec = move |ctx: DispatchContext| {
-        r.fetch_add(1, Ordering::SeqCst);
+    let exec = counted(&runs, |ctx| {
         assert_eq!(ctx.params, json!({"sku": "A", "qty": 1}));
-        async { Ok(ExecutorOutcome::Confirmed(json!({"id": "rec-1"}))) }
-    };
+        Ok(ExecutorOutcome::Confirmed(json!({"id": "rec-1"})))
+    });
     let approval =
         FixedApproval::new("tenant-1", "K-1", "ship").with_params(json!({"sku": "A", "qty": 1}));
     for args in [

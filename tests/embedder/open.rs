@@ -13,14 +13,7 @@ use handover::router::RouterError;
 use handover::{Config, ExecutorOutcome, HandoverOptions, Ledger, PerformOptions, PerformOutcome};
 use serde_json::json;
 
-const PROVIDERS: &str = r#"
-[providers.local]
-kind = "openai_compatible"
-base_url = "http://127.0.0.1:9/v1"
-model = "m"
-[policies.default]
-chain = ["local"]
-"#;
+use crate::support::PROVIDERS;
 
 fn config(ledger: &str) -> Config {
     Config::parse(&format!("{ledger}{PROVIDERS}"), &|_| None).expect("test config")
