@@ -178,15 +178,34 @@ impl Reconciler {
         self
     }
 
-    /// Registers the authoritative lookup of `action`.
+    /// Registers the authoritative lookup of `action`. It runs only if the
+    /// action's contract declares one (`[actions.NAME.lookup]`, which says
+    /// its visibility lag and schedule, with or without a `url`): without
+    /// it an unknown operation of the action belongs to the review queue,
+    /// and registering a lookup logs a warning saying so.
     pub fn with_lookup(mut self, action: &str, lookup: impl Lookup + 'static) -> Self {
+        if self.gate.contract(action).lookup.is_none() {
+            tracing::warn!(
+                action,
+                "a lookup is registered for an action whose contract declares none                  ([actions.{action}.lookup]): it will not run"
+            );
+        }
         self.lookups.insert(action.to_owned(), Arc::new(lookup));
         self
     }
 
     /// Registers the executor used to re-send `action` with the same
-    /// destination key while the destination still remembers it.
+    /// destination key while the destination still remembers it. It runs
+    /// only if the action's contract declares the destination's key
+    /// (`[actions.NAME.idempotency]`); registering one without it logs a
+    /// warning.
     pub fn with_resender(mut self, action: &str, executor: impl Executor + 'static) -> Self {
+        if self.gate.contract(action).idempotency.is_none() {
+            tracing::warn!(
+                action,
+                "a re-sender is registered for an action whose contract declares no                  idempotency key ([actions.{action}.idempotency]): it will not run"
+            );
+        }
         self.resenders.insert(action.to_owned(), Arc::new(executor));
         self
     }
