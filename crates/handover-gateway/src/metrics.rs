@@ -21,12 +21,29 @@ pub(crate) fn install() -> Option<PrometheusHandle> {
     static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            let recorder = PrometheusBuilder::new().build_recorder();
+            // Fixed buckets, not the exporter's default summaries: bucket
+            // counts add up across replicas behind a load balancer (quantiles
+            // of a summary cannot be combined), and their memory is a fixed
+            // array per label set where a summary's sketches grow with the
+            // latency range and are rebuilt every rolling window.
+            // (`set_buckets` refuses only an empty list.)
+            let recorder = PrometheusBuilder::new()
+                .set_buckets(SECONDS_BUCKETS)
+                .unwrap_or_else(|_| PrometheusBuilder::new())
+                .build_recorder();
             let handle = recorder.handle();
             metrics::set_global_recorder(recorder).ok().map(|()| handle)
         })
         .clone()
 }
+
+/// Upper bounds (seconds) of every histogram's buckets: every Handover
+/// histogram is a duration, from a cached answer (milliseconds) to an
+/// unknown operation's recovery (an hour or more lands in `+Inf`).
+const SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    300.0, 900.0, 3600.0,
+];
 
 /// Per request: counts it by route and status, records its duration, and
 /// logs one `info` line (target `handover::request`): method, route

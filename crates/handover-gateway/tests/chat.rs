@@ -112,6 +112,13 @@ async fn a_503_falls_back_and_the_answer_names_who_answered() {
         "{metrics}"
     );
     assert!(metrics.contains("handover_tasks_total"), "{metrics}");
+    // Histograms with fixed buckets (they add up across replicas), not
+    // summaries with quantiles.
+    assert!(
+        metrics.contains("handover_gateway_request_duration_seconds_bucket{"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("quantile="), "{metrics}");
 }
 
 #[tokio::test]
