@@ -9,7 +9,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use handover_ledger::{Clock, Ledger, Limits, MemoryLedger, Retention, SystemClock};
+use handover_ledger::{
+    Clock, Ledger, LedgerError, Limits, MemoryLedger, Retention, SystemClock, ValidationError,
+};
 use handover_router::RouterError;
 use handover_router::config::{Config, ConfigIssue, ConfigIssues, LedgerBackend};
 use handover_router::gate::WriteGate;
@@ -193,6 +195,12 @@ impl HandoverOptions {
     /// Opens the ledger, builds the router, the write gate and the
     /// configured HTTP lookups (header secrets read from `env` now).
     pub async fn open(self, config: &Config) -> Result<Handover, RouterError> {
+        if let Some(holder) = &self.holder
+            && holder.trim().is_empty()
+        {
+            let bad = ValidationError::new("holder", "must not be empty");
+            return Err(LedgerError::from(bad).into());
+        }
         // Providers first: a missing API key is found without touching the store.
         let router = Router::with_env(config, &*self.env)?;
         let lookups = HttpLookup::from_config(config, &*self.env)?;

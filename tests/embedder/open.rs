@@ -142,6 +142,24 @@ async fn a_missing_api_key_fails_before_the_ledger_file_is_created() {
 }
 
 #[tokio::test]
+async fn a_blank_holder_is_refused_at_open_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("never.db");
+    let cfg = config(&format!(
+        "[ledger]\nbackend = \"sqlite\"\npath = {:?}\n",
+        path.display().to_string()
+    ));
+    let err = HandoverOptions::new()
+        .env(|_| None)
+        .holder(" ")
+        .open(&cfg)
+        .await
+        .unwrap_err();
+    assert_eq!(err.field(), Some("holder"), "{err:?}");
+    assert!(!path.exists(), "nothing was created");
+}
+
+#[tokio::test]
 async fn an_unset_postgres_url_variable_is_named() {
     let cfg = config("[ledger]\nbackend = \"postgres\"\nurl_env = \"HANDOVER_TEST_NO_SUCH_URL\"\n");
     let err = HandoverOptions::new()
