@@ -98,3 +98,44 @@ async fn one_started_with_two_ledgers_on_one_file() {
     let b = open(&path, true).await;
     race(vec![Arc::new(a), Arc::new(b)]).await;
 }
+
+/// Processes opening one new ledger at the same time (two `serve`s, a
+/// `demo` started twice) each find it whole: none collides with another's
+/// half-applied migration or takes the half-made schema for another
+/// application's. Independent pools behave as processes here (the open
+/// lock is per open file, not per process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ledgers_opened_at_once_on_a_new_file_all_open() {
+    for round in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Arc::new(dir.path().join("new.db"));
+        let barrier = Arc::new(Barrier::new(8));
+        let opens: Vec<_> = (0..8)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    SqliteLedger::open(&*path, SqliteOptions::default()).await
+                })
+            })
+            .collect();
+        let mut ledgers: Vec<Arc<dyn Ledger>> = Vec::new();
+        for open in opens {
+            let ledger = open.await.unwrap();
+            let ledger = ledger.unwrap_or_else(|e| panic!("round {round}: {e}"));
+            ledgers.push(Arc::new(ledger));
+        }
+        // One schema, shared: what one wrote, another reads.
+        let req =
+            OperationRequest::new("t", "K-1", "ship", &json!({}), &Limits::default()).unwrap();
+        let opts = BeginOptions::new("a", Duration::from_secs(30));
+        assert!(matches!(
+            ledgers[0].begin(&req, &opts).await.unwrap(),
+            BeginOutcome::Started(_)
+        ));
+        assert!(matches!(
+            ledgers[7].begin(&req, &opts).await.unwrap(),
+            BeginOutcome::InProgress { .. }
+        ));
+    }
+}

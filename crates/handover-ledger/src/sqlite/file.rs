@@ -17,6 +17,7 @@
 //! the caller gets `Unavailable` (fail closed: no claim, nothing sent).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use sqlx::ConnectOptions;
 use sqlx::sqlite::SqliteConnectOptions;
@@ -70,6 +71,44 @@ pub(super) async fn adoptable(path: &Path) -> Result<(), LedgerError> {
             ""
         }
     )))
+}
+
+/// Held while a read-write open looks at, creates and migrates the file.
+///
+/// Processes opening one new ledger at once (two `serve`s, a `demo`
+/// started twice) take turns, so the later ones find the first one's
+/// whole schema instead of colliding with its migration half-way ("table
+/// operations already exists") or taking its half-made tables for another
+/// application's. An advisory `flock` on the file's directory: nothing is
+/// created for it, and the kernel releases it when the guard drops or the
+/// process dies. `None` where the directory cannot be opened or locked
+/// (the open itself then reports the real cause).
+pub(super) async fn open_lock(
+    path: &Path,
+    deadline: Duration,
+) -> Result<Option<std::fs::File>, LedgerError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(dir) = std::fs::File::open(dir) else {
+        return Ok(None);
+    };
+    // A blocking `flock` on a blocking thread, bounded by the deadline (a
+    // thread still waiting past it takes the lock when it comes free and
+    // drops it at once: its answer is dropped with the abandoned task).
+    let locked = tokio::task::spawn_blocking(move || dir.lock().map(|()| dir));
+    match tokio::time::timeout(deadline, locked).await {
+        Ok(Ok(Ok(dir))) => Ok(Some(dir)),
+        Ok(_) => Ok(None),
+        Err(_) => Err(LedgerError::unavailable(
+            "opening the ledger file",
+            format!(
+                "{}: another process kept opening a ledger in this directory for longer than {deadline:?}",
+                path.display()
+            ),
+        )),
+    }
 }
 
 /// The path and identity (device, inode) of the opened ledger file.

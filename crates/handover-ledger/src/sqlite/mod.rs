@@ -64,7 +64,9 @@ pub struct SqliteOptions {
     pub limits: Limits,
     /// Read pool size (and, without group commit, the writers' pool) (default 4).
     pub max_connections: u32,
-    /// How long a write waits for SQLite's lock held by another connection (default 5 s).
+    /// How long a write waits for SQLite's lock held by another connection,
+    /// and an open for another process opening a ledger in the same
+    /// directory (default 5 s).
     pub busy_timeout: Duration,
     /// Group commit: batch concurrent writes into one durable transaction (default on).
     pub group_commit: bool,
@@ -137,6 +139,7 @@ impl SqliteLedger {
         if opts.read_only {
             return Self::open_read_only(path.as_ref(), opts).await;
         }
+        let lock = file::open_lock(path.as_ref(), opts.busy_timeout).await?;
         file::adoptable(path.as_ref()).await?;
         let connect = SqliteConnectOptions::new()
             .filename(path.as_ref())
@@ -153,6 +156,7 @@ impl SqliteLedger {
             .run(&pool)
             .await
             .map_err(|e| LedgerError::unavailable("applying migrations", e))?;
+        drop(lock);
         let file = file::LedgerFile::opened(path.as_ref())?;
         let cfg = Config {
             clock: opts.clock,
