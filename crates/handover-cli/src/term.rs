@@ -106,6 +106,27 @@ pub(crate) fn age(d: Duration) -> String {
     humantime::format_duration(coarse).to_string()
 }
 
+/// How long before `now` the ledger stamped `then`, as [`age`]; a stamp
+/// ahead of this machine's clock (another host's clock, or the demo's,
+/// which runs ahead to play its story in a second) reads "in …" instead
+/// of a misleading "0ms".
+pub(crate) fn age_at(now: Timestamp, then: Timestamp) -> String {
+    if then > now {
+        format!("in {}", age(then.saturating_since(now)))
+    } else {
+        age(now.saturating_since(then))
+    }
+}
+
+/// [`age_at`] in a sentence: "5m ago", or "in 5m" for a stamp ahead.
+pub(crate) fn ago(now: Timestamp, then: Timestamp) -> String {
+    if then > now {
+        age_at(now, then)
+    } else {
+        format!("{} ago", age_at(now, then))
+    }
+}
+
 /// The wall clock as a ledger timestamp.
 pub(crate) fn now() -> Timestamp {
     let ms = SystemTime::now()
@@ -206,6 +227,11 @@ mod tests {
         assert_eq!(age(Duration::from_millis(450)), "450ms");
         assert_eq!(age(Duration::from_secs(725)), "12m 5s");
         assert_eq!(age(Duration::from_secs(3 * 3600 + 125)), "3h 2m");
+        let t = Timestamp::from_millis(1_700_000_000_000);
+        assert_eq!(age_at(t.plus(Duration::from_secs(65)), t), "1m 5s");
+        assert_eq!(age_at(t, t.plus(Duration::from_secs(65))), "in 1m 5s");
+        assert_eq!(ago(t.plus(Duration::from_secs(65)), t), "1m 5s ago");
+        assert_eq!(ago(t, t.plus(Duration::from_secs(65))), "in 1m 5s");
         assert_eq!(
             rfc3339(Timestamp::from_millis(1_700_000_000_123)),
             "2023-11-14T22:13:20.123Z"

@@ -178,3 +178,25 @@ fn demo_mcp_tells_the_story_through_handover_mcp_with_one_effect() {
     assert_eq!(s["create_calls"], 1);
     assert_eq!(s["final_state"], "confirmed");
 }
+
+#[test]
+fn a_second_demo_on_a_ledger_in_play_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("busy.db");
+    // A first demo playing on the file holds its advisory lock.
+    let first = std::fs::File::create(&ledger).unwrap();
+    first.lock().unwrap();
+    let out = run(&["demo", "--ledger", ledger.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another `handover demo` is playing"), "{err}");
+    assert_eq!(
+        std::fs::metadata(&ledger).unwrap().len(),
+        0,
+        "nothing written"
+    );
+    // Once it ends, the next demo plays.
+    drop(first);
+    let out = ok(&run(&["demo", "--ledger", ledger.to_str().unwrap()]));
+    assert_eq!(summary_value(&out, "final state"), "confirmed");
+}

@@ -105,6 +105,7 @@ impl Summary {
 }
 
 pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let _turn = one_at_a_time(&args.ledger)?;
     if args.mcp {
         return run_mcp(&args).await;
     }
@@ -123,6 +124,31 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: the demo's guarantees did not hold (see the summary)");
         ExitCode::FAILURE
     })
+}
+
+/// Two demos playing on one ledger at once would pick the same fresh key
+/// and tell each other's story; the second is refused at once instead.
+/// An advisory `flock` on the ledger file (created empty if missing, which
+/// the ledger's open accepts as a new ledger); `None` where the file
+/// cannot be opened or locked (the open then reports the real cause).
+fn one_at_a_time(path: &std::path::Path) -> anyhow::Result<Option<std::fs::File>> {
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+    else {
+        return Ok(None);
+    };
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "another `handover demo` is playing on {}; wait for it to end, or pass --ledger OTHER.db",
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(_)) => Ok(None),
+    }
 }
 
 async fn run_mcp(args: &DemoArgs) -> anyhow::Result<ExitCode> {

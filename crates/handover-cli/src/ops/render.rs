@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use handover::ledger::{AttemptRecord, OperationRecord, State, Timestamp};
 
-use crate::term::{Style, age, rfc3339, table};
+use crate::term::{Style, age, age_at, ago, rfc3339, table};
 
 /// Since when the record has been in its current state (unknown: since it
 /// became unknown).
@@ -65,7 +65,7 @@ pub(super) fn list(records: &[OperationRecord], now: Timestamp, s: Style, ledger
             rec.id.key.to_string(),
             rec.action.to_string(),
             state_name(rec).to_owned(),
-            age(now.saturating_since(since(rec))),
+            age_at(now, since(rec)),
             truncate(&summary(rec), 80),
         ]);
     }
@@ -126,14 +126,14 @@ pub(super) fn state_lines(rec: &OperationRecord, now: Timestamp) -> String {
             line(
                 "state",
                 format!(
-                    "{} since {} ({} ago)",
+                    "{} since {} ({})",
                     if info.diverged {
                         "unknown, DIVERGED"
                     } else {
                         "unknown"
                     },
                     rfc3339(info.since),
-                    age(now.saturating_since(info.since))
+                    ago(now, info.since)
                 ),
             );
             line("owner", info.owner.to_string());
