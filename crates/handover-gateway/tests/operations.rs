@@ -391,3 +391,24 @@ async fn an_action_wide_block_tells_another_scope_nothing_of_the_blocking_operat
     }
     assert!(other["unknown"].get("since").is_none(), "{text}");
 }
+
+#[tokio::test]
+async fn a_list_page_size_outside_1_to_1000_is_refused_naming_limit() {
+    let gw = Running::start(&config()).await;
+    for k in ["K-1", "K-2"] {
+        begin(&gw, CLIENT_A, k, json!({"order": 1})).await;
+    }
+    let (st, listed) = get(&gw, CLIENT_A, "/v1/operations?state=all&limit=1").await;
+    assert_eq!(st, StatusCode::OK, "{listed}");
+    assert_eq!(listed["operations"].as_array().unwrap().len(), 1);
+    for (who, path) in [
+        (CLIENT_A, "/v1/operations?state=all&limit=0"),
+        (CLIENT_A, "/v1/operations?state=all&limit=1001"),
+        (OPERATOR, "/v1/admin/operations?limit=0"),
+        (OPERATOR, "/v1/admin/operations?limit=5000"),
+    ] {
+        let (st, body) = get(&gw, who, path).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{path}: {body}");
+        assert_eq!(body["error"]["param"], "limit", "{path}: {body}");
+    }
+}

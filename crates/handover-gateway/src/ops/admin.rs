@@ -31,7 +31,7 @@ pub(crate) async fn list(
         state: wire::state_filter(q.state.as_deref())
             .map_err(|m| ApiError::invalid("invalid_query", "state", m))?,
         scope,
-        limit: Some(q.limit.unwrap_or(100).min(1000)),
+        limit: Some(q.limit()?),
         ..ListFilter::default()
     };
     super::list_answer(&state, &filter).await

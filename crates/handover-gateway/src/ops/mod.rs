@@ -322,7 +322,7 @@ pub(crate) async fn list(
         state: wire::state_filter(q.state.as_deref())
             .map_err(|m| ApiError::invalid("invalid_query", "state", m))?,
         scope: Some(client.scope.clone()),
-        limit: Some(q.limit.unwrap_or(100).min(1000)),
+        limit: Some(q.limit()?),
         ..ListFilter::default()
     };
     list_answer(&state, &filter).await

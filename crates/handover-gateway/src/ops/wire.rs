@@ -101,6 +101,22 @@ pub(crate) struct ListQuery {
     pub(crate) scope: Option<String>,
 }
 
+impl ListQuery {
+    /// The page size asked for: 100 when absent, refused (naming `limit`)
+    /// outside 1..=1000 rather than silently answering an empty or a
+    /// shorter page than asked.
+    pub(crate) fn limit(&self) -> Result<usize, ApiError> {
+        match self.limit.unwrap_or(100) {
+            n @ 1..=1000 => Ok(n),
+            _ => Err(ApiError::invalid(
+                "invalid_query",
+                "limit",
+                "limit: must be 1 to 1000",
+            )),
+        }
+    }
+}
+
 /// The `started` answer: the claim the caller now holds.
 pub(crate) fn started(req: &OperationRequest, started: &Started) -> Value {
     let Started {
