@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::file::{CHECKING, LedgerFile};
 use super::map_err;
+use super::pending::Pending;
 use super::store::{Cache, SqlStore, validate};
 use crate::driver::{Config, Job, execute};
 use crate::error::LedgerError;
@@ -149,15 +150,24 @@ async fn run_direct<J: Job>(
     conn.execute("BEGIN IMMEDIATE")
         .await
         .map_err(|e| map_err("opening a write transaction", e))?;
-    match execute(job, &mut SqlStore { conn, cache: None }, cfg).await {
+    let mut pending = Pending::default();
+    let mut store = SqlStore {
+        conn: &mut *conn,
+        cache: None,
+        pending: &mut pending,
+    };
+    match execute(job, &mut store, cfg).await {
         Ok(answer) => {
-            let committed = match file.check() {
-                Err(why) => Err(LedgerError::unavailable(CHECKING, why)),
-                Ok(()) => conn
-                    .execute("COMMIT")
-                    .await
-                    .map(drop)
-                    .map_err(|e| map_err("committing", e)),
+            let committed = match store.flush().await {
+                Err(e) => Err(e),
+                Ok(()) => match file.check() {
+                    Err(why) => Err(LedgerError::unavailable(CHECKING, why)),
+                    Ok(()) => conn
+                        .execute("COMMIT")
+                        .await
+                        .map(drop)
+                        .map_err(|e| map_err("committing", e)),
+                },
             };
             if let Err(e) = committed {
                 let _ = conn.execute("ROLLBACK").await;
@@ -249,11 +259,13 @@ async fn run_batch(
         jobs.for_each(|j| j.fail(&failure));
         return;
     }
+    let mut pending = Pending::default();
     let mut done: Vec<Box<dyn Reply>> = Vec::new();
     while let Some(job) = jobs.next() {
         let mut store = SqlStore {
             conn: &mut *conn,
             cache: Some(&mut *cache),
+            pending: &mut pending,
         };
         match job.execute(&mut store, cfg).await {
             Ok(reply) => done.push(reply),
@@ -269,15 +281,7 @@ async fn run_batch(
             }
         }
     }
-    let committed = match file.check() {
-        Err(why) => Err(Failure::new(CHECKING, &why)),
-        Ok(()) => conn
-            .execute("COMMIT")
-            .await
-            .map(drop)
-            .map_err(|e| Failure::new("committing a batch", &e)),
-    };
-    let failure = committed.err();
+    let failure = commit_batch(conn, &mut pending, file).await.err();
     if failure.is_some() {
         let _ = conn.execute("ROLLBACK").await;
         cache.clear();
@@ -285,4 +289,21 @@ async fn run_batch(
     for reply in done {
         reply.send(failure.as_ref());
     }
+}
+
+/// Writes what the batch holds, checks the file is still the ledger, commits.
+async fn commit_batch(
+    conn: &mut SqliteConnection,
+    pending: &mut Pending,
+    file: &LedgerFile,
+) -> Result<(), Failure> {
+    pending
+        .flush(conn)
+        .await
+        .map_err(|e| Failure::new("writing a batch", &e))?;
+    file.check().map_err(|why| Failure::new(CHECKING, &why))?;
+    conn.execute("COMMIT")
+        .await
+        .map(drop)
+        .map_err(|e| Failure::new("committing a batch", &e))
 }
