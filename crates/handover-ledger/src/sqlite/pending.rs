@@ -152,9 +152,7 @@ async fn write_rows<R>(
     context: &'static str,
 ) -> Result<(), LedgerError> {
     let mut rows = rows.into_iter();
-    let mut left = rows.len();
-    while left > 0 {
-        let n = chunk(left);
+    for n in chunks(rows.len()) {
         let q = rows
             .by_ref()
             .take(n)
@@ -162,28 +160,31 @@ async fn write_rows<R>(
         sqlx::Executor::execute(&mut *conn, q)
             .await
             .map_err(|e| map_err(context, e))?;
-        left -= n;
     }
     Ok(())
 }
 
-/// The next chunk of `left > 0` rows: [`CHUNK`], or the largest power of two below it.
-fn chunk(left: usize) -> usize {
-    if left >= CHUNK {
-        CHUNK
-    } else {
-        1 << (usize::BITS - 1 - left.leading_zeros())
-    }
+/// The sizes `rows` are written in: [`CHUNK`]s, then the remainder's
+/// binary digits, largest first (150 → 64, 64, 16, 4, 2).
+pub(super) fn chunks(rows: usize) -> impl Iterator<Item = usize> {
+    let full = std::iter::repeat_n(CHUNK, rows / CHUNK);
+    let rest = rows % CHUNK;
+    full.chain(
+        (0..SIZES)
+            .rev()
+            .map(|i| 1 << i)
+            .filter(move |b| rest & b != 0),
+    )
 }
 
 /// `n` rows of `width` placeholders: `(?, ?), (?, ?)`.
-fn values(width: usize, n: usize) -> String {
+pub(super) fn values(width: usize, n: usize) -> String {
     let row = format!("({})", vec!["?"; width].join(", "));
     vec![row; n].join(", ")
 }
 
 /// The statement for chunks of each size, built once.
-fn sized(
+pub(super) fn sized(
     cell: &'static OnceLock<Vec<String>>,
     n: usize,
     build: fn(usize) -> String,
@@ -249,14 +250,9 @@ mod tests {
 
     #[test]
     fn chunks_are_powers_of_two_up_to_the_limit() {
-        let mut left = 150;
-        let mut sizes = Vec::new();
-        while left > 0 {
-            let n = chunk(left);
-            sizes.push(n);
-            left -= n;
-        }
-        assert_eq!(sizes, [64, 64, 16, 4, 2]);
+        assert_eq!(chunks(150).collect::<Vec<_>>(), [64, 64, 16, 4, 2]);
+        assert_eq!(chunks(64).collect::<Vec<_>>(), [64]);
+        assert_eq!(chunks(0).count(), 0);
         assert_eq!(upsert_sql(2).matches("), (").count(), 1);
         assert!(finish_sql(1).contains("(VALUES (?, ?, ?, ?, ?, ?))"));
     }

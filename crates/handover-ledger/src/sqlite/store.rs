@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use sqlx::SqliteConnection;
 
 use super::map_err;
-use super::pending::Pending;
+use super::pending::{Pending, chunks, sized, values};
 use crate::cache::RecordCache;
 use crate::clock::Timestamp;
 use crate::driver::Store;
@@ -136,6 +136,44 @@ pub(super) async fn validate(
         .map_err(|e| map_err("checking for other writers", e))?;
     cache.validate(v);
     Ok(())
+}
+
+/// Reads into `cache`, in one query per chunk, the records of `ids` it
+/// does not hold (`None` for those absent): a batch's `begin`s of new
+/// keys cost one statement instead of one each.
+pub(super) async fn preload(
+    cache: &mut Cache,
+    conn: &mut SqliteConnection,
+    ids: impl Iterator<Item = &OperationId>,
+) -> Result<(), LedgerError> {
+    let mut seen = std::collections::HashSet::new();
+    let missing: Vec<&OperationId> = ids
+        .filter(|id| !cache.contains(id) && seen.insert(*id))
+        .collect();
+    let mut missing = missing.into_iter();
+    for n in chunks(missing.len()) {
+        let q = missing.by_ref().take(n).fold(
+            sqlx::query_as(sized(&PRELOAD, n, preload_sql)),
+            |q, id| {
+                cache.put(id.clone(), None);
+                q.bind(id.scope.as_str()).bind(id.key.as_str())
+            },
+        );
+        for rec in fetch_all_ops(q, conn, "loading operations").await? {
+            cache.put(rec.id.clone(), Some(rec));
+        }
+    }
+    Ok(())
+}
+
+static PRELOAD: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+fn preload_sql(n: usize) -> String {
+    format!(
+        "SELECT {} FROM (VALUES {}) AS v JOIN operations ON scope = v.column1 AND key = v.column2",
+        operation_columns!(),
+        values(2, n)
+    )
 }
 
 /// One row of `q`, decoded.

@@ -24,9 +24,10 @@ use tokio::sync::{mpsc, oneshot};
 use super::file::{CHECKING, LedgerFile};
 use super::map_err;
 use super::pending::Pending;
-use super::store::{Cache, SqlStore, validate};
+use super::store::{Cache, SqlStore, preload, validate};
 use crate::driver::{Config, Job, execute};
 use crate::error::LedgerError;
+use crate::identity::OperationId;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -56,7 +57,7 @@ impl Failure {
 type Ran = Result<Box<dyn Reply>, (LedgerError, Box<dyn Reply>)>;
 
 /// A job waiting for the writer, whatever its answer type.
-pub(super) trait Queued: Send {
+pub(super) trait Queued: Send + Sync {
     /// Runs the job in the batch's open transaction. `Ok`: its answer, to
     /// be sent once the batch commits. `Err`: a write failed and the batch
     /// must be rolled back; the job's caller is still waiting.
@@ -65,6 +66,9 @@ pub(super) trait Queued: Send {
         store: &'a mut SqlStore<'_>,
         cfg: &'a Config,
     ) -> BoxFuture<'a, Ran>;
+
+    /// The record the job loads first, if known before it runs.
+    fn loads(&self) -> Option<&OperationId>;
 
     /// The job was not run: its caller gets the batch's failure.
     fn fail(self: Box<Self>, failure: &Failure);
@@ -125,6 +129,10 @@ impl<J: Job + 'static> Queued for Waiting<J> {
                 Err(e) => Err((e, Box::new(Failed(reply)) as Box<dyn Reply>)),
             }
         })
+    }
+
+    fn loads(&self) -> Option<&OperationId> {
+        self.job.loads()
     }
 
     fn fail(self: Box<Self>, failure: &Failure) {
@@ -211,7 +219,7 @@ pub(super) async fn group_commit(
     while let Some(first) = rx.recv().await {
         batch.push(first);
         gather(&mut rx, &mut batch, max_batch).await;
-        run_batch(&mut conn, &mut cache, batch.drain(..), &cfg, &file).await;
+        run_batch(&mut conn, &mut cache, &mut batch, &cfg, &file).await;
     }
     let _ = sqlx::Connection::close(conn).await;
 }
@@ -244,14 +252,18 @@ async fn gather(
 async fn run_batch(
     conn: &mut SqliteConnection,
     cache: &mut Cache,
-    mut jobs: impl Iterator<Item = Box<dyn Queued>>,
+    batch: &mut Vec<Box<dyn Queued>>,
     cfg: &Config,
     file: &LedgerFile,
 ) {
     let opened = match conn.execute("BEGIN IMMEDIATE").await {
-        Ok(_) => validate(cache, conn).await,
+        Ok(_) => match validate(cache, conn).await {
+            Ok(()) => preload(cache, conn, batch.iter().filter_map(|j| j.loads())).await,
+            Err(e) => Err(e),
+        },
         Err(e) => Err(map_err("opening a write transaction", e)),
     };
+    let mut jobs = batch.drain(..);
     if let Err(e) = opened {
         let _ = conn.execute("ROLLBACK").await;
         cache.clear();
