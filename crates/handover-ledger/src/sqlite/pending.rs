@@ -256,4 +256,48 @@ mod tests {
         assert_eq!(upsert_sql(2).matches("), (").count(), 1);
         assert!(finish_sql(1).contains("(VALUES (?, ?, ?, ?, ?, ?))"));
     }
+
+    fn dispatch(key: &str, epoch: u64) -> AttemptRecord {
+        AttemptRecord {
+            attempt_id: uuid::Uuid::now_v7(),
+            id: OperationId::new("s", key).unwrap(),
+            kind: AttemptKind::Dispatch,
+            epoch: Some(crate::model::Epoch(epoch)),
+            executor: "e".into(),
+            destination_key: "d".into(),
+            sent_at: crate::clock::Timestamp(1),
+            finished_at: None,
+            outcome: AttemptOutcome::Pending,
+            evidence: None,
+            metadata: None,
+        }
+    }
+
+    #[test]
+    fn a_finish_closes_held_attempts_once_and_fences_later_appends() {
+        let mut p = Pending::default();
+        p.attempt(&dispatch("a", 1));
+        p.attempt(&dispatch("b", 1));
+        let f = AttemptFinish {
+            id: OperationId::new("s", "a").unwrap(),
+            epoch: crate::model::Epoch(1),
+            outcome: AttemptOutcome::Confirmed,
+            at: crate::clock::Timestamp(2),
+            evidence: Some("ok".into()),
+        };
+        p.finish(&f);
+        p.finish(&AttemptFinish {
+            outcome: AttemptOutcome::Unknown,
+            ..f.clone()
+        });
+        let outcomes: Vec<_> = p.attempts.iter().map(|a| a.outcome).collect();
+        assert_eq!(
+            outcomes,
+            [AttemptOutcome::Confirmed, AttemptOutcome::Pending]
+        );
+        assert_eq!(p.attempts[0].evidence.as_deref(), Some("ok"));
+        // Kept for rows already stored, once; an append must flush first.
+        assert_eq!(p.finishes, [f]);
+        assert!(p.must_flush_before_attempt());
+    }
 }
