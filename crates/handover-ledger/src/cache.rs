@@ -35,6 +35,12 @@ impl<E: Clone> RecordCache<E> {
         self.entries.get(id).cloned()
     }
 
+    /// Whether an entry for `id` is kept.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) fn contains(&self, id: &OperationId) -> bool {
+        self.entries.contains_key(id)
+    }
+
     /// Keeps `entry` for `id` (emptying the cache first when it is full).
     pub(crate) fn put(&mut self, id: OperationId, entry: E) {
         if self.entries.len() >= LIMIT && !self.entries.contains_key(&id) {

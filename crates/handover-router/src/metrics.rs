@@ -1,6 +1,12 @@
 //! Metric names and recording helpers (DESIGN §9), in one place. Handover
 //! records through the `metrics` facade; install any exporter (the gateway
 //! uses Prometheus).
+//!
+//! Labels that name a policy or a provider on the call path are
+//! [`SharedString`]s built once with the router, so recording one is a
+//! reference count, not a `String` per call.
+
+use metrics::SharedString;
 
 /// Counts one `perform` by action and outcome.
 pub(crate) fn operation(action: &str, outcome: &'static str) {
@@ -49,48 +55,53 @@ pub(crate) fn recovered(action: &str, unknown_for: std::time::Duration) {
 }
 
 /// Counts a user task (the denominator of the completion rate).
-pub(crate) fn task_started(policy: &str) {
-    metrics::counter!("handover_tasks_total", "policy" => policy.to_owned()).increment(1);
+pub(crate) fn task_started(policy: &SharedString) {
+    metrics::counter!("handover_tasks_total", "policy" => policy.clone()).increment(1);
 }
 
 /// Counts one attempt by provider and result.
-pub(crate) fn attempt(provider: &str, result: &crate::route::AttemptResult) {
+pub(crate) fn attempt(provider: &SharedString, result: &crate::route::AttemptResult) {
     use crate::route::AttemptResult;
     let class = match result {
         AttemptResult::Answered => "answered",
         AttemptResult::Failed(c) => c.as_str(),
         AttemptResult::Abandoned => "abandoned",
     };
-    metrics::counter!("handover_attempts_total", "provider" => provider.to_owned(), "class" => class)
+    metrics::counter!("handover_attempts_total", "provider" => provider.clone(), "class" => class)
         .increment(1);
 }
 
 /// Counts a provider passed over by a call, by reason.
-pub(crate) fn skipped(provider: &str, reason: crate::route::SkipReason) {
-    metrics::counter!("handover_skipped_providers_total", "provider" => provider.to_owned(), "reason" => reason.as_str())
+pub(crate) fn skipped(provider: &SharedString, reason: crate::route::SkipReason) {
+    metrics::counter!("handover_skipped_providers_total", "provider" => provider.clone(), "reason" => reason.as_str())
         .increment(1);
 }
 
 /// Records an answered call: time to a usable answer and cost.
 pub(crate) fn answered(
-    policy: &str,
-    provider: &str,
+    policy: &SharedString,
+    provider: &SharedString,
     elapsed: std::time::Duration,
     cost: Option<f64>,
 ) {
-    metrics::counter!("handover_answers_total", "policy" => policy.to_owned(), "provider" => provider.to_owned())
+    metrics::counter!("handover_answers_total", "policy" => policy.clone(), "provider" => provider.clone())
         .increment(1);
-    metrics::histogram!("handover_time_to_usable_answer_seconds", "policy" => policy.to_owned())
+    metrics::histogram!("handover_time_to_usable_answer_seconds", "policy" => policy.clone())
         .record(elapsed.as_secs_f64());
     if let Some(c) = cost {
-        metrics::counter!("handover_provider_cost_micro_usd_total", "provider" => provider.to_owned())
+        metrics::counter!("handover_provider_cost_micro_usd_total", "provider" => provider.clone())
             .increment((c * 1e6).round() as u64);
     }
 }
 
 /// Counts a call that produced no answer.
-pub(crate) fn call_failed(policy: &str) {
-    metrics::counter!("handover_failed_calls_total", "policy" => policy.to_owned()).increment(1);
+pub(crate) fn call_failed(policy: &SharedString) {
+    metrics::counter!("handover_failed_calls_total", "policy" => policy.clone()).increment(1);
+}
+
+/// A label value shared by every call that records it.
+pub(crate) fn label(name: &str) -> SharedString {
+    SharedString::from_shared(std::sync::Arc::from(name))
 }
 
 /// Counts an answer (or failure) that arrived after its task moved on.

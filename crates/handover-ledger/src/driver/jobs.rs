@@ -79,6 +79,10 @@ where
         (self.access == Access::Holder).then_some(&self.id)
     }
 
+    fn loads(&self) -> Option<&OperationId> {
+        Some(&self.id)
+    }
+
     fn try_unlocked(&self) -> bool {
         self.access == Access::Unlocked
     }
@@ -127,6 +131,10 @@ impl Job for Begin {
                 machine::begin_dispatched(cur, blocker, &self.req, &self.opts, d, attempt, ctx)
             }
         }
+    }
+
+    fn loads(&self) -> Option<&OperationId> {
+        Some(self.req.id())
     }
 
     /// Racing losers and replays write nothing, and a new identity is one

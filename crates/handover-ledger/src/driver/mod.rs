@@ -105,6 +105,14 @@ pub(crate) trait Job: Send + Sync {
         None
     }
 
+    /// The record `plan` loads first, when known before it runs. A backend
+    /// may read those of a whole batch in one query (SQLite's group commit
+    /// does).
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    fn loads(&self) -> Option<&OperationId> {
+        None
+    }
+
     /// Whether the command is usually decided without writing an existing
     /// row — by inserting a new identity, or with an answer that writes
     /// nothing (racing losers, replays, reads). A backend may then try it

@@ -8,6 +8,7 @@
 //! every check-and-claim runs under SQLite's write lock.
 
 mod file;
+mod pending;
 mod read_only;
 mod store;
 mod writer;
@@ -248,9 +249,12 @@ impl Backend for SqliteLedger {
             .acquire()
             .await
             .map_err(|e| map_err("acquiring a connection", e))?;
+        // Planning only reads: nothing is ever held here.
+        let mut pending = pending::Pending::default();
         let mut store = store::SqlStore {
             conn: &mut conn,
             cache: None,
+            pending: &mut pending,
         };
         if self.read_only {
             return read_only::answer(&job, &mut store, &self.cfg).await;

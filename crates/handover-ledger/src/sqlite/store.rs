@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use sqlx::SqliteConnection;
 
 use super::map_err;
+use super::pending::{Pending, chunks, sized, values};
 use crate::cache::RecordCache;
 use crate::clock::Timestamp;
 use crate::driver::Store;
@@ -15,9 +16,7 @@ use crate::ledger::ListFilter;
 use crate::machine::{AttemptFinish, Retire};
 use crate::model::{AttemptRecord, OperationRecord};
 use crate::retention::PurgeReport;
-use crate::row::{
-    AttemptRow, OperationRow, attempt_columns, operation_columns, operation_data_columns,
-};
+use crate::row::{OperationRow, attempt_columns, operation_columns};
 use crate::task::{TaskBudget, TaskId};
 use crate::task_row::{TaskRow, task_columns, task_data_columns};
 
@@ -66,39 +65,6 @@ pub(super) const LIST: &str = concat!(
      AND (?6 IS NULL OR (state = 'unknown' AND next_check_at <= ?6)) \
      ORDER BY created_at, scope, key LIMIT ?7"
 );
-
-/// Placeholders of the operation data columns (after `scope, key`).
-macro_rules! op_data_values {
-    () => {
-        "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, \
-         ?21, ?22, ?23, ?24"
-    };
-}
-
-/// Inserts or replaces a whole record: one column list, the update a
-/// row-value `SET` of the data columns (the identity never changes, so its
-/// index is left alone).
-const UPSERT: &str = concat!(
-    "INSERT INTO operations (",
-    operation_columns!(),
-    ") VALUES (?1, ?2, ",
-    op_data_values!(),
-    ") ON CONFLICT (scope, key) DO UPDATE SET (",
-    operation_data_columns!(),
-    ") = (",
-    op_data_values!(),
-    ")"
-);
-
-const INSERT_ATTEMPT: &str = concat!(
-    "INSERT INTO attempts (",
-    attempt_columns!(),
-    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
-);
-
-const FINISH_ATTEMPT: &str = "UPDATE attempts SET outcome = ?1, finished_at = ?2, \
-     evidence = COALESCE(?3, evidence) \
-     WHERE scope = ?4 AND key = ?5 AND epoch = ?6 AND kind = 'dispatch' AND outcome = 'pending'";
 
 pub(super) const ATTEMPTS: &str = concat!(
     "SELECT ",
@@ -172,6 +138,44 @@ pub(super) async fn validate(
     Ok(())
 }
 
+/// Reads into `cache`, in one query per chunk, the records of `ids` it
+/// does not hold (`None` for those absent): a batch's `begin`s of new
+/// keys cost one statement instead of one each.
+pub(super) async fn preload(
+    cache: &mut Cache,
+    conn: &mut SqliteConnection,
+    ids: impl Iterator<Item = &OperationId>,
+) -> Result<(), LedgerError> {
+    let mut seen = std::collections::HashSet::new();
+    let missing: Vec<&OperationId> = ids
+        .filter(|id| !cache.contains(id) && seen.insert(*id))
+        .collect();
+    let mut missing = missing.into_iter();
+    for n in chunks(missing.len()) {
+        let q = missing.by_ref().take(n).fold(
+            sqlx::query_as(sized(&PRELOAD, n, preload_sql)),
+            |q, id| {
+                cache.put(id.clone(), None);
+                q.bind(id.scope.as_str()).bind(id.key.as_str())
+            },
+        );
+        for rec in fetch_all_ops(q, conn, "loading operations").await? {
+            cache.put(rec.id.clone(), Some(rec));
+        }
+    }
+    Ok(())
+}
+
+static PRELOAD: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+fn preload_sql(n: usize) -> String {
+    format!(
+        "SELECT {} FROM (VALUES {}) AS v JOIN operations ON scope = v.column1 AND key = v.column2",
+        operation_columns!(),
+        values(2, n)
+    )
+}
+
 /// One row of `q`, decoded.
 async fn fetch_one_op(
     q: sqlx::query::QueryAs<'_, sqlx::Sqlite, OperationRow, sqlx::sqlite::SqliteArguments>,
@@ -200,15 +204,29 @@ async fn fetch_all_ops(
 }
 
 /// [`Store`] over a connection that is inside `BEGIN IMMEDIATE`, with an
-/// optional [`RecordCache`] (group-commit writer only).
+/// optional [`RecordCache`] (group-commit writer only). Writes are held in
+/// `pending` until [`SqlStore::flush`] (see [`super::pending`]).
 pub(super) struct SqlStore<'c> {
     pub(super) conn: &'c mut SqliteConnection,
     pub(super) cache: Option<&'c mut Cache>,
+    pub(super) pending: &'c mut Pending,
+}
+
+impl SqlStore<'_> {
+    /// Writes what is held; before COMMIT and before any query that reads
+    /// rows a held write may change.
+    pub(super) async fn flush(&mut self) -> Result<(), LedgerError> {
+        self.pending.flush(self.conn).await
+    }
 }
 
 #[async_trait]
 impl Store for SqlStore<'_> {
     async fn load(&mut self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+        // Not held: the stored row is current.
+        if let Some(held) = self.pending.record(id) {
+            return Ok(Some(held.clone()));
+        }
         if let Some(hit) = self.cache.as_ref().and_then(|c| c.get(id)) {
             return Ok(hit);
         }
@@ -229,6 +247,7 @@ impl Store for SqlStore<'_> {
         scope: Option<&Scope>,
         now: Timestamp,
     ) -> Result<Option<OperationRecord>, LedgerError> {
+        self.flush().await?;
         let q = sqlx::query_as(BLOCKER)
             .bind(action.as_str())
             .bind(scope.map(Scope::as_str))
@@ -239,6 +258,7 @@ impl Store for SqlStore<'_> {
     }
 
     async fn due_expired(&mut self, now: Timestamp) -> Result<Vec<OperationRecord>, LedgerError> {
+        self.flush().await?;
         let q = sqlx::query_as(DUE_EXPIRED).bind(now.0);
         fetch_all_ops(q, self.conn, "looking for expired leases").await
     }
@@ -250,6 +270,7 @@ impl Store for SqlStore<'_> {
         limit: usize,
     ) -> Result<Vec<OperationRecord>, LedgerError> {
         // Under `BEGIN IMMEDIATE` no other connection writes until COMMIT.
+        self.flush().await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let (only, except) = filter.action_names();
         let json = |l: &[String]| serde_json::Value::from(l.to_vec()).to_string();
@@ -263,11 +284,7 @@ impl Store for SqlStore<'_> {
     }
 
     async fn save(&mut self, rec: &OperationRecord) -> Result<(), LedgerError> {
-        OperationRow::from_record(rec)
-            .bind(sqlx::query(UPSERT))
-            .execute(&mut *self.conn)
-            .await
-            .map_err(|e| map_err("writing an operation", e))?;
+        self.pending.save(rec);
         if let Some(c) = self.cache.as_mut() {
             c.put(rec.id.clone(), Some(rec.clone()));
         }
@@ -275,25 +292,15 @@ impl Store for SqlStore<'_> {
     }
 
     async fn insert_attempt(&mut self, a: &AttemptRecord) -> Result<(), LedgerError> {
-        AttemptRow::from_record(a)
-            .bind(sqlx::query(INSERT_ATTEMPT))
-            .execute(&mut *self.conn)
-            .await
-            .map_err(|e| map_err("appending an attempt", e))?;
+        if self.pending.must_flush_before_attempt() {
+            self.flush().await?;
+        }
+        self.pending.attempt(a);
         Ok(())
     }
 
     async fn finish_attempt(&mut self, f: &AttemptFinish) -> Result<(), LedgerError> {
-        sqlx::query(FINISH_ATTEMPT)
-            .bind(f.outcome.as_str())
-            .bind(f.at.0)
-            .bind(f.evidence.clone())
-            .bind(f.id.scope.as_str())
-            .bind(f.id.key.as_str())
-            .bind(i64::try_from(f.epoch.0).unwrap_or(i64::MAX))
-            .execute(&mut *self.conn)
-            .await
-            .map_err(|e| map_err("finishing an attempt", e))?;
+        self.pending.finish(f);
         Ok(())
     }
 
@@ -324,6 +331,7 @@ impl Store for SqlStore<'_> {
             tasks_expired,
         } = retire;
         let ctx = "applying retention";
+        self.flush().await?;
         if let Some(c) = self.cache.as_mut() {
             c.clear();
         }

@@ -23,9 +23,11 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::file::{CHECKING, LedgerFile};
 use super::map_err;
-use super::store::{Cache, SqlStore, validate};
+use super::pending::Pending;
+use super::store::{Cache, SqlStore, preload, validate};
 use crate::driver::{Config, Job, execute};
 use crate::error::LedgerError;
+use crate::identity::OperationId;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -55,7 +57,7 @@ impl Failure {
 type Ran = Result<Box<dyn Reply>, (LedgerError, Box<dyn Reply>)>;
 
 /// A job waiting for the writer, whatever its answer type.
-pub(super) trait Queued: Send {
+pub(super) trait Queued: Send + Sync {
     /// Runs the job in the batch's open transaction. `Ok`: its answer, to
     /// be sent once the batch commits. `Err`: a write failed and the batch
     /// must be rolled back; the job's caller is still waiting.
@@ -64,6 +66,9 @@ pub(super) trait Queued: Send {
         store: &'a mut SqlStore<'_>,
         cfg: &'a Config,
     ) -> BoxFuture<'a, Ran>;
+
+    /// The record the job loads first, if known before it runs.
+    fn loads(&self) -> Option<&OperationId>;
 
     /// The job was not run: its caller gets the batch's failure.
     fn fail(self: Box<Self>, failure: &Failure);
@@ -126,6 +131,10 @@ impl<J: Job + 'static> Queued for Waiting<J> {
         })
     }
 
+    fn loads(&self) -> Option<&OperationId> {
+        self.job.loads()
+    }
+
     fn fail(self: Box<Self>, failure: &Failure) {
         let _ = self.reply.send(Err(failure.error()));
     }
@@ -149,15 +158,24 @@ async fn run_direct<J: Job>(
     conn.execute("BEGIN IMMEDIATE")
         .await
         .map_err(|e| map_err("opening a write transaction", e))?;
-    match execute(job, &mut SqlStore { conn, cache: None }, cfg).await {
+    let mut pending = Pending::default();
+    let mut store = SqlStore {
+        conn: &mut *conn,
+        cache: None,
+        pending: &mut pending,
+    };
+    match execute(job, &mut store, cfg).await {
         Ok(answer) => {
-            let committed = match file.check() {
-                Err(why) => Err(LedgerError::unavailable(CHECKING, why)),
-                Ok(()) => conn
-                    .execute("COMMIT")
-                    .await
-                    .map(drop)
-                    .map_err(|e| map_err("committing", e)),
+            let committed = match store.flush().await {
+                Err(e) => Err(e),
+                Ok(()) => match file.check() {
+                    Err(why) => Err(LedgerError::unavailable(CHECKING, why)),
+                    Ok(()) => conn
+                        .execute("COMMIT")
+                        .await
+                        .map(drop)
+                        .map_err(|e| map_err("committing", e)),
+                },
             };
             if let Err(e) = committed {
                 let _ = conn.execute("ROLLBACK").await;
@@ -201,7 +219,7 @@ pub(super) async fn group_commit(
     while let Some(first) = rx.recv().await {
         batch.push(first);
         gather(&mut rx, &mut batch, max_batch).await;
-        run_batch(&mut conn, &mut cache, batch.drain(..), &cfg, &file).await;
+        run_batch(&mut conn, &mut cache, &mut batch, &cfg, &file).await;
     }
     let _ = sqlx::Connection::close(conn).await;
 }
@@ -234,14 +252,18 @@ async fn gather(
 async fn run_batch(
     conn: &mut SqliteConnection,
     cache: &mut Cache,
-    mut jobs: impl Iterator<Item = Box<dyn Queued>>,
+    batch: &mut Vec<Box<dyn Queued>>,
     cfg: &Config,
     file: &LedgerFile,
 ) {
     let opened = match conn.execute("BEGIN IMMEDIATE").await {
-        Ok(_) => validate(cache, conn).await,
+        Ok(_) => match validate(cache, conn).await {
+            Ok(()) => preload(cache, conn, batch.iter().filter_map(|j| j.loads())).await,
+            Err(e) => Err(e),
+        },
         Err(e) => Err(map_err("opening a write transaction", e)),
     };
+    let mut jobs = batch.drain(..);
     if let Err(e) = opened {
         let _ = conn.execute("ROLLBACK").await;
         cache.clear();
@@ -249,11 +271,13 @@ async fn run_batch(
         jobs.for_each(|j| j.fail(&failure));
         return;
     }
+    let mut pending = Pending::default();
     let mut done: Vec<Box<dyn Reply>> = Vec::new();
     while let Some(job) = jobs.next() {
         let mut store = SqlStore {
             conn: &mut *conn,
             cache: Some(&mut *cache),
+            pending: &mut pending,
         };
         match job.execute(&mut store, cfg).await {
             Ok(reply) => done.push(reply),
@@ -269,15 +293,7 @@ async fn run_batch(
             }
         }
     }
-    let committed = match file.check() {
-        Err(why) => Err(Failure::new(CHECKING, &why)),
-        Ok(()) => conn
-            .execute("COMMIT")
-            .await
-            .map(drop)
-            .map_err(|e| Failure::new("committing a batch", &e)),
-    };
-    let failure = committed.err();
+    let failure = commit_batch(conn, &mut pending, file).await.err();
     if failure.is_some() {
         let _ = conn.execute("ROLLBACK").await;
         cache.clear();
@@ -285,4 +301,21 @@ async fn run_batch(
     for reply in done {
         reply.send(failure.as_ref());
     }
+}
+
+/// Writes what the batch holds, checks the file is still the ledger, commits.
+async fn commit_batch(
+    conn: &mut SqliteConnection,
+    pending: &mut Pending,
+    file: &LedgerFile,
+) -> Result<(), Failure> {
+    pending
+        .flush(conn)
+        .await
+        .map_err(|e| Failure::new("writing a batch", &e))?;
+    file.check().map_err(|why| Failure::new(CHECKING, &why))?;
+    conn.execute("COMMIT")
+        .await
+        .map(drop)
+        .map_err(|e| Failure::new("committing a batch", &e))
 }

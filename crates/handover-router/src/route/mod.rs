@@ -49,9 +49,28 @@ pub const TASK_GRACE: Duration = Duration::from_secs(3600);
 pub struct Router {
     config: Config,
     upstreams: Arc<HashMap<String, Arc<Upstream>>>,
-    policies: Arc<HashMap<String, Arc<PolicySettings>>>,
+    policies: Arc<HashMap<String, Policy>>,
     /// The policy of routes that name none.
-    builtin: Arc<PolicySettings>,
+    builtin: Policy,
+}
+
+/// A policy as its tasks start from it, built once with the router: a
+/// task takes reference counts, not a copy of the chain or the name.
+#[derive(Debug, Clone)]
+struct Policy {
+    settings: Arc<PolicySettings>,
+    chain: Arc<[Hop]>,
+    label: metrics::SharedString,
+}
+
+impl Policy {
+    fn new(settings: &PolicySettings) -> Self {
+        Self {
+            chain: settings.chain.as_slice().into(),
+            label: crate::metrics::label(&settings.name),
+            settings: Arc::new(settings.clone()),
+        }
+    }
 }
 
 impl Router {
@@ -74,9 +93,9 @@ impl Router {
         let policies = config
             .policies()
             .iter()
-            .map(|(name, p)| (name.clone(), Arc::new(p.clone())))
+            .map(|(name, p)| (name.clone(), Policy::new(p)))
             .collect();
-        let builtin = Arc::new(config.builtin_policy().clone());
+        let builtin = Policy::new(config.builtin_policy());
         Ok(Self {
             builtin,
             config: config.clone(),
@@ -88,30 +107,27 @@ impl Router {
     /// Starts a user task under `policy` (its chain, its budget): the
     /// budget starts now.
     pub fn task(&self, policy: &str) -> Result<Task, RouterError> {
-        let (policy, chain) = self.by_policy(policy)?;
-        Ok(self.start(policy, chain))
+        let policy = self.by_policy(policy)?;
+        Ok(self.start(policy))
     }
 
     /// Starts a user task for a resolved model name (see
     /// [`Config::route`]): the route's chain under its policy's budget.
     pub fn task_for(&self, route: &Route) -> Result<Task, RouterError> {
-        let (policy, chain) = self.by_route(route)?;
-        Ok(self.start(policy, chain))
+        let policy = self.by_route(route)?;
+        Ok(self.start(policy))
     }
 
     /// A policy with its own chain.
-    fn by_policy(&self, policy: &str) -> Result<(Arc<PolicySettings>, Arc<[Hop]>), RouterError> {
-        let policy = self
-            .policies
+    fn by_policy(&self, policy: &str) -> Result<Policy, RouterError> {
+        self.policies
             .get(policy)
-            .ok_or_else(|| RouterError::UnknownPolicy(policy.to_owned()))?
-            .clone();
-        let chain = policy.chain.as_slice().into();
-        Ok((policy, chain))
+            .cloned()
+            .ok_or_else(|| RouterError::UnknownPolicy(policy.to_owned()))
     }
 
     /// A route's policy (or the built-in defaults) with the route's chain.
-    fn by_route(&self, route: &Route) -> Result<(Arc<PolicySettings>, Arc<[Hop]>), RouterError> {
+    fn by_route(&self, route: &Route) -> Result<Policy, RouterError> {
         let policy = match &route.policy {
             None => self.builtin.clone(),
             Some(p) => self
@@ -130,21 +146,26 @@ impl Router {
                 reason: format!("unknown provider {:?}", h.provider),
             });
         }
-        Ok((policy, route.chain.as_slice().into()))
+        Ok(Policy {
+            chain: route.chain.as_slice().into(),
+            ..policy
+        })
     }
 
-    fn start(&self, policy: Arc<PolicySettings>, chain: Arc<[Hop]>) -> Task {
-        crate::metrics::task_started(&policy.name);
+    fn start(&self, policy: Policy) -> Task {
+        crate::metrics::task_started(&policy.label);
+        let settings = &policy.settings;
         Task {
             id: uuid::Uuid::now_v7(),
             budget: Arc::new(Budget::new(
-                policy.deadline,
-                policy.max_requests,
-                policy.max_cost,
+                settings.deadline,
+                settings.max_requests,
+                settings.max_cost,
             )),
             late: Arc::default(),
-            policy,
-            chain,
+            policy: policy.settings,
+            label: policy.label,
+            chain: policy.chain,
         }
     }
 
@@ -162,8 +183,8 @@ impl Router {
         store: Arc<dyn TaskBudgets>,
         id: &TaskId,
     ) -> Result<Task, RouterError> {
-        let (settings, chain) = self.by_policy(policy)?;
-        self.join(settings, chain, store, id).await
+        let policy = self.by_policy(policy)?;
+        self.join(policy, store, id).await
     }
 
     /// Like [`Router::join_task`] for a resolved model name (see
@@ -175,17 +196,17 @@ impl Router {
         store: Arc<dyn TaskBudgets>,
         id: &TaskId,
     ) -> Result<Task, RouterError> {
-        let (settings, chain) = self.by_route(route)?;
-        self.join(settings, chain, store, id).await
+        let policy = self.by_route(route)?;
+        self.join(policy, store, id).await
     }
 
     async fn join(
         &self,
-        settings: Arc<PolicySettings>,
-        chain: Arc<[Hop]>,
+        policy: Policy,
         store: Arc<dyn TaskBudgets>,
         id: &TaskId,
     ) -> Result<Task, RouterError> {
+        let settings = &policy.settings;
         let limits = TaskLimits {
             policy: settings.name.clone(),
             deadline: settings.deadline,
@@ -195,7 +216,7 @@ impl Router {
         };
         let view = match store.open_task(id, &limits).await? {
             TaskOpen::Opened(view) => {
-                crate::metrics::task_started(&settings.name);
+                crate::metrics::task_started(&policy.label);
                 view
             }
             TaskOpen::Joined(view) => view,
@@ -211,8 +232,9 @@ impl Router {
             id: uuid::Uuid::now_v7(),
             budget: Arc::new(Budget::shared(store, view)),
             late: Arc::default(),
-            policy: settings,
-            chain,
+            policy: policy.settings,
+            label: policy.label,
+            chain: policy.chain,
         })
     }
 

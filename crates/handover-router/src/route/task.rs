@@ -15,6 +15,8 @@ use crate::config::{CommitPoint, Hop, PolicySettings};
 pub struct Task {
     pub(crate) id: uuid::Uuid,
     pub(crate) policy: Arc<PolicySettings>,
+    /// The policy's name as a metric label.
+    pub(crate) label: metrics::SharedString,
     /// The steps it walks: its policy's chain, or the chain of the route
     /// the request's name resolved to.
     pub(crate) chain: Arc<[Hop]>,

@@ -30,6 +30,8 @@ pub(crate) struct Upstream {
     /// Failures of one model.
     models: ModelBreakers,
     pub(crate) admission: Admission,
+    /// The provider's name as a metric label.
+    pub(crate) label: metrics::SharedString,
 }
 
 impl Upstream {
@@ -65,6 +67,7 @@ impl Upstream {
         })?;
         Ok(Self {
             provider,
+            label: crate::metrics::label(&config.name),
             config: config.clone(),
             breaker: Breaker::new(config.breaker),
             models: ModelBreakers::new(config.breaker),
