@@ -92,7 +92,8 @@ scope = "bench"
 /// A running `gateway-serve` child; killed when dropped, unless
 /// [`GatewayProcess::stop`] ended it first.
 pub(crate) struct GatewayProcess {
-    child: Child,
+    /// Taken out by [`GatewayProcess::stop`].
+    child: std::sync::Mutex<Option<Child>>,
     /// The gateway's own process (under a wrapper such as heaptrack's
     /// script, not the child itself): CPU and RSS are read from it.
     pid: u32,
@@ -145,14 +146,25 @@ impl GatewayProcess {
             .await
             .map_err(|_| "gateway-serve did not report its address within 120 s")??
             .ok_or("gateway-serve exited before reporting its pid and address")?;
-        Ok(Self { child, pid, url })
+        // Keep reading: a wrapper printing at exit (heaptrack's summary)
+        // must not die of SIGPIPE.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Self {
+            child: std::sync::Mutex::new(Some(child)),
+            pid,
+            url,
+        })
     }
 
     /// Ends the gateway (its stdin closes: it drains and exits) and waits
     /// for the child, so a profiler wrapping it writes its profile.
-    pub(crate) async fn stop(mut self) -> BenchResult {
-        drop(self.child.stdin.take());
-        let exited = tokio::time::timeout(Duration::from_secs(600), self.child.wait())
+    pub(crate) async fn stop(&self) -> BenchResult {
+        let taken = self.child.lock().map(|mut c| c.take());
+        let Ok(Some(mut child)) = taken else {
+            return Err("gateway-serve was already stopped".into());
+        };
+        drop(child.stdin.take());
+        let exited = tokio::time::timeout(Duration::from_secs(600), child.wait())
             .await
             .map_err(|_| "gateway-serve did not exit within 600 s of its stdin closing")??;
         if !exited.success() {
