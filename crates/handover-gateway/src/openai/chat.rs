@@ -19,14 +19,13 @@ use handover_providers::{ChatRequest, ErrorClass, ProviderError};
 use handover_router::RouterError;
 use handover_router::budget::Exhausted;
 use handover_router::route::{FailureReason, Task};
-use serde_json::Value;
 use tracing::{Instrument, Span};
 
 use super::request;
 use super::response::{Chunker, attempts_header, header_value};
 use crate::api_error::ApiError;
 use crate::auth::Client;
-use crate::body::JsonBody;
+use crate::body::RawBody;
 use crate::state::GatewayState;
 
 /// Header carrying the request's data class (the router's data policy).
@@ -42,9 +41,9 @@ pub(crate) async fn completions(
     State(state): State<GatewayState>,
     client: Client,
     headers: HeaderMap,
-    JsonBody(body): JsonBody<Value>,
+    RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
-    let mut parsed = request::parse(body)?;
+    let mut parsed = request::parse(&body)?;
     let task = start(
         &state,
         &client,

@@ -46,8 +46,28 @@ fn unsupported(param: &str, why: &str) -> ApiError {
     )
 }
 
-/// Parses an OpenAI chat request body.
-pub(crate) fn parse(body: Value) -> Result<Parsed, ApiError> {
+/// The body's fields that are the gateway's, not the request's.
+const ENVELOPE: [&str; 3] = ["model", "stream", "stream_options"];
+
+/// Parses an OpenAI chat request body once, straight into [`ChatRequest`]
+/// (whose `extra` then holds the envelope's fields, taken out here): no
+/// `Value` tree is built and taken apart for a body that parses. A body
+/// that does not goes through [`parse_value`], which names the problem
+/// exactly as the gateway always has (envelope first, then the request);
+/// only that slow path decides which error a bad body gets.
+pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, ApiError> {
+    let Ok(mut request) = crate::body::parse::<ChatRequest>(bytes) else {
+        return parse_value(crate::body::parse(bytes)?);
+    };
+    let fields = ENVELOPE
+        .iter()
+        .filter_map(|k| request.extra.remove_entry(*k))
+        .collect();
+    finish(envelope(fields)?, request)
+}
+
+/// Parses a body already read as JSON: the envelope, then the request.
+fn parse_value(body: Value) -> Result<Parsed, ApiError> {
     let Value::Object(mut obj) = body else {
         return Err(ApiError::invalid(
             "invalid_field",
@@ -55,13 +75,17 @@ pub(crate) fn parse(body: Value) -> Result<Parsed, ApiError> {
             "the body must be a JSON object",
         ));
     };
-    let mut envelope = Map::new();
-    for key in ["model", "stream", "stream_options"] {
-        if let Some(v) = obj.remove(key) {
-            envelope.insert(key.to_owned(), v);
-        }
-    }
-    let e: Envelope = from_value(Value::Object(envelope))?;
+    let fields = ENVELOPE
+        .iter()
+        .filter_map(|k| obj.remove_entry(*k))
+        .collect();
+    let e = envelope(fields)?;
+    finish(e, from_value(Value::Object(obj))?)
+}
+
+/// The envelope from its fields; `model` must name something.
+fn envelope(fields: Map<String, Value>) -> Result<Envelope, ApiError> {
+    let e: Envelope = from_value(Value::Object(fields))?;
     if e.model.is_empty() {
         return Err(ApiError::invalid(
             "invalid_field",
@@ -69,7 +93,10 @@ pub(crate) fn parse(body: Value) -> Result<Parsed, ApiError> {
             "model: must not be empty",
         ));
     }
-    let request: ChatRequest = from_value(Value::Object(obj))?;
+    Ok(e)
+}
+
+fn finish(e: Envelope, request: ChatRequest) -> Result<Parsed, ApiError> {
     refuse_unsupported(&request)?;
     Ok(Parsed {
         model: e.model,
