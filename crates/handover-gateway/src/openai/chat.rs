@@ -76,7 +76,7 @@ pub(crate) async fn completions(
         .map_err(|p| ApiError::internal(format!("the chat call failed: {}", p.0)))?;
     match result {
         Ok(c) => {
-            let body = c.response.to_openai(&id, now_secs());
+            let body = c.response.into_openai(&id, now_secs());
             let mut resp = axum::Json(body).into_response();
             let h = resp.headers_mut();
             h.insert("x-handover-provider", header_value(&c.provider));
