@@ -118,3 +118,48 @@ fn refuse_unsupported(r: &ChatRequest) -> Result<(), ApiError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a parse gives, comparable: the request and envelope, or the error.
+    fn outcome(r: Result<Parsed, ApiError>) -> String {
+        match r {
+            Ok(p) => format!(
+                "{:?} {} {} {:?}",
+                p.model, p.stream, p.include_usage, p.request
+            ),
+            Err(e) => format!("{} {} {:?} {}", e.status, e.code, e.param, e.message),
+        }
+    }
+
+    /// The one-pass parse gives exactly what the envelope-then-request
+    /// parse through `Value` gives, answers and errors alike.
+    #[test]
+    fn one_pass_parse_is_the_value_parse() {
+        let bodies = [
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#,
+            r#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"temperature":0.5,"stop":"x","response_format":{"type":"json_object"},"n":1}"#,
+            r#"{"model":"m","model":"p","messages":[{"role":"user","content":"dup model"}]}"#,
+            r#"{"model":"m","messages":[],"messages":[{"role":"user","content":"dup field"}]}"#,
+            r#"{"model":"","messages":[{"role":"user","content":"hi"}]}"#,
+            r#"{"messages":[{"role":"user","content":"no model"}]}"#,
+            r#"{"model":7,"messages":[{"role":"bogus"}]}"#,
+            r#"{"model":"m","messages":[{"role":"bogus","content":"x"}]}"#,
+            r#"{"model":"m","stream":"yes","messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"[1,2]"#,
+            r#"{"model":"m","messages":[{"role":"user","content":"x"}]} trailing"#,
+            r#"{"model":"m","messages":[{"#,
+        ];
+        for body in bodies {
+            let slow = crate::body::parse(body.as_bytes()).and_then(parse_value);
+            assert_eq!(
+                outcome(parse(body.as_bytes())),
+                outcome(slow),
+                "body: {body}"
+            );
+        }
+    }
+}
