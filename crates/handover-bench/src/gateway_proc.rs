@@ -4,7 +4,9 @@
 //! as with `RUST_LOG=off`). A process of its own lets the benchmarks read
 //! the gateway's CPU time and RSS from `/proc/PID` apart from the load
 //! generator's and the mock's. `HANDOVER_BENCH_GATEWAY_WRAPPER` runs it
-//! under a profiler (`valgrind --tool=callgrind`, `perf record -g`).
+//! under a profiler (`valgrind --tool=callgrind`, `perf record -g`,
+//! `heaptrack`): the benchmark ends it by closing its stdin and waits for
+//! it ([`GatewayProcess::stop`]), so the profiler writes its profile.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -87,9 +89,13 @@ scope = "bench"
     )
 }
 
-/// A running `gateway-serve` child; killed when dropped.
+/// A running `gateway-serve` child; killed when dropped, unless
+/// [`GatewayProcess::stop`] ended it first.
 pub(crate) struct GatewayProcess {
-    _child: Child,
+    /// Taken out by [`GatewayProcess::stop`].
+    child: std::sync::Mutex<Option<Child>>,
+    /// The gateway's own process (under a wrapper such as heaptrack's
+    /// script, not the child itself): CPU and RSS are read from it.
     pid: u32,
     /// `http://127.0.0.1:PORT`.
     pub(crate) url: String,
@@ -118,30 +124,53 @@ impl GatewayProcess {
             .args(["--max-queue", &l.max_queue.to_string()])
             .args(["--connections", &l.connections.to_string()])
             .args(["--deadline-s", &l.deadline_s.to_string()])
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()?;
-        let pid = child.id().ok_or("gateway-serve exited at once")?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
         // A wrapper may print lines of its own first (heaptrack does).
         let mut lines = BufReader::new(stdout).lines();
         let address = async {
+            let mut pid = None;
             while let Some(line) = lines.next_line().await? {
-                if line.starts_with("http://") {
-                    return Ok(Some(line));
+                if let Some(p) = line.strip_prefix("pid ") {
+                    pid = p.trim().parse::<u32>().ok();
+                } else if line.starts_with("http://") {
+                    return Ok(pid.map(|p| (p, line)));
                 }
             }
             Ok::<_, std::io::Error>(None)
         };
-        let line = tokio::time::timeout(Duration::from_secs(120), address)
+        let (pid, url) = tokio::time::timeout(Duration::from_secs(120), address)
             .await
             .map_err(|_| "gateway-serve did not report its address within 120 s")??
-            .ok_or("gateway-serve exited before reporting its address")?;
+            .ok_or("gateway-serve exited before reporting its pid and address")?;
+        // Keep reading: a wrapper printing at exit (heaptrack's summary)
+        // must not die of SIGPIPE.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Ok(Self {
-            _child: child,
+            child: std::sync::Mutex::new(Some(child)),
             pid,
-            url: line,
+            url,
         })
+    }
+
+    /// Ends the gateway (its stdin closes: it drains and exits) and waits
+    /// for the child, so a profiler wrapping it writes its profile.
+    pub(crate) async fn stop(&self) -> BenchResult {
+        let taken = self.child.lock().map(|mut c| c.take());
+        let Ok(Some(mut child)) = taken else {
+            return Err("gateway-serve was already stopped".into());
+        };
+        drop(child.stdin.take());
+        let exited = tokio::time::timeout(Duration::from_secs(600), child.wait())
+            .await
+            .map_err(|_| "gateway-serve did not exit within 600 s of its stdin closing")??;
+        if !exited.success() {
+            return Err(format!("gateway-serve exited with {exited}").into());
+        }
+        Ok(())
     }
 
     /// CPU time (user + system) the gateway process has used so far.
@@ -177,8 +206,8 @@ fn rss_of(path: &str) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// `gateway-serve --mock URL [limits]`: serves until killed; prints its
-/// base URL as the first line of stdout.
+/// `gateway-serve --mock URL [limits]`: serves until its stdin closes; prints
+/// `pid N` and then its base URL on stdout.
 pub(crate) async fn serve(args: Args) -> BenchResult {
     let mock = args.string("mock", "");
     if mock.is_empty() {
@@ -193,7 +222,14 @@ pub(crate) async fn serve(args: Args) -> BenchResult {
     };
     let config = Config::parse(&config(&mock, limits), &|_| None)?;
     let gateway = Gateway::bind(config, None).await?;
+    println!("pid {}", std::process::id());
     println!("http://{}", gateway.local_addr()?);
-    gateway.run(std::future::pending()).await?;
+    // Stdin closing is the signal to drain and stop (SIGTERM would need
+    // tokio's `signal` feature in this crate alone).
+    let stop = async {
+        let mut sink = Vec::new();
+        let _ = tokio::io::AsyncReadExt::read_to_end(&mut tokio::io::stdin(), &mut sink).await;
+    };
+    gateway.run(stop).await?;
     Ok(())
 }

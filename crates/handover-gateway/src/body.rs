@@ -24,6 +24,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     }
 }
 
+/// The whole body, unparsed, for a handler that parses it its own way
+/// (the chat request, parsed once into its typed form).
+#[derive(Debug)]
+pub(crate) struct RawBody(pub(crate) Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        read(req, state).await.map(RawBody)
+    }
+}
+
 /// The whole body, within the configured limit.
 pub(crate) async fn read<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     Bytes::from_request(req, state).await.map_err(|r| {

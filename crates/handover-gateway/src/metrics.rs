@@ -2,13 +2,15 @@
 //! The router and write gate record through the `metrics` facade; the
 //! gateway installs the Prometheus recorder once per process.
 
-use std::sync::OnceLock;
-use std::time::Instant;
+use std::collections::HashMap;
+use std::sync::{LazyLock, OnceLock, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tracing::Instrument;
 
@@ -52,11 +54,8 @@ const SECONDS_BUCKETS: &[f64] = &[
 /// provider that answered and the attempts. Never a header value, a token
 /// or a body. Handlers add `policy` to the request span (`record_policy`).
 pub(crate) async fn track(req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched", |p| p.as_str())
-        .to_owned();
+    let matched = req.extensions().get::<MatchedPath>().cloned();
+    let route = matched.as_ref().map_or("unmatched", |p| p.as_str());
     let span = tracing::info_span!(
         "request",
         method = %req.method(),
@@ -78,11 +77,51 @@ pub(crate) async fn track(req: Request, next: Next) -> Response {
             "request"
         );
     });
-    metrics::counter!("handover_gateway_requests_total", "route" => route.clone(), "status" => status.to_string())
-        .increment(1);
-    metrics::histogram!("handover_gateway_request_duration_seconds", "route" => route)
-        .record(latency.as_secs_f64());
+    record(route, status, latency);
     resp
+}
+
+/// The request metrics of one route: its duration histogram and a counter
+/// per status seen.
+struct RouteMetrics {
+    duration: Histogram,
+    by_status: HashMap<u16, Counter>,
+}
+
+/// Counts a request and records its duration through handles registered
+/// once per route and status: recording is then an atomic add, where the
+/// macros build, hash and look up a labelled key (allocating its label
+/// strings) on every request. Handles stay valid: the global recorder is
+/// set before the first request (`install`, when the state is built) and
+/// never changes, and its series never expire (no idle timeout). Routes
+/// are the router's templates and statuses a few codes, so the map stays
+/// small.
+fn record(route: &str, status: u16, latency: Duration) {
+    static ROUTES: LazyLock<RwLock<HashMap<Box<str>, RouteMetrics>>> =
+        LazyLock::new(RwLock::default);
+    let seconds = latency.as_secs_f64();
+    {
+        let routes = ROUTES.read().unwrap_or_else(PoisonError::into_inner);
+        if let Some(r) = routes.get(route)
+            && let Some(c) = r.by_status.get(&status)
+        {
+            c.increment(1);
+            r.duration.record(seconds);
+            return;
+        }
+    }
+    let mut routes = ROUTES.write().unwrap_or_else(PoisonError::into_inner);
+    let r = routes.entry(route.into()).or_insert_with(|| RouteMetrics {
+        duration: metrics::histogram!("handover_gateway_request_duration_seconds", "route" => route.to_owned()),
+        by_status: HashMap::new(),
+    });
+    r.by_status
+        .entry(status)
+        .or_insert_with(|| {
+            metrics::counter!("handover_gateway_requests_total", "route" => route.to_owned(), "status" => status.to_string())
+        })
+        .increment(1);
+    r.duration.record(seconds);
 }
 
 /// Names the policy serving the current request in its log line.

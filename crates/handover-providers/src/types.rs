@@ -156,13 +156,18 @@ impl ChatResponse {
     /// The answer as an OpenAI `chat.completion` object: the provider's
     /// fields as it sent them, `model` and `usage` its own; `id`, `object`
     /// and `created` from `defaults` only where the provider sent none.
-    pub fn to_openai(&self, default_id: &str, default_created: u64) -> Value {
-        let p = &self.passthrough;
-        let mut message = p.message.clone();
+    /// Consumes the answer: its passed-through fields move into the object
+    /// instead of being copied (the gateway builds one per request).
+    pub fn into_openai(self, default_id: &str, default_created: u64) -> Value {
+        let Passthrough {
+            mut top,
+            mut choice,
+            mut message,
+        } = self.passthrough;
         message.entry("role").or_insert_with(|| "assistant".into());
         message.insert(
             "content".into(),
-            self.content.as_deref().map_or(Value::Null, Value::from),
+            self.content.map_or(Value::Null, Value::from),
         );
         if !self.tool_calls.is_empty() {
             message.insert(
@@ -170,21 +175,19 @@ impl ChatResponse {
                 serde_json::to_value(&self.tool_calls).unwrap_or(Value::Null),
             );
         }
-        if let Some(r) = &self.reasoning_content {
-            message.insert("reasoning_content".into(), r.as_str().into());
+        if let Some(r) = self.reasoning_content {
+            message.insert("reasoning_content".into(), r.into());
         }
-        let mut choice = p.choice.clone();
         choice.entry("index").or_insert_with(|| 0.into());
         choice.insert("message".into(), Value::Object(message));
         let finish = self.finish_reason.as_ref().map_or("stop", |f| f.as_str());
         choice.insert("finish_reason".into(), finish.into());
         choice.entry("logprobs").or_insert(Value::Null);
-        let mut top = p.top.clone();
         top.entry("id").or_insert_with(|| default_id.into());
         top.insert("object".into(), "chat.completion".into());
         top.entry("created")
             .or_insert_with(|| default_created.into());
-        top.insert("model".into(), self.model.as_str().into());
+        top.insert("model".into(), self.model.into());
         top.insert("choices".into(), Value::Array(vec![Value::Object(choice)]));
         top.entry("system_fingerprint").or_insert(Value::Null);
         if let Some(u) = &self.usage {

@@ -64,7 +64,7 @@ async fn answers_read_back_with_reasoning_refusals_logprobs_and_usage_details() 
     );
     // As a chat completion: the provider's id, its details under their
     // Chat Completions names.
-    let chat = resp.to_openai("chatcmpl-default", 1);
+    let chat = resp.into_openai("chatcmpl-default", 1);
     assert_eq!(chat["id"], bodies::R_ID);
     assert_eq!(chat["created"], 1741476542);
     assert_eq!(chat["service_tier"], "default");

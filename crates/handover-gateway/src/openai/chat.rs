@@ -19,14 +19,13 @@ use handover_providers::{ChatRequest, ErrorClass, ProviderError};
 use handover_router::RouterError;
 use handover_router::budget::Exhausted;
 use handover_router::route::{FailureReason, Task};
-use serde_json::Value;
 use tracing::{Instrument, Span};
 
 use super::request;
 use super::response::{Chunker, attempts_header, header_value};
 use crate::api_error::ApiError;
 use crate::auth::Client;
-use crate::body::JsonBody;
+use crate::body::RawBody;
 use crate::state::GatewayState;
 
 /// Header carrying the request's data class (the router's data policy).
@@ -42,9 +41,9 @@ pub(crate) async fn completions(
     State(state): State<GatewayState>,
     client: Client,
     headers: HeaderMap,
-    JsonBody(body): JsonBody<Value>,
+    RawBody(body): RawBody,
 ) -> Result<Response, ApiError> {
-    let mut parsed = request::parse(body)?;
+    let mut parsed = request::parse(&body)?;
     let task = start(
         &state,
         &client,
@@ -77,7 +76,7 @@ pub(crate) async fn completions(
         .map_err(|p| ApiError::internal(format!("the chat call failed: {}", p.0)))?;
     match result {
         Ok(c) => {
-            let body = c.response.to_openai(&id, now_secs());
+            let body = c.response.into_openai(&id, now_secs());
             let mut resp = axum::Json(body).into_response();
             let h = resp.headers_mut();
             h.insert("x-handover-provider", header_value(&c.provider));

@@ -46,8 +46,28 @@ fn unsupported(param: &str, why: &str) -> ApiError {
     )
 }
 
-/// Parses an OpenAI chat request body.
-pub(crate) fn parse(body: Value) -> Result<Parsed, ApiError> {
+/// The body's fields that are the gateway's, not the request's.
+const ENVELOPE: [&str; 3] = ["model", "stream", "stream_options"];
+
+/// Parses an OpenAI chat request body once, straight into [`ChatRequest`]
+/// (whose `extra` then holds the envelope's fields, taken out here): no
+/// `Value` tree is built and taken apart for a body that parses. A body
+/// that does not goes through [`parse_value`], which names the problem
+/// exactly as the gateway always has (envelope first, then the request);
+/// only that slow path decides which error a bad body gets.
+pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, ApiError> {
+    let Ok(mut request) = crate::body::parse::<ChatRequest>(bytes) else {
+        return parse_value(crate::body::parse(bytes)?);
+    };
+    let fields = ENVELOPE
+        .iter()
+        .filter_map(|k| request.extra.remove_entry(*k))
+        .collect();
+    finish(envelope(fields)?, request)
+}
+
+/// Parses a body already read as JSON: the envelope, then the request.
+fn parse_value(body: Value) -> Result<Parsed, ApiError> {
     let Value::Object(mut obj) = body else {
         return Err(ApiError::invalid(
             "invalid_field",
@@ -55,13 +75,17 @@ pub(crate) fn parse(body: Value) -> Result<Parsed, ApiError> {
             "the body must be a JSON object",
         ));
     };
-    let mut envelope = Map::new();
-    for key in ["model", "stream", "stream_options"] {
-        if let Some(v) = obj.remove(key) {
-            envelope.insert(key.to_owned(), v);
-        }
-    }
-    let e: Envelope = from_value(Value::Object(envelope))?;
+    let fields = ENVELOPE
+        .iter()
+        .filter_map(|k| obj.remove_entry(*k))
+        .collect();
+    let e = envelope(fields)?;
+    finish(e, from_value(Value::Object(obj))?)
+}
+
+/// The envelope from its fields; `model` must name something.
+fn envelope(fields: Map<String, Value>) -> Result<Envelope, ApiError> {
+    let e: Envelope = from_value(Value::Object(fields))?;
     if e.model.is_empty() {
         return Err(ApiError::invalid(
             "invalid_field",
@@ -69,7 +93,10 @@ pub(crate) fn parse(body: Value) -> Result<Parsed, ApiError> {
             "model: must not be empty",
         ));
     }
-    let request: ChatRequest = from_value(Value::Object(obj))?;
+    Ok(e)
+}
+
+fn finish(e: Envelope, request: ChatRequest) -> Result<Parsed, ApiError> {
     refuse_unsupported(&request)?;
     Ok(Parsed {
         model: e.model,
@@ -90,4 +117,49 @@ fn refuse_unsupported(r: &ChatRequest) -> Result<(), ApiError> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a parse gives, comparable: the request and envelope, or the error.
+    fn outcome(r: Result<Parsed, ApiError>) -> String {
+        match r {
+            Ok(p) => format!(
+                "{:?} {} {} {:?}",
+                p.model, p.stream, p.include_usage, p.request
+            ),
+            Err(e) => format!("{} {} {:?} {}", e.status, e.code, e.param, e.message),
+        }
+    }
+
+    /// The one-pass parse gives exactly what the envelope-then-request
+    /// parse through `Value` gives, answers and errors alike.
+    #[test]
+    fn one_pass_parse_is_the_value_parse() {
+        let bodies = [
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#,
+            r#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"temperature":0.5,"stop":"x","response_format":{"type":"json_object"},"n":1}"#,
+            r#"{"model":"m","model":"p","messages":[{"role":"user","content":"dup model"}]}"#,
+            r#"{"model":"m","messages":[],"messages":[{"role":"user","content":"dup field"}]}"#,
+            r#"{"model":"","messages":[{"role":"user","content":"hi"}]}"#,
+            r#"{"messages":[{"role":"user","content":"no model"}]}"#,
+            r#"{"model":7,"messages":[{"role":"bogus"}]}"#,
+            r#"{"model":"m","messages":[{"role":"bogus","content":"x"}]}"#,
+            r#"{"model":"m","stream":"yes","messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"[1,2]"#,
+            r#"{"model":"m","messages":[{"role":"user","content":"x"}]} trailing"#,
+            r#"{"model":"m","messages":[{"#,
+        ];
+        for body in bodies {
+            let slow = crate::body::parse(body.as_bytes()).and_then(parse_value);
+            assert_eq!(
+                outcome(parse(body.as_bytes())),
+                outcome(slow),
+                "body: {body}"
+            );
+        }
+    }
 }
