@@ -4,7 +4,10 @@
 //! as with `RUST_LOG=off`). A process of its own lets the benchmarks read
 //! the gateway's CPU time and RSS from `/proc/PID` apart from the load
 //! generator's and the mock's. `HANDOVER_BENCH_GATEWAY_WRAPPER` runs it
-//! under a profiler (`valgrind --tool=callgrind`, `perf record -g`).
+//! under a profiler (`valgrind --tool=callgrind`, `perf record -g`,
+//! `heaptrack`); with a wrapper, dropping the process closes its stdin and
+//! waits for it to exit on its own (up to [`WRAPPED_EXIT`]), so the
+//! profiler writes its data; without one it is killed at once.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -20,6 +23,10 @@ pub(crate) type Err = Box<dyn std::error::Error + Send + Sync>;
 
 /// The bearer token the gateway's one client uses.
 pub(crate) const TOKEN: &str = "bench-client-token";
+
+/// How long a wrapped gateway is given to exit after its stdin closes
+/// before it is killed.
+const WRAPPED_EXIT: Duration = Duration::from_secs(60);
 
 /// Linux `USER_HZ`: the unit of `utime`/`stime` in `/proc/PID/stat`.
 const TICKS_PER_S: u64 = 100;
@@ -87,9 +94,12 @@ scope = "bench"
     )
 }
 
-/// A running `gateway-serve` child; killed when dropped.
+/// A running `gateway-serve` child; stopped when dropped.
 pub(crate) struct GatewayProcess {
-    _child: Child,
+    child: Child,
+    /// Its stdin: closing it asks it to shut down (see [`serve`]).
+    stdin: Option<tokio::process::ChildStdin>,
+    wrapped: bool,
     pid: u32,
     /// `http://127.0.0.1:PORT`.
     pub(crate) url: String,
@@ -118,9 +128,11 @@ impl GatewayProcess {
             .args(["--max-queue", &l.max_queue.to_string()])
             .args(["--connections", &l.connections.to_string()])
             .args(["--deadline-s", &l.deadline_s.to_string()])
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()?;
+        let stdin = child.stdin.take();
         let pid = child.id().ok_or("gateway-serve exited at once")?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
         // A wrapper may print lines of its own first (heaptrack does).
@@ -138,7 +150,9 @@ impl GatewayProcess {
             .map_err(|_| "gateway-serve did not report its address within 120 s")??
             .ok_or("gateway-serve exited before reporting its address")?;
         Ok(Self {
-            _child: child,
+            child,
+            stdin,
+            wrapped: !wrapper.trim().is_empty(),
             pid,
             url: line,
         })
@@ -165,6 +179,26 @@ impl GatewayProcess {
     }
 }
 
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        if !self.wrapped {
+            return;
+        }
+        // A profiler writes its data when the program exits normally.
+        let until = std::time::Instant::now() + WRAPPED_EXIT;
+        while std::time::Instant::now() < until {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!(
+            "gateway-serve did not exit within {WRAPPED_EXIT:?} of its stdin closing; killing it"
+        );
+    }
+}
+
 fn rss_of(path: &str) -> (u64, u64) {
     let status = std::fs::read_to_string(path).unwrap_or_default();
     let field = |name: &str| {
@@ -177,8 +211,9 @@ fn rss_of(path: &str) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// `gateway-serve --mock URL [limits]`: serves until killed; prints its
-/// base URL as the first line of stdout.
+/// `gateway-serve --mock URL [limits]`: serves until its stdin closes (or
+/// it is killed), then shuts down gracefully; prints its base URL as the
+/// first line of stdout.
 pub(crate) async fn serve(args: Args) -> BenchResult {
     let mock = args.string("mock", "");
     if mock.is_empty() {
@@ -194,6 +229,12 @@ pub(crate) async fn serve(args: Args) -> BenchResult {
     let config = Config::parse(&config(&mock, limits), &|_| None)?;
     let gateway = Gateway::bind(config, None).await?;
     println!("http://{}", gateway.local_addr()?);
-    gateway.run(std::future::pending()).await?;
+    gateway
+        .run(async {
+            // EOF (or an error): the benchmark is done with this process.
+            let mut sink = Vec::new();
+            let _ = tokio::io::AsyncReadExt::read_to_end(&mut tokio::io::stdin(), &mut sink).await;
+        })
+        .await?;
     Ok(())
 }
