@@ -182,20 +182,22 @@ impl GatewayProcess {
 impl Drop for GatewayProcess {
     fn drop(&mut self) {
         drop(self.stdin.take());
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         if !self.wrapped {
             return;
         }
-        // A profiler writes its data when the program exits normally.
-        let until = std::time::Instant::now() + WRAPPED_EXIT;
-        while std::time::Instant::now() < until {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        // A profiler writes its data when the program exits normally: wait
+        // for that, telling the (multi-thread) runtime this thread blocks.
+        let exited = tokio::task::block_in_place(|| {
+            rt.block_on(tokio::time::timeout(WRAPPED_EXIT, self.child.wait()))
+        });
+        if exited.is_err() {
+            eprintln!(
+                "gateway-serve did not exit within {WRAPPED_EXIT:?} of its stdin closing; killing it"
+            );
         }
-        eprintln!(
-            "gateway-serve did not exit within {WRAPPED_EXIT:?} of its stdin closing; killing it"
-        );
     }
 }
 
