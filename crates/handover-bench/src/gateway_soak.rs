@@ -85,6 +85,10 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         "rss_peak_kib": rss_peak,
         "rss_growth_pct": round2((rss_end as f64 / rss_start as f64 - 1.0) * 100.0),
     }));
+    // Under a profiler, end it so the profile is written (else it is killed).
+    if std::env::var_os("HANDOVER_BENCH_GATEWAY_WRAPPER").is_some() {
+        gw.stop().await?;
+    }
     Ok(())
 }
 

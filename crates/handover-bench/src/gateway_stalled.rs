@@ -98,6 +98,10 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         "rss_peak_kib": peak,
         "rss_per_in_flight_kib": round2(grown as f64 / n as f64),
     }));
+    // Under a profiler, end it so the profile is written (else it is killed).
+    if std::env::var_os("HANDOVER_BENCH_GATEWAY_WRAPPER").is_some() {
+        gw.stop().await?;
+    }
     Ok(())
 }
 

@@ -102,11 +102,10 @@ pub(crate) async fn run(
         // Small writes (SSE chunks, short answers) go out at once, not
         // after a delayed ACK.
         let _ = tcp.set_nodelay(true);
-        let conn = serve_connection(tcp, http.clone(), app.clone(), &settings, stop_rx.clone());
-        conns.spawn(async move {
-            conn.await;
-            drop(slot);
-        });
+        let conn = serve_connection(tcp, &http, app.clone(), &settings, stop_rx.clone());
+        // `map`, not `async move { conn.await; drop(slot) }`: an async block
+        // would hold the connection future twice (captured, then awaited).
+        conns.spawn(futures::FutureExt::map(conn, move |()| drop(slot)));
     }
     drop(listener);
     let open = conns.len();
@@ -136,7 +135,7 @@ fn refuse(tcp: &TcpStream) {
 /// drain asks it to finish.
 fn serve_connection(
     tcp: TcpStream,
-    http: hyper::server::conn::http1::Builder,
+    http: &hyper::server::conn::http1::Builder,
     app: axum::Router,
     settings: &GatewaySettings,
     mut stop: watch::Receiver<bool>,
@@ -158,8 +157,10 @@ fn serve_connection(
             Ok::<_, std::convert::Infallible>(resp.map(|b| Held::new(b, finished)))
         }
     });
+    // Built here, not inside the async block: the block then holds only the
+    // connection, not also the socket, service and builder it was made from.
+    let conn = http.serve_connection(io, service);
     async move {
-        let conn = http.serve_connection(io, service);
         let mut conn = std::pin::pin!(conn);
         tokio::select! {
             r = conn.as_mut() => {

@@ -52,6 +52,7 @@ pub(crate) async fn completions(
         &mut parsed.request,
     )
     .await?;
+    drop(headers); // see `start`
     let id = format!("chatcmpl-{}", task.id().simple());
     if parsed.stream {
         let chunker = Chunker {
@@ -62,7 +63,8 @@ pub(crate) async fn completions(
             top: serde_json::Map::new(),
             pending: None,
         };
-        return Ok(super::stream::respond(state, task, parsed.request, chunker).await);
+        // Boxed: see `start`.
+        return Ok(Box::pin(super::stream::respond(state, task, parsed.request, chunker)).await);
     }
     // The call runs to its end even if the client goes away (the router's
     // breakers must hear how a probe ended); see `detach.rs`.
@@ -93,7 +95,9 @@ pub(crate) async fn completions(
 
 /// Checks a request (data class header, the request itself, the model)
 /// and opens its task (a named task's shared budget, or a fresh one):
-/// shared by every API over the router.
+/// shared by every API over the router. After it, a handler drops the
+/// request's `HeaderMap`: its values are slices of the connection's first
+/// read buffer, which they would keep allocated for the whole call.
 pub(crate) async fn start(
     state: &GatewayState,
     client: &Client,
@@ -124,7 +128,10 @@ pub(crate) async fn start(
     }
     let route = state.config().route(model).map_err(|e| router_error(&e))?;
     crate::metrics::record_policy(route.policy.as_deref().unwrap_or(&route.name));
-    crate::task::open(state, &route, client, headers).await
+    // Boxed (as is the stream path): a handler's future is as large as its
+    // largest await and stays allocated for the whole call, so a large
+    // state used only here would be carried by every waiting request.
+    Box::pin(crate::task::open(state, &route, client, headers)).await
 }
 
 /// A failed call as an HTTP error (see `docs/gateway.md` for the table).

@@ -261,15 +261,17 @@ async fn try_provider<C: Call>(
         };
         let permit = run.admit(target, failover).await?;
         let started = run.now();
-        let tried = call
-            .call(Try {
-                task: run.task,
-                target,
-                options: run.call_options(target),
-                permit,
-                started,
-            })
-            .await;
+        // Boxed: the provider's request future is most of this state
+        // machine, and a call waiting above for a slot (or a backoff)
+        // would otherwise carry its space the whole time.
+        let tried = Box::pin(call.call(Try {
+            task: run.task,
+            target,
+            options: run.call_options(target),
+            permit,
+            started,
+        }))
+        .await;
         tries += 1;
         let (error, request_id, partial) = match tried {
             Tried::Answered(answer) => return Ok(run.answered(target, ticket, started, answer)),

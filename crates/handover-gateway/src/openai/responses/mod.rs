@@ -123,10 +123,12 @@ pub(crate) async fn create(
     let stream = r.stream.unwrap_or(false);
     let (model, mut request, echo) = translate(r)?;
     let task = start(&state, &client, &headers, &model, &mut request).await?;
+    drop(headers); // see `start`
     let id = format!("resp_{}", task.id().simple());
     if stream {
         let encoder = ResponsesEncoder::new(id, now_secs(), echo);
-        return Ok(super::stream::respond(state, task, request, encoder).await);
+        // Boxed: see `start`.
+        return Ok(Box::pin(super::stream::respond(state, task, request, encoder)).await);
     }
     let router = state.router().clone();
     let call_task = task.clone();
