@@ -13,7 +13,7 @@ use handover::router::RouterError;
 use handover::{Config, ExecutorOutcome, HandoverOptions, Ledger, PerformOptions, PerformOutcome};
 use serde_json::json;
 
-use crate::support::PROVIDERS;
+use crate::support::{PROVIDERS, sqlite_ledger};
 
 fn config(ledger: &str) -> Config {
     Config::parse(&format!("{ledger}{PROVIDERS}"), &|_| None).expect("test config")
@@ -32,8 +32,8 @@ async fn sqlite_from_config_is_durable_on_the_shared_clock_with_the_configured_r
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.db");
     let cfg = config(&format!(
-        "[ledger]\nbackend = \"sqlite\"\npath = {:?}\nreplay_window = \"1h\"\ntombstone_horizon = \"2h\"\n",
-        path.display().to_string()
+        "{}replay_window = \"1h\"\ntombstone_horizon = \"2h\"\n",
+        sqlite_ledger(&path)
     ));
     let clock = clock();
     let open = || {
@@ -120,11 +120,7 @@ async fn the_reconciler_shares_the_gate_and_the_clock() {
 async fn a_missing_api_key_fails_before_the_ledger_file_is_created() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("never.db");
-    let text = format!(
-        "[ledger]\nbackend = \"sqlite\"\npath = {:?}\n{PROVIDERS}",
-        path.display().to_string()
-    )
-    .replace(
+    let text = format!("{}{PROVIDERS}", sqlite_ledger(&path)).replace(
         "model = \"m\"",
         "model = \"m\"\napi_key_env = \"HANDOVER_TEST_UNSET_KEY\"",
     );
@@ -145,10 +141,7 @@ async fn a_missing_api_key_fails_before_the_ledger_file_is_created() {
 async fn a_blank_holder_is_refused_at_open_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("never.db");
-    let cfg = config(&format!(
-        "[ledger]\nbackend = \"sqlite\"\npath = {:?}\n",
-        path.display().to_string()
-    ));
+    let cfg = config(&sqlite_ledger(&path));
     let err = HandoverOptions::new()
         .env(|_| None)
         .holder(" ")

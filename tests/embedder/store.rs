@@ -72,8 +72,8 @@ async fn a_missing_directory_is_an_error_naming_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("no-such-dir").join("ledger.db");
     let text = format!(
-        "[ledger]\nbackend = \"sqlite\"\npath = {:?}\n{}",
-        path.display().to_string(),
+        "{}{}",
+        crate::support::sqlite_ledger(&path),
         crate::support::PROVIDERS
     );
     let config = handover::Config::parse(&text, &|_| None).unwrap();

@@ -27,6 +27,14 @@ pub(crate) enum Backend {
 /// 2023-11-14, so ages read naturally.
 pub(crate) const T0: i64 = 1_700_000_000_000;
 
+/// A `[ledger]` section naming the SQLite file at `path`.
+pub(crate) fn sqlite_ledger(path: &std::path::Path) -> String {
+    format!(
+        "[ledger]\nbackend = \"sqlite\"\npath = {:?}\n",
+        path.display().to_string()
+    )
+}
+
 pub(crate) const PROVIDERS: &str = r#"
 [providers.local]
 kind = "openai_compatible"
