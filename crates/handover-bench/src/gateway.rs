@@ -21,7 +21,7 @@
 //! ([`crate::gateway_stalled`]).
 //!
 //! ```text
-//! cargo run --release -p handover-bench -- gateway [--rates 1000,100] [--duration-s 10] [--closed-ops 4000] [--connections 1,16,64] [--modes chat,chat_stream] [--routed yes|no]
+//! cargo run --release -p handover-bench -- gateway [--rates 1000,100] [--duration-s 10] [--closed-ops 4000] [--connections 1,16,64] [--modes chat,chat_stream] [--routed yes|no] [--target handover|floor]
 //! ```
 
 use std::sync::Arc;
@@ -35,6 +35,9 @@ use crate::{BenchResult, args::Args, gateway_stalled, mock_http};
 
 const PLAIN: &str = r#"{"model":"default","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Hello!"}]}"#;
 const ROUTED: &str = r#"{"model":"bench-7","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Hello!"}]}"#;
+/// What the `backend` field says of Handover's gateway and of the floor.
+const BACKEND: &str = "memory-ledger, local-mock-http1, gateway process";
+const FLOOR_BACKEND: &str = "bare axum+reqwest pass-through (floor), local-mock-http1";
 const STREAM: &str = r#"{"model":"default","stream":true,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Hello!"}]}"#;
 
 /// One measured series.
@@ -194,7 +197,14 @@ async fn compare(base: Side<'_>, meas: Side<'_>, load: Load) -> (Series, Series)
     (b, m)
 }
 
-fn report(mode: &str, load: Load, gw: &GatewayProcess, mut b: Series, mut m: Series) {
+fn report(
+    mode: &str,
+    backend: &str,
+    load: Load,
+    gw: &GatewayProcess,
+    mut b: Series,
+    mut m: Series,
+) {
     let (rss, peak) = gw.rss_kib();
     let (p50, p99, b50, b99) = (
         m.samples.quantile_us(0.5),
@@ -211,7 +221,7 @@ fn report(mode: &str, load: Load, gw: &GatewayProcess, mut b: Series, mut m: Ser
         "bench": "gateway",
         "mode": mode,
         "load": label,
-        "backend": "memory-ledger, local-mock-http1, gateway process",
+        "backend": backend,
         "concurrency": load.concurrency(),
         "rate_per_s": rate,
         "ops": m.sent,
@@ -258,7 +268,14 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     let duration = Duration::from_secs(args.number("duration-s", 10)?.max(2));
     let closed_ops = args.number("closed-ops", 4000)?.max(2) as usize;
     let mock = mock_http::start(mock_http::llm_answers())?;
-    let gw = Arc::new(GatewayProcess::start(&mock, Limits::default()).await?);
+    // `--target floor`: the same loads through a bare pass-through proxy
+    // (see [`crate::gateway_floor`]) — what any gateway costs here.
+    let (program, backend) = match args.string("target", "handover").as_str() {
+        "handover" => ("gateway-serve", BACKEND),
+        "floor" => ("floor-serve", FLOOR_BACKEND),
+        other => return Err(format!("--target: expected handover or floor, got {other:?}").into()),
+    };
+    let gw = Arc::new(GatewayProcess::start_program(program, &mock, Limits::default()).await?);
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(1024)
         .build()?;
@@ -285,22 +302,22 @@ pub(crate) async fn run(args: Args) -> BenchResult {
                 ops: closed_ops.max(c as usize * 40),
             };
             let (b, m) = compare((&direct, body), (&through, body), load).await;
-            report(mode, load, &gw, b, m);
+            report(mode, backend, load, &gw, b, m);
         }
         for &rate in &rates {
             let load = Load::Paced { rate, duration };
             let (b, m) = compare((&direct, body), (&through, body), load).await;
-            report(mode, load, &gw, b, m);
+            report(mode, backend, load, &gw, b, m);
         }
     }
-    if args.string("routed", "yes") != "no" {
+    if args.string("routed", "yes") != "no" && program == "gateway-serve" {
         // A routed name against the policy's own name, both through the gateway.
         let load = Load::Closed {
             connections: 1,
             ops: closed_ops,
         };
         let (p, r) = compare((&through, PLAIN), (&through, ROUTED), load).await;
-        report("chat_routed_vs_policy", load, &gw, p, r);
+        report("chat_routed_vs_policy", backend, load, &gw, p, r);
     }
     gw.stop().await
 }

@@ -104,6 +104,16 @@ pub(crate) struct GatewayProcess {
 impl GatewayProcess {
     /// Starts a gateway over the mock at `mock` and waits for its address.
     pub(crate) async fn start(mock: &str, limits: Limits) -> Result<Self, Err> {
+        Self::start_program("gateway-serve", mock, limits).await
+    }
+
+    /// Starts this binary's `program` (`gateway-serve`, or the bare
+    /// pass-through `floor-serve`) over the mock at `mock`.
+    pub(crate) async fn start_program(
+        program: &str,
+        mock: &str,
+        limits: Limits,
+    ) -> Result<Self, Err> {
         let l = limits;
         // A profiler to run the gateway under, e.g.
         // `HANDOVER_BENCH_GATEWAY_WRAPPER="valgrind --tool=callgrind"`.
@@ -119,7 +129,7 @@ impl GatewayProcess {
             None => Command::new(exe),
         };
         let mut child = command
-            .args(["gateway-serve", "--mock", mock])
+            .args([program, "--mock", mock])
             .args(["--max-concurrency", &l.max_concurrency.to_string()])
             .args(["--max-queue", &l.max_queue.to_string()])
             .args(["--connections", &l.connections.to_string()])

@@ -13,6 +13,7 @@
 mod adapter;
 mod args;
 mod gateway;
+mod gateway_floor;
 mod gateway_proc;
 mod gateway_soak;
 mod gateway_stalled;
@@ -45,6 +46,8 @@ fn main() -> BenchResult {
         "gateway-soak" => runtime.block_on(gateway_soak::run(rest)),
         // The process `gateway` and `gateway-soak` measure.
         "gateway-serve" => runtime.block_on(gateway_proc::serve(rest)),
+        // The bare pass-through `gateway --target floor` measures instead.
+        "floor-serve" => runtime.block_on(gateway_floor::serve(rest)),
         "task" => runtime.block_on(task::run(rest)),
         "mcp" => runtime.block_on(mcp::run(rest)),
         // The two processes `mcp` starts: a minimal upstream and the proxy.
@@ -57,3 +60,9 @@ fn main() -> BenchResult {
 fn usage() -> String {
     "usage: handover-bench <ledger|adapter|router|perform|gateway|gateway-soak|task|mcp> [--backend B] [--concurrency N] [--ops N] (gateway: [--stalled N])".to_owned()
 }
+
+/// The allocator `handover serve` runs on, so the gateway measured here
+/// allocates as the real one does.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

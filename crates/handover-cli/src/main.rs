@@ -156,3 +156,10 @@ fn report(e: &anyhow::Error) -> String {
     }
     out
 }
+
+/// jemalloc: freed memory goes back to the OS after a peak (glibc keeps
+/// it per arena), and allocation, which a gateway request does a few
+/// hundred times, costs less (docs/decisions.md).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

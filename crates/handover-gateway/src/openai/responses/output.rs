@@ -9,7 +9,7 @@ use handover_router::route::{Attempt, Skip};
 use serde_json::{Value, json};
 
 use super::super::response::attempts_header;
-use super::super::stream::Encoder;
+use super::super::stream::{Encoder, json_text};
 
 /// The request fields a `response` object repeats.
 #[derive(Debug, Clone)]
@@ -167,7 +167,7 @@ impl ResponsesEncoder {
         v["type"] = kind.into();
         v["sequence_number"] = self.seq.into();
         self.seq += 1;
-        Event::default().event(kind).data(v.to_string())
+        Event::default().event(kind).data(json_text(&v))
     }
 
     fn response(&self, answer: Option<&ChatResponse>) -> Value {
