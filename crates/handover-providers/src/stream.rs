@@ -1,4 +1,4 @@
-//! Our stream semantics over an SSE body (parsed by eventsource-stream).
+//! Our stream semantics over an SSE body (parsed by [`crate::sse`]).
 //!
 //! * Only **data** events count as progress: SSE comments (`: keep-alive`)
 //!   and blank lines never produce an event, so they cannot reset the
@@ -9,13 +9,12 @@
 //! * `{"error": ...}` inside a 200 stream ends it with
 //!   [`ProviderError::Api`]. An event whose data is not a chunk yields
 //!   [`ProviderError::MalformedStream`] and the stream stays usable (the
-//!   caller decides whether to skip it); invalid UTF-8 or SSE syntax yields
-//!   the same class but ends the stream.
+//!   caller decides whether to skip it); invalid UTF-8, or one event over
+//!   16 MiB, yields the same class but ends the stream.
 //! * Any deadline (first token, idle, total) ends the stream.
 
 use std::{collections::VecDeque, pin::Pin, sync::Arc};
 
-use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use secrecy::SecretString;
 use tokio::time::{Instant, timeout_at};
@@ -26,11 +25,12 @@ use crate::{
     dialect::{Decoded, StreamDecoder},
     error::{ProviderError, TimeoutPhase},
     settings::Timeouts,
+    sse::{Event, SseError, SseStream},
     telemetry,
     types::{StreamEvent, Usage},
 };
 
-type Events = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<reqwest::Error>>> + Send>>;
+type Events = Pin<Box<dyn Stream<Item = Result<Event, SseError<reqwest::Error>>> + Send>>;
 
 pub(crate) struct SseState {
     events: Events,
@@ -74,7 +74,7 @@ pub(crate) fn sse(
     setup: SseSetup,
 ) -> impl Stream<Item = Result<StreamEvent, ProviderError>> + Send + 'static {
     let state = SseState {
-        events: Box::pin(response.bytes_stream().eventsource()),
+        events: Box::pin(SseStream::new(Box::pin(response.bytes_stream()))),
         decoder: setup.decoder,
         provider: setup.provider,
         key: setup.key,
@@ -113,6 +113,16 @@ impl SseState {
         self.record_progress();
         tracing::debug!(error = %err, "stream ended with an error");
         Some(Err(err))
+    }
+
+    /// Ends the stream: its bytes are not server-sent events we can read.
+    fn malformed(&mut self, detail: String) -> Option<Result<StreamEvent, ProviderError>> {
+        let err = ProviderError::MalformedStream {
+            provider: self.provider(),
+            events: self.data_events,
+            detail,
+        };
+        self.fail(err)
     }
 
     /// Ends the stream successfully.
@@ -188,7 +198,7 @@ impl SseState {
                     };
                     return self.fail(err);
                 }
-                Some(Err(EventStreamError::Transport(source))) => {
+                Some(Err(SseError::Transport(source))) => {
                     if self.saw_finish {
                         // The answer was complete; only the tail broke.
                         return self.complete();
@@ -200,16 +210,12 @@ impl SseState {
                     };
                     return self.fail(err);
                 }
-                Some(Err(e)) => {
-                    let detail = match e {
-                        EventStreamError::Utf8(_) => "event is not valid utf-8".to_owned(),
-                        _ => "event is not valid server-sent-events syntax".to_owned(),
-                    };
-                    return self.fail(ProviderError::MalformedStream {
-                        provider: self.provider(),
-                        events: self.data_events,
-                        detail,
-                    });
+                Some(Err(SseError::Utf8)) => {
+                    return self.malformed("event is not valid utf-8".to_owned());
+                }
+                Some(Err(SseError::TooLarge)) => {
+                    let mib = crate::sse::MAX_EVENT_BYTES / (1024 * 1024);
+                    return self.malformed(format!("event is larger than {mib} MiB"));
                 }
                 Some(Ok(event)) => event,
             };

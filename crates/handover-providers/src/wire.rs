@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::{
     dialect::reported_model,
+    extra::keep_extra,
     request::{ChatRequest, Role, ToolCall},
     settings::{ProviderKind, ReasoningPassback},
     types::{ChatResponse, FinishReason, Passthrough, StreamEvent, Usage},
@@ -83,45 +84,42 @@ pub(crate) fn request_body(
 
 // ---- responses ----
 
-#[derive(Deserialize)]
+/// A whole answer; its other top-level keys are kept in `extra`.
 pub(crate) struct WireResponse {
-    #[serde(default)]
     model: Option<String>,
-    #[serde(default)]
     choices: Vec<WireChoice>,
-    #[serde(default)]
     usage: Option<WireUsage>,
-    #[serde(flatten)]
     extra: Map<String, Value>,
 }
+keep_extra!(WireResponse {
+    model: Option<String>,
+    choices: Vec<WireChoice>,
+    usage: Option<WireUsage>,
+});
 
-#[derive(Deserialize)]
+/// One choice (`message` in an answer, `delta` in a chunk).
 struct WireChoice {
-    #[serde(default, alias = "delta")]
     message: Option<WireMessageIn>,
-    #[serde(default)]
     finish_reason: Option<String>,
-    #[serde(flatten)]
     extra: Map<String, Value>,
 }
+keep_extra!(WireChoice {
+    message | "delta": Option<WireMessageIn>,
+    finish_reason: Option<String>,
+});
 
-#[derive(Deserialize, Default)]
+#[derive(Default)]
 struct WireMessageIn {
-    #[serde(default)]
     content: Option<String>,
-    #[serde(default)]
     reasoning_content: Option<String>,
-    #[serde(default, deserialize_with = "null_as_empty")]
     tool_calls: Vec<WireToolCallIn>,
-    #[serde(flatten)]
     extra: Map<String, Value>,
 }
-
-fn null_as_empty<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
-    d: D,
-) -> Result<Vec<T>, D::Error> {
-    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
-}
+keep_extra!(WireMessageIn {
+    content: Option<String>,
+    reasoning_content: Option<String>,
+    tool_calls: Vec<WireToolCallIn>,
+});
 
 #[derive(Deserialize)]
 struct WireToolCallIn {
@@ -141,15 +139,15 @@ struct WireFunctionIn {
     arguments: Option<String>,
 }
 
-#[derive(Deserialize)]
 struct WireUsage {
-    #[serde(default)]
     prompt_tokens: u64,
-    #[serde(default)]
     completion_tokens: u64,
-    #[serde(flatten)]
     extra: Map<String, Value>,
 }
+keep_extra!(WireUsage {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+});
 
 impl From<WireUsage> for Usage {
     fn from(u: WireUsage) -> Self {
@@ -230,20 +228,20 @@ impl WireResponse {
 // ---- stream chunks ----
 
 /// One SSE data payload: a chunk, or an `{"error": ...}` object.
-#[derive(Deserialize)]
 pub(crate) struct WireChunk {
-    #[serde(default)]
     model: Option<String>,
-    #[serde(default)]
     choices: Vec<WireChoice>,
-    #[serde(default)]
     usage: Option<WireUsage>,
     /// An in-stream error: an object like the HTTP error body, or a string.
-    #[serde(default)]
     pub(crate) error: Option<Value>,
-    #[serde(flatten)]
     extra: Map<String, Value>,
 }
+keep_extra!(WireChunk {
+    model: Option<String>,
+    choices: Vec<WireChoice>,
+    usage: Option<WireUsage>,
+    error: Option<Value>,
+});
 
 /// Chunk fields that say nothing new (`object` is the chunk's type; the
 /// provider's `created` is kept: a drop-in passes its chunks on as sent).

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use eventsource_stream::Event;
+use crate::sse::Event;
 use serde_json::{Map, Value};
 
 use super::{

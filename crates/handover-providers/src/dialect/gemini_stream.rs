@@ -8,7 +8,7 @@
 //! closed; a stream cut before it is interrupted, never a truncated
 //! success. A `{"error": ...}` event breaks the stream.
 
-use eventsource_stream::Event;
+use crate::sse::Event;
 use serde_json::Value;
 
 use super::{

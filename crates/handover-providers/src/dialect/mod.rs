@@ -25,7 +25,7 @@ mod translate;
 
 use std::time::Duration;
 
-use eventsource_stream::Event;
+use crate::sse::Event;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::SecretString;
 

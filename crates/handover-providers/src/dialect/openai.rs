@@ -2,7 +2,7 @@
 //! additions live in `wire.rs`), any OpenAI-compatible endpoint, and Azure
 //! OpenAI (deployment URL, `api-version` query, `api-key` header).
 
-use eventsource_stream::Event;
+use crate::sse::Event;
 use http::{HeaderMap, HeaderName, header};
 use secrecy::{ExposeSecret, SecretString};
 

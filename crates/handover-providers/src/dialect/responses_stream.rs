@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use eventsource_stream::Event;
+use crate::sse::Event;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 

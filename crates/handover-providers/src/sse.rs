@@ -1,0 +1,287 @@
+//! Server-sent events from a response body, by the WHATWG parsing rules.
+//!
+//! Why our own: a streamed answer is a few dozen events, and the parser we
+//! used before (eventsource-stream) spent more instructions on them than
+//! the JSON inside: it matched every line character by character and
+//! copied the rest of its buffer after each line, so a body read in one
+//! piece was copied once per line. This one splits lines on the raw
+//! bytes (`\n`, `\r\n` or `\r`; UTF-8 never has those bytes inside a
+//! character), checks each line's UTF-8 once, and drops consumed bytes once
+//! per read.
+//!
+//! The rules kept (and tested below): a leading BOM is skipped; `:` lines
+//! are comments; `field: value` loses one space after the colon, a line
+//! without a colon is a field with an empty value; `data` lines are joined
+//! with `\n`; a blank line dispatches the event (none if it had no `data`),
+//! whose type is `message` unless an `event` line named one; an event the
+//! body ends before dispatching is dropped. Only `event` and `data` are
+//! kept: nothing here reconnects, so `id` and `retry` have no use.
+//! Invalid UTF-8 in a line ends the stream with [`SseError::Utf8`]; so
+//! does an event growing past [`MAX_EVENT_BYTES`] ([`SseError::TooLarge`]),
+//! instead of buffering without bound.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::Stream;
+
+/// The most one event (its pending line plus its data so far) may hold.
+pub(crate) const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// One dispatched event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Event {
+    /// The `event` field, `message` when the event named none.
+    pub(crate) event: String,
+    /// The `data` lines, joined with `\n`.
+    pub(crate) data: String,
+}
+
+/// Why the events stopped.
+#[derive(Debug)]
+pub(crate) enum SseError<E> {
+    /// A line is not valid UTF-8.
+    Utf8,
+    /// One event grew past [`MAX_EVENT_BYTES`].
+    TooLarge,
+    /// The body itself failed.
+    Transport(E),
+}
+
+/// The events of a byte stream (see the module docs).
+pub(crate) struct SseStream<S> {
+    body: S,
+    buf: Vec<u8>,
+    /// Start of the unparsed bytes in `buf`.
+    pos: usize,
+    started: bool,
+    ended: bool,
+    event: String,
+    data: String,
+}
+
+impl<S> SseStream<S> {
+    pub(crate) fn new(body: S) -> Self {
+        Self {
+            body,
+            buf: Vec::new(),
+            pos: 0,
+            started: false,
+            ended: false,
+            event: String::new(),
+            data: String::new(),
+        }
+    }
+
+    /// The next complete line in `buf[pos..]`, consumed; `None` if the
+    /// bytes there do not end a line yet. A `\r` last in the buffer waits
+    /// for the next read (it may be half of `\r\n`) unless the body ended.
+    fn next_line(&mut self) -> Option<(usize, usize)> {
+        let rest = &self.buf[self.pos..];
+        let at = memchr::memchr2(b'\n', b'\r', rest)?;
+        let len = match rest[at] {
+            b'\r' => match rest.get(at + 1) {
+                Some(b'\n') => 2,
+                Some(_) => 1,
+                None if self.ended => 1,
+                None => return None,
+            },
+            _ => 1,
+        };
+        let start = self.pos;
+        self.pos += at + len;
+        Some((start, start + at))
+    }
+
+    /// Applies one line; the event it dispatches, if any.
+    fn line<E>(&mut self, start: usize, end: usize) -> Result<Option<Event>, SseError<E>> {
+        let line = std::str::from_utf8(&self.buf[start..end]).map_err(|_| SseError::Utf8)?;
+        if line.is_empty() {
+            if self.data.is_empty() {
+                self.event.clear();
+                return Ok(None);
+            }
+            if self.data.ends_with('\n') {
+                self.data.pop();
+            }
+            let event = match std::mem::take(&mut self.event) {
+                e if e.is_empty() => "message".to_owned(),
+                e => e,
+            };
+            let data = std::mem::take(&mut self.data);
+            return Ok(Some(Event { event, data }));
+        }
+        if line.starts_with(':') {
+            return Ok(None);
+        }
+        let (name, value) = match line.split_once(':') {
+            Some((name, value)) => (name, value.strip_prefix(' ').unwrap_or(value)),
+            None => (line, ""),
+        };
+        match name {
+            "event" => value.clone_into(&mut self.event),
+            "data" => {
+                if self.data.len() + value.len() >= MAX_EVENT_BYTES {
+                    return Err(SseError::TooLarge);
+                }
+                self.data.push_str(value);
+                self.data.push('\n');
+            }
+            _ => {}
+        }
+        Ok(None)
+    }
+
+    /// Parses what is buffered; an event, or `None` when more bytes are needed.
+    fn parse<E>(&mut self) -> Result<Option<Event>, SseError<E>> {
+        if !self.started {
+            const BOM: &[u8] = b"\xEF\xBB\xBF";
+            let head = &self.buf[self.pos..];
+            if head.len() < BOM.len() && BOM.starts_with(head) && !self.ended {
+                return Ok(None);
+            }
+            self.started = true;
+            if head.starts_with(BOM) {
+                self.pos += BOM.len();
+            }
+        }
+        while let Some((start, end)) = self.next_line() {
+            if let Some(ev) = self.line(start, end)? {
+                return Ok(Some(ev));
+            }
+        }
+        if self.buf.len() - self.pos + self.data.len() >= MAX_EVENT_BYTES {
+            return Err(SseError::TooLarge);
+        }
+        Ok(None)
+    }
+}
+
+impl<S, B, E> Stream for SseStream<S>
+where
+    S: Stream<Item = Result<B, E>> + Unpin,
+    B: AsRef<[u8]>,
+{
+    type Item = Result<Event, SseError<E>>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            match this.parse() {
+                Ok(Some(ev)) => return Poll::Ready(Some(Ok(ev))),
+                Ok(None) => {}
+                Err(e) => {
+                    // Nothing after an error: the stream is over.
+                    this.ended = true;
+                    this.buf.clear();
+                    this.pos = 0;
+                    return Poll::Ready(Some(Err(e)));
+                }
+            }
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            // Consumed bytes go once per read, not once per line.
+            this.buf.drain(..this.pos);
+            this.pos = 0;
+            match Pin::new(&mut this.body).poll_next(cx) {
+                Poll::Ready(Some(Ok(bytes))) => this.buf.extend_from_slice(bytes.as_ref()),
+                Poll::Ready(Some(Err(e))) => {
+                    this.ended = true;
+                    return Poll::Ready(Some(Err(SseError::Transport(e))));
+                }
+                // One more parse: a final `\r` now ends its line.
+                Poll::Ready(None) => this.ended = true,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    /// Every event of `chunks`, read as those pieces.
+    fn events(chunks: &[&[u8]]) -> Vec<Result<Event, String>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let body = futures::stream::iter(
+            chunks
+                .iter()
+                .map(|c| Ok::<_, std::convert::Infallible>(c.to_vec()))
+                .collect::<Vec<_>>(),
+        );
+        rt.block_on(
+            SseStream::new(body)
+                .map(|r| {
+                    r.map_err(|e| match e {
+                        SseError::Utf8 => "utf8".to_owned(),
+                        SseError::TooLarge => "too large".to_owned(),
+                        SseError::Transport(_) => "transport".to_owned(),
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    fn ev(event: &str, data: &str) -> Result<Event, String> {
+        Ok(Event {
+            event: event.to_owned(),
+            data: data.to_owned(),
+        })
+    }
+
+    #[test]
+    fn every_line_ending_and_every_split_of_the_body_give_the_same_events() {
+        let body = b"\xEF\xBB\xBFdata: a\r\n\r\n: comment\revent: add\ndata:b\ndata\ndata:  c\r\rid: 7\nretry: 9\nfoo\n\ndata: \xC3\xA9\n\n";
+        let want = vec![ev("message", "a"), ev("add", "b\n\n c"), ev("message", "é")];
+        assert_eq!(events(&[body]), want);
+        for cut in 1..body.len() {
+            let (a, b) = body.split_at(cut);
+            assert_eq!(events(&[a, b]), want, "split at byte {cut}");
+        }
+        let bytes: Vec<&[u8]> = body.chunks(1).collect();
+        assert_eq!(events(&bytes), want, "one byte per read");
+    }
+
+    #[test]
+    fn an_event_without_data_is_not_dispatched_and_forgets_its_type() {
+        assert_eq!(
+            events(&[b"event: ping\n\ndata: x\n\n"]),
+            vec![ev("message", "x")]
+        );
+        // An empty data line still makes an event, with empty data.
+        assert_eq!(events(&[b"data:\n\n"]), vec![ev("message", "")]);
+    }
+
+    #[test]
+    fn an_event_the_body_ends_inside_is_dropped() {
+        assert_eq!(events(&[b"data: a\n\ndata: b\n"]), vec![ev("message", "a")]);
+        assert_eq!(events(&[b"data: a\n\ndata: b"]), vec![ev("message", "a")]);
+        // A final `\r` still ends its line.
+        assert_eq!(
+            events(&[b"data: a\r\r"]),
+            vec![ev("message", "a")],
+            "CR CR at the end"
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_ends_the_stream_with_an_error() {
+        assert_eq!(
+            events(&[b"data: a\n\ndata: \xFF\n\ndata: b\n\n"]),
+            vec![ev("message", "a"), Err("utf8".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_line_that_never_ends_is_refused_at_the_size_limit() {
+        let big = vec![b'x'; MAX_EVENT_BYTES / 4];
+        let mut chunks: Vec<&[u8]> = vec![b"data: "];
+        chunks.extend(std::iter::repeat_n(big.as_slice(), 5));
+        assert_eq!(events(&chunks), vec![Err("too large".to_owned())]);
+    }
+}
