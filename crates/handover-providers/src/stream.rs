@@ -94,7 +94,9 @@ pub(crate) fn sse(
         usage: None,
         finish: None,
     };
-    futures::stream::unfold(state, |mut s| async move {
+    // Boxed: `unfold` moves its state into and out of every item's future;
+    // a pointer moves, not the whole state.
+    futures::stream::unfold(Box::new(state), |mut s| async move {
         let span = s.span.clone();
         let item = s.next_item().instrument(span).await?;
         Some((item, s))

@@ -62,6 +62,7 @@ pub(crate) async fn completions(
             include_usage: parsed.include_usage,
             top: serde_json::Map::new(),
             pending: None,
+            shared: None,
         };
         // Boxed: see `start`.
         return Ok(Box::pin(super::stream::respond(state, task, parsed.request, chunker)).await);

@@ -7,7 +7,7 @@ use handover_providers::{Passthrough, StreamEvent};
 use handover_router::route::{Attempt, AttemptResult, Skip};
 use serde_json::{Map, Value, json};
 
-use super::stream::{Encoder, data};
+use super::stream::{Encoder, data, json_text};
 
 /// `x-handover-attempts`: every attempt of the call as `provider=result`,
 /// in order, then every skipped provider as `provider=skipped_<reason>`, in
@@ -50,6 +50,11 @@ pub(crate) struct Chunker {
     /// `logprobs`, a `refusal` piece), waiting for that chunk's delta so
     /// they leave in one chunk, as the provider sent them.
     pub(crate) pending: Option<Passthrough>,
+    /// The fields every chunk repeats (the provider's, then `id`,
+    /// `object`, `created`, `model`), each as its JSON text `"key":value`:
+    /// written once, not cloned into and serialized with every chunk.
+    /// `None` after one of them changes; rebuilt by [`Chunker::render`].
+    pub(crate) shared: Option<Vec<(String, String)>>,
 }
 
 impl Chunker {
@@ -62,22 +67,72 @@ impl Chunker {
             finish.map_or(Value::Null, Value::from),
         );
         c.entry("logprobs").or_insert(Value::Null);
-        let mut v = self.top.clone();
-        v.entry("id").or_insert_with(|| self.id.as_str().into());
-        v.insert("object".into(), "chat.completion.chunk".into());
-        v.entry("created").or_insert_with(|| self.created.into());
-        v.insert("model".into(), self.model.as_str().into());
+        // Only this chunk's own fields: the shared ones join in `render`.
+        let mut v = Map::new();
         v.insert("choices".into(), json!([c]));
         Value::Object(v)
+    }
+
+    /// The SSE event for chunk `v`: the shared fields (those `v` does not
+    /// set itself), then `v`'s own.
+    fn render(&mut self, v: &Value) -> Event {
+        Event::default().data(self.render_text(v))
+    }
+
+    fn render_text(&mut self, v: &Value) -> String {
+        let Some(own) = v.as_object() else {
+            return json_text(v);
+        };
+        let shared = self
+            .shared
+            .get_or_insert_with(|| shared_fields(&self.top, &self.id, self.created, &self.model));
+        let rest = json_text(v);
+        let mut out = String::with_capacity(rest.len() + 256);
+        out.push('{');
+        for (_, text) in shared.iter().filter(|(k, _)| !own.contains_key(k)) {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(text);
+        }
+        // `rest` is `{...}`: its members follow the shared ones.
+        let members = &rest[1..rest.len() - 1];
+        if !members.is_empty() {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(members);
+        }
+        out.push('}');
+        out
+    }
+
+    /// Takes in the provider's chunk-level fields; the shared text is
+    /// rebuilt only if one of them changed (most providers repeat the same
+    /// `id`, `created` and `system_fingerprint` on every chunk).
+    fn extend_top(&mut self, fields: Map<String, Value>) {
+        for (k, v) in fields {
+            if self.top.get(&k) != Some(&v) {
+                self.top.insert(k, v);
+                self.shared = None;
+            }
+        }
+    }
+
+    fn set_model(&mut self, model: &str) {
+        if self.model != model {
+            model.clone_into(&mut self.model);
+            self.shared = None;
+        }
     }
 
     /// Takes in an event that comes before the opening chunk (the model,
     /// the provider's chunk fields); `false` if `ev` is not one.
     fn take_heading(&mut self, ev: &StreamEvent) -> bool {
         match ev {
-            StreamEvent::Model(m) => self.model.clone_from(m),
+            StreamEvent::Model(m) => self.set_model(m),
             StreamEvent::Passthrough(p) if p.choice.is_empty() && p.message.is_empty() => {
-                self.top.extend(p.top.clone());
+                self.extend_top(p.top.clone());
             }
             _ => return false,
         }
@@ -126,11 +181,11 @@ impl Chunker {
         let plain = |this: &Self, delta: Value| Some(this.chunk(delta, None, Map::new()));
         match ev {
             StreamEvent::Model(m) => {
-                self.model = m;
+                self.set_model(&m);
                 None
             }
             StreamEvent::Passthrough(p) => {
-                self.top.extend(p.top);
+                self.extend_top(p.top);
                 if !p.choice.is_empty() || !p.message.is_empty() {
                     self.pending = Some(Passthrough {
                         top: Map::new(),
@@ -192,15 +247,16 @@ impl Encoder for Chunker {
         );
         let attempts = attempts_header(attempts, skipped);
         v["handover"] = json!({"provider": provider, "attempts": attempts.to_str().unwrap_or("")});
-        vec![data(&v)]
+        vec![self.render(&v)]
     }
 
     fn event(&mut self, ev: StreamEvent) -> Vec<Event> {
-        self.chunks_for(ev).iter().map(data).collect()
+        let chunks = self.chunks_for(ev);
+        chunks.iter().map(|v| self.render(v)).collect()
     }
 
     fn complete(&mut self) -> Vec<Event> {
-        let rest = self.flush().map(|v| data(&v));
+        let rest = self.flush().map(|v| self.render(&v));
         rest.into_iter()
             .chain([Event::default().data("[DONE]")])
             .collect()
@@ -211,5 +267,84 @@ impl Encoder for Chunker {
         data(
             &json!({"error": {"message": message, "type": "server_error", "param": null, "code": code}}),
         )
+    }
+}
+
+/// The shared fields' JSON texts (see [`Chunker::shared`]): the provider's
+/// chunk-level fields, our `id` and `created` unless it sent its own, and
+/// the `object` and `model` every chunk names.
+fn shared_fields(
+    top: &Map<String, Value>,
+    id: &str,
+    created: u64,
+    model: &str,
+) -> Vec<(String, String)> {
+    let mut m = top.clone();
+    m.entry("id").or_insert_with(|| id.into());
+    m.insert("object".into(), "chat.completion.chunk".into());
+    m.entry("created").or_insert_with(|| created.into());
+    m.insert("model".into(), model.into());
+    m.into_iter()
+        .map(|(k, v)| {
+            let text = format!("{}:{}", json_text(&Value::String(k.clone())), json_text(&v));
+            (k, text)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunker() -> Chunker {
+        Chunker {
+            id: "chatcmpl-ours".into(),
+            created: 7,
+            model: "m".into(),
+            include_usage: true,
+            top: Map::new(),
+            pending: None,
+            shared: None,
+        }
+    }
+
+    fn rendered(c: &mut Chunker, v: &Value) -> Value {
+        serde_json::from_str(&c.render_text(v)).expect("a chunk is JSON")
+    }
+
+    #[test]
+    fn a_chunk_carries_the_shared_fields_and_its_own_win() {
+        let mut c = chunker();
+        let mut top = Map::new();
+        top.insert("id".into(), json!("chatcmpl-provider"));
+        top.insert("system_fingerprint".into(), json!("fp_1"));
+        top.insert("handover".into(), json!("theirs"));
+        c.extend_top(top);
+        let mut v = c.chunk(json!({"content": "hi"}), None, Map::new());
+        v["handover"] = json!({"provider": "p"});
+        let choices = json!([{"index": 0, "delta": {"content": "hi"}, "finish_reason": null, "logprobs": null}]);
+        assert_eq!(
+            rendered(&mut c, &v),
+            json!({"id": "chatcmpl-provider", "object": "chat.completion.chunk", "created": 7,
+                   "model": "m", "system_fingerprint": "fp_1", "handover": {"provider": "p"},
+                   "choices": choices})
+        );
+    }
+
+    #[test]
+    fn a_changed_field_or_model_shows_in_the_next_chunk() {
+        let mut c = chunker();
+        let v = c.chunk(json!({}), Some("stop"), Map::new());
+        assert_eq!(rendered(&mut c, &v)["id"], "chatcmpl-ours");
+        let mut top = Map::new();
+        top.insert("system_fingerprint".into(), json!("fp_2"));
+        c.extend_top(top);
+        c.set_model("m2");
+        let got = rendered(&mut c, &v);
+        assert_eq!(
+            (&got["system_fingerprint"], &got["model"]),
+            (&json!("fp_2"), &json!("m2"))
+        );
+        assert_eq!(got["choices"][0]["finish_reason"], "stop");
     }
 }
