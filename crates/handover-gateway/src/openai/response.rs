@@ -53,7 +53,7 @@ pub(crate) struct Chunker {
     /// The fields every chunk repeats (the provider's, then `id`,
     /// `object`, `created`, `model`), each as its JSON text `"key":value`:
     /// written once, not cloned into and serialized with every chunk.
-    /// `None` after one of them changes; rebuilt by [`Chunker::render`].
+    /// `None` after one of them changes; rebuilt by [`Chunker::render_text`].
     pub(crate) shared: Option<Vec<(String, String)>>,
 }
 
