@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::{
     dialect::reported_model,
-    extra::keep_extra,
+    extra::{RawExtra, Text, keep_extra},
     request::{ChatRequest, Role, ToolCall},
     settings::{ProviderKind, ReasoningPassback},
     types::{ChatResponse, FinishReason, Passthrough, StreamEvent, Usage},
@@ -227,40 +227,114 @@ impl WireResponse {
 
 // ---- stream chunks ----
 
-/// One SSE data payload: a chunk, or an `{"error": ...}` object.
-pub(crate) struct WireChunk {
-    model: Option<String>,
-    choices: Vec<WireChoice>,
+/// One SSE data payload: a chunk, or an `{"error": ...}` object. Borrows
+/// from the event's data: the keys it does not read stay JSON text
+/// ([`RawExtra`]) until [`WireChunk::push_events`] decides they are news.
+pub(crate) struct WireChunk<'de> {
+    model: Option<Text<'de>>,
+    choices: Vec<WireChunkChoice<'de>>,
     usage: Option<WireUsage>,
     /// An in-stream error: an object like the HTTP error body, or a string.
     pub(crate) error: Option<Value>,
-    extra: Map<String, Value>,
+    extra: RawExtra<'de>,
 }
-keep_extra!(WireChunk {
-    model: Option<String>,
-    choices: Vec<WireChoice>,
+keep_extra!(WireChunk<'de> {
+    model: Option<Text<'de>>,
+    choices: Vec<WireChunkChoice<'de>>,
     usage: Option<WireUsage>,
     error: Option<Value>,
 });
 
-/// Chunk fields that say nothing new (`object` is the chunk's type; the
-/// provider's `created` is kept: a drop-in passes its chunks on as sent).
-const CHUNK_FRAME: &[&str] = &["object"];
+struct WireChunkChoice<'de> {
+    delta: Option<WireDelta<'de>>,
+    finish_reason: Option<String>,
+    extra: RawExtra<'de>,
+}
+keep_extra!(WireChunkChoice<'de> {
+    delta | "message": Option<WireDelta<'de>>,
+    finish_reason: Option<String>,
+});
 
-impl WireChunk {
-    /// Appends this chunk's events to `out`; `model_seen` makes the
-    /// [`StreamEvent::Model`] event appear once.
-    pub(crate) fn push_events(self, model_seen: &mut bool, out: &mut Vec<StreamEvent>) {
-        if !*model_seen && let Some(m) = self.model.filter(|m| !m.is_empty()) {
-            *model_seen = true;
-            out.push(StreamEvent::Model(m));
+#[derive(Default)]
+struct WireDelta<'de> {
+    content: Option<String>,
+    reasoning_content: Option<String>,
+    tool_calls: Vec<WireToolCallIn>,
+    extra: RawExtra<'de>,
+}
+keep_extra!(WireDelta<'de> {
+    content: Option<String>,
+    reasoning_content: Option<String>,
+    tool_calls: Vec<WireToolCallIn>,
+});
+
+/// What one stream's chunks have said so far: whether the model was
+/// named, and the chunk-level fields as last sent (their JSON text).
+/// Most providers repeat the same `id`, `created` and
+/// `system_fingerprint` on every chunk; only a field that is new or
+/// changed becomes a [`StreamEvent::Passthrough`], so a consumer that
+/// keeps the latest value of each (the gateway, [`crate::StreamAssembler`])
+/// sees the same fields as if every chunk were passed on.
+#[derive(Default)]
+pub(crate) struct ChunkHistory {
+    model_seen: bool,
+    top: Vec<(String, String)>,
+}
+
+impl ChunkHistory {
+    /// The chunk-level fields of `raw` that are new or changed, as values;
+    /// `object` (the chunk's type) and nulls say nothing new.
+    fn news(&mut self, raw: RawExtra<'_>) -> Map<String, Value> {
+        let mut news = Map::new();
+        for (k, v) in raw {
+            let text = v.get();
+            if k == "object" || text == "null" {
+                continue;
+            }
+            match self.top.iter_mut().find(|(key, _)| *key == k) {
+                Some((_, last)) if last == text => continue,
+                Some((_, last)) => text.clone_into(last),
+                None => self.top.push((k.to_string(), text.to_owned())),
+            }
+            if let Ok(value) = serde_json::from_str(text) {
+                news.insert(k.into_owned(), value);
+            }
         }
-        let mut top = self.extra;
-        top.retain(|k, v| !CHUNK_FRAME.contains(&k.as_str()) && !v.is_null());
+        news
+    }
+}
+
+/// Raw fields as values, leaving out nulls and the key `skip` (a choice's
+/// `index`, a delta's `role`: the gateway writes its own).
+fn values(raw: RawExtra<'_>, skip: &str) -> Map<String, Value> {
+    raw.into_iter()
+        .filter(|(k, v)| k != skip && v.get() != "null")
+        .filter_map(|(k, v)| Some((k.into_owned(), serde_json::from_str(v.get()).ok()?)))
+        .collect()
+}
+
+impl WireChunk<'_> {
+    /// Appends this chunk's events to `out`; `history` makes the
+    /// [`StreamEvent::Model`] event appear once and passes on only the
+    /// chunk-level fields that changed.
+    pub(crate) fn push_events(self, history: &mut ChunkHistory, out: &mut Vec<StreamEvent>) {
+        if !history.model_seen
+            && let Some(m) = self.model.filter(|m| !m.0.is_empty())
+        {
+            history.model_seen = true;
+            out.push(StreamEvent::Model(m.0.into_owned()));
+        }
+        let top = history.news(self.extra);
         let has_choice = !self.choices.is_empty();
-        let (delta, finish, mut pass) = split_choice(self.choices, top);
-        pass.choice.retain(|k, v| k != "index" && !v.is_null());
-        pass.message.retain(|k, v| k != "role" && !v.is_null());
+        let (delta, finish, choice) = match self.choices.into_iter().next() {
+            Some(c) => (c.delta.unwrap_or_default(), c.finish_reason, c.extra),
+            None => (WireDelta::default(), None, Vec::new()),
+        };
+        let pass = Passthrough {
+            top,
+            choice: values(choice, "index"),
+            message: values(delta.extra, "role"),
+        };
         if !pass.is_empty() {
             out.push(StreamEvent::Passthrough(pass));
         }
@@ -333,5 +407,80 @@ impl WireError {
             Some(Value::Number(n)) => Some(n.to_string()),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(history: &mut ChunkHistory, data: &str) -> Vec<StreamEvent> {
+        let chunk: WireChunk<'_> = serde_json::from_str(data).expect("a chunk");
+        let mut out = Vec::new();
+        chunk.push_events(history, &mut out);
+        out
+    }
+
+    fn top(ev: &StreamEvent) -> Value {
+        match ev {
+            StreamEvent::Passthrough(p) => Value::Object(p.top.clone()),
+            other => panic!("not a passthrough: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn chunk_fields_pass_on_once_and_again_only_when_they_change() {
+        let mut h = ChunkHistory::default();
+        let chunk = |fp: &str, text: &str| {
+            format!(
+                r#"{{"id":"c-1","object":"chat.completion.chunk","created":7,"model":"m","system_fingerprint":{fp},"choices":[{{"index":0,"delta":{{"role":"assistant","content":"{text}"}},"logprobs":null,"finish_reason":null}}]}}"#
+            )
+        };
+        let first = events(&mut h, &chunk(r#""fp_1""#, "a"));
+        assert_eq!(first[0], StreamEvent::Model("m".into()));
+        assert_eq!(
+            top(&first[1]),
+            serde_json::json!({"id": "c-1", "created": 7, "system_fingerprint": "fp_1"})
+        );
+        assert_eq!(first[2], StreamEvent::ContentDelta("a".into()));
+        assert_eq!(first.len(), 3);
+        // The same fields again: only the delta.
+        let same = events(&mut h, &chunk(r#""fp_1""#, "b"));
+        assert_eq!(same, [StreamEvent::ContentDelta("b".into())]);
+        // A null says nothing new; a changed field is news on its own.
+        let null = events(&mut h, &chunk("null", "c"));
+        assert_eq!(null, [StreamEvent::ContentDelta("c".into())]);
+        let changed = events(&mut h, &chunk(r#""fp_2""#, "d"));
+        assert_eq!(
+            top(&changed[0]),
+            serde_json::json!({"system_fingerprint": "fp_2"})
+        );
+    }
+
+    #[test]
+    fn choice_and_delta_fields_pass_on_every_chunk_and_escaped_keys_read_as_any() {
+        let mut h = ChunkHistory::default();
+        let data = r#"{"\u0069d":"c-1","choices":[{"index":0,"delta":{"role":"assistant","refusal":"no","cont\u0065nt":"x"},"logprobs":{"content":[]}}]}"#;
+        for _ in 0..2 {
+            let evs = events(&mut h, data);
+            let StreamEvent::Passthrough(p) = &evs[0] else {
+                panic!("{evs:?}")
+            };
+            assert_eq!(
+                Value::Object(p.choice.clone()),
+                serde_json::json!({"logprobs": {"content": []}})
+            );
+            assert_eq!(
+                Value::Object(p.message.clone()),
+                serde_json::json!({"refusal": "no"})
+            );
+            assert_eq!(evs.last(), Some(&StreamEvent::ContentDelta("x".into())));
+        }
+        // The escaped `id` was read as `id`, and passed on once.
+        let evs = events(&mut h, data);
+        let StreamEvent::Passthrough(p) = &evs[0] else {
+            panic!("{evs:?}")
+        };
+        assert!(p.top.is_empty(), "{:?}", p.top);
     }
 }

@@ -55,15 +55,7 @@ pub(crate) async fn completions(
     drop(headers); // see `start`
     let id = format!("chatcmpl-{}", task.id().simple());
     if parsed.stream {
-        let chunker = Chunker {
-            id,
-            created: now_secs(),
-            model: String::new(),
-            include_usage: parsed.include_usage,
-            top: serde_json::Map::new(),
-            pending: None,
-            shared: None,
-        };
+        let chunker = Chunker::new(id, now_secs(), parsed.include_usage);
         // Boxed: see `start`.
         return Ok(Box::pin(super::stream::respond(state, task, parsed.request, chunker)).await);
     }

@@ -8,4 +8,5 @@ pub(crate) mod models;
 mod request;
 mod response;
 pub(crate) mod responses;
+mod sse_body;
 mod stream;

@@ -2,12 +2,12 @@
 //! and the attempt headers.
 
 use axum::http::HeaderValue;
-use axum::response::sse::Event;
 use handover_providers::{Passthrough, StreamEvent};
 use handover_router::route::{Attempt, AttemptResult, Skip};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::stream::{Encoder, data, json_text};
+use super::stream::{Encoder, SseText, json};
 
 /// `x-handover-attempts`: every attempt of the call as `provider=result`,
 /// in order, then every skipped provider as `provider=skipped_<reason>`, in
@@ -38,78 +38,152 @@ pub(crate) fn header_value(s: &str) -> HeaderValue {
 /// Builds the `chat.completion.chunk` objects of one streamed answer: the
 /// provider's chunk fields (its `id`, `system_fingerprint`, `service_tier`,
 /// `logprobs`, `refusal` pieces, usage details) pass through as sent.
+///
+/// Each chunk is written as JSON text straight into the response body
+/// ([`SseText`]), not built as a `Value` first: the fields every chunk
+/// repeats are kept as text, and the rest of a chunk is a few members.
 #[derive(Debug)]
 pub(crate) struct Chunker {
-    pub(crate) id: String,
-    pub(crate) created: u64,
-    pub(crate) model: String,
-    pub(crate) include_usage: bool,
+    id: String,
+    created: u64,
+    model: String,
+    include_usage: bool,
     /// The provider's top-level chunk fields, repeated on every chunk.
-    pub(crate) top: Map<String, Value>,
+    top: Map<String, Value>,
     /// Choice and delta fields of the provider's current chunk (its
     /// `logprobs`, a `refusal` piece), waiting for that chunk's delta so
     /// they leave in one chunk, as the provider sent them.
-    pub(crate) pending: Option<Passthrough>,
+    pending: Option<Passthrough>,
     /// The fields every chunk repeats (the provider's, then `id`,
-    /// `object`, `created`, `model`), each as its JSON text `"key":value`:
-    /// written once, not cloned into and serialized with every chunk.
-    /// `None` after one of them changes; rebuilt by [`Chunker::render_text`].
-    pub(crate) shared: Option<Vec<(String, String)>>,
+    /// `object`, `created`, `model`) as JSON members `"key":value,…`:
+    /// written once, not serialized with every chunk. `None` after one of
+    /// them changes; rebuilt by the next chunk.
+    shared: Option<String>,
+}
+
+/// What a chunk's `delta` holds (besides a waiting [`Passthrough`]'s
+/// delta fields).
+enum Delta<'a> {
+    /// The opening: `{"role":"assistant","content":""}`.
+    Role,
+    /// Nothing of ours (a finish, or waiting fields alone).
+    Empty,
+    /// `content` or `reasoning_content`.
+    Text(&'static str, &'a str),
+    Call {
+        index: u32,
+        id: Option<&'a str>,
+        name: Option<&'a str>,
+        arguments: Option<&'a str>,
+    },
+}
+
+/// What follows a chunk's choices (the usage, the opening's `handover`).
+type Tail<'a> = Option<(&'static str, &'a Value)>;
+
+/// One JSON object being written; members are separated as they come.
+struct Obj<'a> {
+    buf: &'a mut Vec<u8>,
+    empty: bool,
+}
+
+impl<'a> Obj<'a> {
+    fn open(buf: &'a mut Vec<u8>) -> Self {
+        buf.push(b'{');
+        Obj { buf, empty: true }
+    }
+
+    /// Starts member `key`; the caller writes its value.
+    fn key(&mut self, key: &str) -> &mut Vec<u8> {
+        self.sep();
+        json(self.buf, key);
+        self.buf.push(b':');
+        self.buf
+    }
+
+    fn member(&mut self, key: &str, v: &(impl Serialize + ?Sized)) {
+        json(self.key(key), v);
+    }
+
+    /// Members already written as JSON text (`"a":1,"b":2`).
+    fn members(&mut self, text: &str) {
+        if !text.is_empty() {
+            self.sep();
+            self.buf.extend_from_slice(text.as_bytes());
+        }
+    }
+
+    fn sep(&mut self) {
+        if !std::mem::take(&mut self.empty) {
+            self.buf.push(b',');
+        }
+    }
+
+    fn close(self) {
+        self.buf.push(b'}');
+    }
 }
 
 impl Chunker {
-    fn chunk(&self, delta: Value, finish: Option<&str>, choice: Map<String, Value>) -> Value {
-        let mut c = choice;
-        c.insert("index".into(), 0.into());
-        c.insert("delta".into(), delta);
-        c.insert(
-            "finish_reason".into(),
-            finish.map_or(Value::Null, Value::from),
-        );
-        c.entry("logprobs").or_insert(Value::Null);
-        // Only this chunk's own fields: the shared ones join in `render`.
-        let mut v = Map::new();
-        v.insert("choices".into(), json!([c]));
-        Value::Object(v)
+    pub(crate) fn new(id: String, created: u64, include_usage: bool) -> Self {
+        Self {
+            id,
+            created,
+            model: String::new(),
+            include_usage,
+            top: Map::new(),
+            pending: None,
+            shared: None,
+        }
     }
 
-    /// The SSE event for chunk `v`: the shared fields (those `v` does not
-    /// set itself), then `v`'s own.
-    fn render(&mut self, v: &Value) -> Event {
-        Event::default().data(self.render_text(v))
+    /// The shared members, rebuilt if one of them changed.
+    fn shared(&mut self) -> &str {
+        let (top, id, created, model) = (&self.top, &self.id, self.created, &self.model);
+        self.shared
+            .get_or_insert_with(|| members_text(shared_fields(top, id, created, model)))
     }
 
-    fn render_text(&mut self, v: &Value) -> String {
-        let Some(own) = v.as_object() else {
-            return json_text(v);
-        };
-        let shared = self
-            .shared
-            .get_or_insert_with(|| shared_fields(&self.top, &self.id, self.created, &self.model));
-        let rest = json_text(v);
-        let mut out = String::with_capacity(rest.len() + 256);
-        out.push('{');
-        for (_, text) in shared.iter().filter(|(k, _)| !own.contains_key(k)) {
-            if out.len() > 1 {
-                out.push(',');
+    /// Writes one chunk with at most one choice: the shared members (or
+    /// `shared_text`), the choice with `delta`, `finish` and the waiting
+    /// fields `extra` (a field of the provider's wins over ours of the
+    /// same name), then `tail`.
+    fn write(
+        out: &mut SseText,
+        shared: &str,
+        choice: Option<(Delta<'_>, Option<&str>, Passthrough)>,
+        tail: Tail<'_>,
+    ) {
+        out.data_with(|buf| {
+            let mut chunk = Obj::open(buf);
+            chunk.members(shared);
+            let choices = chunk.key("choices");
+            choices.push(b'[');
+            if let Some((delta, finish, extra)) = choice {
+                write_choice(choices, delta, finish, &extra);
             }
-            out.push_str(text);
-        }
-        // `rest` is `{...}`: its members follow the shared ones.
-        let members = &rest[1..rest.len() - 1];
-        if !members.is_empty() {
-            if out.len() > 1 {
-                out.push(',');
+            choices.push(b']');
+            if let Some((k, v)) = tail {
+                chunk.member(k, v);
             }
-            out.push_str(members);
-        }
-        out.push('}');
-        out
+            chunk.close();
+        });
+    }
+
+    fn write_chunk(
+        &mut self,
+        out: &mut SseText,
+        delta: Delta<'_>,
+        finish: Option<&str>,
+        extra: Option<Passthrough>,
+    ) {
+        let choice = (delta, finish, extra.unwrap_or_default());
+        Self::write(out, self.shared(), Some(choice), None);
     }
 
     /// Takes in the provider's chunk-level fields; the shared text is
-    /// rebuilt only if one of them changed (most providers repeat the same
-    /// `id`, `created` and `system_fingerprint` on every chunk).
+    /// rebuilt only if one of them changed (the provider's stream passes
+    /// on only fields that are new or changed, and most repeat theirs).
     fn extend_top(&mut self, fields: Map<String, Value>) {
         for (k, v) in fields {
             if self.top.get(&k) != Some(&v) {
@@ -139,52 +213,21 @@ impl Chunker {
         true
     }
 
+    /// The waiting choice fields as a chunk of their own.
+    fn flush(&mut self, out: &mut SseText) {
+        if let Some(p) = self.pending.take() {
+            self.write_chunk(out, Delta::Empty, None, Some(p));
+        }
+    }
+
     /// The chunks for one provider event: a chunk's choice fields wait for
     /// its delta (or finish) and join it; alone they make a chunk of their
     /// own when the next chunk's fields or the usage come first.
-    fn chunks_for(&mut self, ev: StreamEvent) -> Vec<Value> {
-        let joins = matches!(
-            ev,
-            StreamEvent::ContentDelta(_)
-                | StreamEvent::ReasoningDelta(_)
-                | StreamEvent::ToolCallDelta { .. }
-                | StreamEvent::Finish { .. }
-        );
-        let mut out = Vec::new();
-        if !joins && !matches!(ev, StreamEvent::Model(_)) {
-            out.extend(self.flush());
-        }
-        let pending = if joins { self.pending.take() } else { None };
-        if let Some(mut v) = self.chunk_for(ev) {
-            if let Some(p) = pending {
-                let choice = &mut v["choices"][0];
-                for (k, x) in p.choice {
-                    choice[k] = x;
-                }
-                for (k, x) in p.message {
-                    choice["delta"][k] = x;
-                }
-            }
-            out.push(v);
-        }
-        out
-    }
-
-    /// The waiting choice fields as a chunk of their own.
-    fn flush(&mut self) -> Option<Value> {
-        let p = self.pending.take()?;
-        Some(self.chunk(Value::Object(p.message), None, p.choice))
-    }
-
-    /// The chunk for one provider event, if it has one.
-    fn chunk_for(&mut self, ev: StreamEvent) -> Option<Value> {
-        let plain = |this: &Self, delta: Value| Some(this.chunk(delta, None, Map::new()));
+    fn write_event(&mut self, ev: StreamEvent, out: &mut SseText) {
         match ev {
-            StreamEvent::Model(m) => {
-                self.set_model(&m);
-                None
-            }
+            StreamEvent::Model(m) => self.set_model(&m),
             StreamEvent::Passthrough(p) => {
+                self.flush(out);
                 self.extend_top(p.top);
                 if !p.choice.is_empty() || !p.message.is_empty() {
                     self.pending = Some(Passthrough {
@@ -192,43 +235,112 @@ impl Chunker {
                         ..p
                     });
                 }
-                None
             }
-            StreamEvent::ContentDelta(t) => plain(self, json!({"content": t})),
-            StreamEvent::ReasoningDelta(t) => plain(self, json!({"reasoning_content": t})),
+            StreamEvent::ContentDelta(t) => {
+                let p = self.pending.take();
+                self.write_chunk(out, Delta::Text("content", &t), None, p);
+            }
+            StreamEvent::ReasoningDelta(t) => {
+                let p = self.pending.take();
+                self.write_chunk(out, Delta::Text("reasoning_content", &t), None, p);
+            }
             StreamEvent::ToolCallDelta {
                 index,
                 id,
                 name,
                 arguments,
             } => {
-                let mut call = json!({"index": index});
-                if let Some(id) = id {
-                    call["id"] = json!(id);
-                    call["type"] = json!("function");
-                }
-                let mut function = json!({});
-                if let Some(n) = name {
-                    function["name"] = json!(n);
-                }
-                if let Some(a) = arguments {
-                    function["arguments"] = json!(a);
-                }
-                call["function"] = function;
-                plain(self, json!({"tool_calls": [call]}))
+                let p = self.pending.take();
+                let call = Delta::Call {
+                    index,
+                    id: id.as_deref(),
+                    name: name.as_deref(),
+                    arguments: arguments.as_deref(),
+                };
+                self.write_chunk(out, call, None, p);
             }
             StreamEvent::Finish { reason } => {
-                Some(self.chunk(json!({}), Some(reason.as_str()), Map::new()))
+                let p = self.pending.take();
+                self.write_chunk(out, Delta::Empty, Some(reason.as_str()), p);
             }
-            StreamEvent::Usage(u) if self.include_usage => {
-                let mut v = self.chunk(json!({}), None, Map::new());
-                v["choices"] = json!([]);
-                v["usage"] = u.to_openai();
-                Some(v)
+            StreamEvent::Usage(u) => {
+                self.flush(out);
+                if self.include_usage {
+                    let usage = u.to_openai();
+                    Self::write(out, self.shared(), None, Some(("usage", &usage)));
+                }
             }
-            _ => None,
+            _ => self.flush(out),
         }
     }
+}
+
+/// `{"index":0,"delta":{…},"finish_reason":…,"logprobs":null}` with the
+/// waiting fields `extra` (which win over ours of the same name).
+fn write_choice(buf: &mut Vec<u8>, delta: Delta<'_>, finish: Option<&str>, extra: &Passthrough) {
+    let mut choice = Obj::open(buf);
+    let ours = |k: &str| !extra.choice.contains_key(k);
+    if ours("index") {
+        choice.member("index", &0);
+    }
+    if ours("delta") {
+        write_delta(choice.key("delta"), delta, &extra.message);
+    }
+    if ours("finish_reason") {
+        choice.member("finish_reason", &finish);
+    }
+    if ours("logprobs") {
+        choice.member("logprobs", &Value::Null);
+    }
+    for (k, v) in &extra.choice {
+        choice.member(k, v);
+    }
+    choice.close();
+}
+
+/// The delta object: ours, then the provider's delta fields `extra`.
+fn write_delta(buf: &mut Vec<u8>, delta: Delta<'_>, extra: &Map<String, Value>) {
+    let mut d = Obj::open(buf);
+    let ours = |k: &str| !extra.contains_key(k);
+    match delta {
+        Delta::Role => {
+            d.member("role", "assistant");
+            d.member("content", "");
+        }
+        Delta::Empty => {}
+        Delta::Text(k, t) if ours(k) => d.member(k, t),
+        Delta::Text(..) => {}
+        Delta::Call {
+            index,
+            id,
+            name,
+            arguments,
+        } if ours("tool_calls") => {
+            let calls = d.key("tool_calls");
+            calls.push(b'[');
+            let mut call = Obj::open(calls);
+            call.member("index", &index);
+            if let Some(id) = id {
+                call.member("id", id);
+                call.member("type", "function");
+            }
+            let mut function = Obj::open(call.key("function"));
+            if let Some(n) = name {
+                function.member("name", n);
+            }
+            if let Some(a) = arguments {
+                function.member("arguments", a);
+            }
+            function.close();
+            call.close();
+            calls.push(b']');
+        }
+        Delta::Call { .. } => {}
+    }
+    for (k, v) in extra {
+        d.member(k, v);
+    }
+    d.close();
 }
 
 impl Encoder for Chunker {
@@ -239,57 +351,69 @@ impl Encoder for Chunker {
     /// The first chunk: the assistant role, plus which provider answered
     /// and after which attempts (the same facts as the response headers,
     /// which a stream that waited with keep-alives could not send).
-    fn opening(&mut self, provider: &str, attempts: &[Attempt], skipped: &[Skip]) -> Vec<Event> {
-        let mut v = self.chunk(
-            json!({"role": "assistant", "content": ""}),
-            None,
-            Map::new(),
-        );
+    fn opening(
+        &mut self,
+        provider: &str,
+        attempts: &[Attempt],
+        skipped: &[Skip],
+        out: &mut SseText,
+    ) {
         let attempts = attempts_header(attempts, skipped);
-        v["handover"] = json!({"provider": provider, "attempts": attempts.to_str().unwrap_or("")});
-        vec![self.render(&v)]
+        let handover = json!({"provider": provider, "attempts": attempts.to_str().unwrap_or("")});
+        // Ours wins over a provider field of the same name.
+        let mut fields = shared_fields(&self.top, &self.id, self.created, &self.model);
+        fields.remove("handover");
+        let choice = (Delta::Role, None, Passthrough::default());
+        Self::write(
+            out,
+            &members_text(fields),
+            Some(choice),
+            Some(("handover", &handover)),
+        );
     }
 
-    fn event(&mut self, ev: StreamEvent) -> Vec<Event> {
-        let chunks = self.chunks_for(ev);
-        chunks.iter().map(|v| self.render(v)).collect()
+    fn event(&mut self, ev: StreamEvent, out: &mut SseText) {
+        self.write_event(ev, out);
     }
 
-    fn complete(&mut self) -> Vec<Event> {
-        let rest = self.flush().map(|v| self.render(&v));
-        rest.into_iter()
-            .chain([Event::default().data("[DONE]")])
-            .collect()
+    fn complete(&mut self, out: &mut SseText) {
+        self.flush(out);
+        out.done();
     }
 
     /// An OpenAI-style error event, which the SDKs raise as `APIError`.
-    fn error(&mut self, message: String, code: &str) -> Event {
-        data(
+    fn error(&mut self, message: String, code: &str, out: &mut SseText) {
+        out.data(
             &json!({"error": {"message": message, "type": "server_error", "param": null, "code": code}}),
-        )
+        );
     }
 }
 
-/// The shared fields' JSON texts (see [`Chunker::shared`]): the provider's
-/// chunk-level fields, our `id` and `created` unless it sent its own, and
-/// the `object` and `model` every chunk names.
+/// The fields every chunk repeats (see [`Chunker::shared`]): the
+/// provider's chunk-level fields, our `id` and `created` unless it sent
+/// its own, and the `object` and `model` every chunk names.
 fn shared_fields(
     top: &Map<String, Value>,
     id: &str,
     created: u64,
     model: &str,
-) -> Vec<(String, String)> {
+) -> Map<String, Value> {
     let mut m = top.clone();
+    // Members each chunk writes itself.
+    m.remove("choices");
+    m.remove("usage");
     m.entry("id").or_insert_with(|| id.into());
     m.insert("object".into(), "chat.completion.chunk".into());
     m.entry("created").or_insert_with(|| created.into());
     m.insert("model".into(), model.into());
-    m.into_iter()
-        .map(|(k, v)| {
-            let text = format!("{}:{}", json_text(&Value::String(k.clone())), json_text(&v));
-            (k, text)
-        })
-        .collect()
+    m
+}
+
+/// `fields` as JSON members without the braces: `"a":1,"b":2`.
+fn members_text(fields: Map<String, Value>) -> String {
+    // A map of `Value`s always serializes.
+    let text = serde_json::to_string(&fields).unwrap_or_else(|_| "{}".into());
+    text[1..text.len() - 1].to_owned()
 }
 
 #[cfg(test)]
@@ -297,54 +421,122 @@ mod tests {
     use super::*;
 
     fn chunker() -> Chunker {
-        Chunker {
-            id: "chatcmpl-ours".into(),
-            created: 7,
-            model: "m".into(),
-            include_usage: true,
-            top: Map::new(),
-            pending: None,
-            shared: None,
-        }
+        let mut c = Chunker::new("chatcmpl-ours".into(), 7, true);
+        c.set_model("m");
+        c
     }
 
-    fn rendered(c: &mut Chunker, v: &Value) -> Value {
-        serde_json::from_str(&c.render_text(v)).expect("a chunk is JSON")
+    /// The chunks written, parsed.
+    fn chunks(out: &mut SseText) -> Vec<Value> {
+        let text = String::from_utf8(out.take()).expect("utf-8");
+        text.split("\n\n")
+            .filter(|e| !e.is_empty())
+            .map(|e| {
+                let data = e.strip_prefix("data: ").expect("one data line");
+                serde_json::from_str(data).unwrap_or(Value::String(data.into()))
+            })
+            .collect()
     }
 
     #[test]
-    fn a_chunk_carries_the_shared_fields_and_its_own_win() {
+    fn a_chunk_carries_the_shared_fields_and_ours_win_in_the_opening() {
         let mut c = chunker();
         let mut top = Map::new();
         top.insert("id".into(), json!("chatcmpl-provider"));
         top.insert("system_fingerprint".into(), json!("fp_1"));
         top.insert("handover".into(), json!("theirs"));
         c.extend_top(top);
-        let mut v = c.chunk(json!({"content": "hi"}), None, Map::new());
-        v["handover"] = json!({"provider": "p"});
-        let choices = json!([{"index": 0, "delta": {"content": "hi"}, "finish_reason": null, "logprobs": null}]);
+        let mut out = SseText::default();
+        c.opening("p", &[], &[], &mut out);
+        c.event(StreamEvent::ContentDelta("hi \"you\"\n".into()), &mut out);
+        let got = chunks(&mut out);
         assert_eq!(
-            rendered(&mut c, &v),
+            got[0],
             json!({"id": "chatcmpl-provider", "object": "chat.completion.chunk", "created": 7,
-                   "model": "m", "system_fingerprint": "fp_1", "handover": {"provider": "p"},
-                   "choices": choices})
+                   "model": "m", "system_fingerprint": "fp_1",
+                   "handover": {"provider": "p", "attempts": ""},
+                   "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                "finish_reason": null, "logprobs": null}]})
+        );
+        assert_eq!(
+            got[1],
+            json!({"id": "chatcmpl-provider", "object": "chat.completion.chunk", "created": 7,
+                   "model": "m", "system_fingerprint": "fp_1", "handover": "theirs",
+                   "choices": [{"index": 0, "delta": {"content": "hi \"you\"\n"},
+                                "finish_reason": null, "logprobs": null}]})
         );
     }
 
     #[test]
     fn a_changed_field_or_model_shows_in_the_next_chunk() {
         let mut c = chunker();
-        let v = c.chunk(json!({}), Some("stop"), Map::new());
-        assert_eq!(rendered(&mut c, &v)["id"], "chatcmpl-ours");
+        let mut out = SseText::default();
+        let finish = || StreamEvent::Finish {
+            reason: handover_providers::FinishReason::Stop,
+        };
+        c.event(finish(), &mut out);
+        assert_eq!(chunks(&mut out)[0]["id"], "chatcmpl-ours");
         let mut top = Map::new();
         top.insert("system_fingerprint".into(), json!("fp_2"));
-        c.extend_top(top);
-        c.set_model("m2");
-        let got = rendered(&mut c, &v);
+        c.event(
+            StreamEvent::Passthrough(Passthrough {
+                top,
+                ..Passthrough::default()
+            }),
+            &mut out,
+        );
+        c.event(StreamEvent::Model("m2".into()), &mut out);
+        c.event(finish(), &mut out);
+        let got = chunks(&mut out);
+        assert_eq!(got.len(), 1);
         assert_eq!(
-            (&got["system_fingerprint"], &got["model"]),
+            (&got[0]["system_fingerprint"], &got[0]["model"]),
             (&json!("fp_2"), &json!("m2"))
         );
-        assert_eq!(got["choices"][0]["finish_reason"], "stop");
+        assert_eq!(got[0]["choices"][0]["finish_reason"], "stop");
+    }
+
+    #[test]
+    fn waiting_fields_join_the_next_delta_or_leave_alone_and_usage_has_no_choice() {
+        let mut c = chunker();
+        let mut out = SseText::default();
+        let fields = |refusal: &str| {
+            let mut p = Passthrough::default();
+            p.choice.insert("logprobs".into(), json!({"content": []}));
+            p.message.insert("refusal".into(), json!(refusal));
+            StreamEvent::Passthrough(p)
+        };
+        c.event(fields("a"), &mut out);
+        c.event(
+            StreamEvent::ToolCallDelta {
+                index: 1,
+                id: Some("call_1".into()),
+                name: Some("f".into()),
+                arguments: None,
+            },
+            &mut out,
+        );
+        c.event(fields("b"), &mut out);
+        c.event(
+            StreamEvent::Usage(handover_providers::Usage::default()),
+            &mut out,
+        );
+        c.complete(&mut out);
+        let got = chunks(&mut out);
+        assert_eq!(
+            got[0]["choices"][0],
+            json!({"index": 0, "finish_reason": null, "logprobs": {"content": []},
+                   "delta": {"refusal": "a", "tool_calls": [{"index": 1, "id": "call_1",
+                             "type": "function", "function": {"name": "f"}}]}})
+        );
+        assert_eq!(
+            got[1]["choices"][0],
+            json!({"index": 0, "finish_reason": null, "logprobs": {"content": []},
+                   "delta": {"refusal": "b"}})
+        );
+        assert_eq!(got[2]["choices"], json!([]));
+        assert_eq!(got[2]["usage"]["total_tokens"], 0);
+        assert_eq!(got[3], json!("[DONE]"));
+        assert_eq!(got.len(), 4);
     }
 }

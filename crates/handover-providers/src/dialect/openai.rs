@@ -12,7 +12,7 @@ use crate::{
     request::ChatRequest,
     settings::{ProviderKind, ProviderSettings},
     types::{ChatResponse, StreamEvent},
-    wire::{Shape, WireChunk, WireError, WireResponse, request_body},
+    wire::{ChunkHistory, Shape, WireChunk, WireError, WireResponse, request_body},
 };
 
 pub(crate) struct OpenAiDialect {
@@ -70,7 +70,7 @@ impl Dialect for OpenAiDialect {
     }
 
     fn decoder(&self) -> Box<dyn StreamDecoder> {
-        Box::new(ChunkDecoder { model_seen: false })
+        Box::new(ChunkDecoder::default())
     }
 }
 
@@ -95,8 +95,9 @@ pub(crate) fn auth_headers(
 
 /// `data: {chunk}` events, `data: [DONE]` at the end, `{"error": ...}`
 /// (or an `error` event) for an in-stream failure.
+#[derive(Default)]
 struct ChunkDecoder {
-    model_seen: bool,
+    history: ChunkHistory,
 }
 
 impl StreamDecoder for ChunkDecoder {
@@ -118,7 +119,7 @@ impl StreamDecoder for ChunkDecoder {
         }) {
             return Decoded::Error(WireError::from_value(error));
         }
-        chunk.push_events(&mut self.model_seen, out);
+        chunk.push_events(&mut self.history, out);
         Decoded::Data
     }
 }

@@ -3,13 +3,12 @@
 //! `response.function_call_arguments.delta`, `response.completed`,
 //! `error`) built from the router's stream events.
 
-use axum::response::sse::Event;
 use handover_providers::{ChatResponse, FinishReason, StreamAssembler, StreamEvent, ToolCall};
 use handover_router::route::{Attempt, Skip};
 use serde_json::{Value, json};
 
 use super::super::response::attempts_header;
-use super::super::stream::{Encoder, json_text};
+use super::super::stream::{Encoder, SseText};
 
 /// The request fields a `response` object repeats.
 #[derive(Debug, Clone)]
@@ -163,19 +162,18 @@ impl ResponsesEncoder {
         }
     }
 
-    fn ev(&mut self, kind: &str, mut v: Value) -> Event {
+    fn ev(&mut self, out: &mut SseText, kind: &str, mut v: Value) {
         v["type"] = kind.into();
         v["sequence_number"] = self.seq.into();
         self.seq += 1;
-        Event::default().event(kind).data(json_text(&v))
+        out.event(kind, &v);
     }
 
     fn response(&self, answer: Option<&ChatResponse>) -> Value {
         response_object(&self.id, self.created, &self.echo, &self.model, answer)
     }
 
-    fn text_delta(&mut self, delta: String) -> Vec<Event> {
-        let mut out = Vec::new();
+    fn text_delta(&mut self, delta: String, out: &mut SseText) {
         if self.text.is_none() {
             let open = Open {
                 output_index: self.outputs,
@@ -186,27 +184,29 @@ impl ResponsesEncoder {
                 "role": "assistant", "content": []});
             let (idx, item_id) = (open.output_index, open.item_id.clone());
             self.text = Some(open);
-            out.push(self.ev(
+            self.ev(
+                out,
                 "response.output_item.added",
                 json!({"output_index": idx, "item": item}),
-            ));
-            out.push(self.ev(
+            );
+            self.ev(
+                out,
                 "response.content_part.added",
                 json!({"item_id": item_id, "output_index": idx, "content_index": 0,
                     "part": text_part("", json!([]))}),
-            ));
+            );
         }
         let (idx, item_id) = self
             .text
             .as_ref()
             .map(|o| (o.output_index, o.item_id.clone()))
             .unwrap_or_default();
-        out.push(self.ev(
+        self.ev(
+            out,
             "response.output_text.delta",
             json!({"item_id": item_id, "output_index": idx, "content_index": 0,
                 "delta": delta, "logprobs": []}),
-        ));
-        out
+        );
     }
 
     fn call_delta(
@@ -215,8 +215,8 @@ impl ResponsesEncoder {
         id: Option<String>,
         name: Option<String>,
         args: Option<String>,
-    ) -> Vec<Event> {
-        let mut out = Vec::new();
+        out: &mut SseText,
+    ) {
         if !self.calls.iter().any(|(i, _)| *i == index) {
             let open = Open {
                 output_index: self.outputs,
@@ -228,19 +228,19 @@ impl ResponsesEncoder {
                 "arguments": "", "status": "in_progress"});
             let idx = open.output_index;
             self.calls.push((index, open));
-            out.push(self.ev(
+            self.ev(
+                out,
                 "response.output_item.added",
                 json!({"output_index": idx, "item": item}),
-            ));
+            );
         }
         if let Some(delta) = args.filter(|a| !a.is_empty())
             && let Some((_, open)) = self.calls.iter().find(|(i, _)| *i == index)
         {
             let v =
                 json!({"item_id": open.item_id, "output_index": open.output_index, "delta": delta});
-            out.push(self.ev("response.function_call_arguments.delta", v));
+            self.ev(out, "response.function_call_arguments.delta", v);
         }
-        out
     }
 }
 
@@ -254,43 +254,42 @@ impl Encoder for ResponsesEncoder {
         true
     }
 
-    fn opening(&mut self, provider: &str, attempts: &[Attempt], skipped: &[Skip]) -> Vec<Event> {
+    fn opening(
+        &mut self,
+        provider: &str,
+        attempts: &[Attempt],
+        skipped: &[Skip],
+        out: &mut SseText,
+    ) {
         let attempts = attempts_header(attempts, skipped);
         let handover = json!({"provider": provider, "attempts": attempts.to_str().unwrap_or("")});
         let response = self.response(None);
-        vec![
-            self.ev(
-                "response.created",
-                json!({"response": response, "handover": handover}),
-            ),
-            self.ev(
-                "response.in_progress",
-                json!({"response": self.response(None)}),
-            ),
-        ]
+        self.ev(
+            out,
+            "response.created",
+            json!({"response": response, "handover": handover}),
+        );
+        let response = self.response(None);
+        self.ev(out, "response.in_progress", json!({"response": response}));
     }
 
-    fn event(&mut self, ev: StreamEvent) -> Vec<Event> {
+    fn event(&mut self, ev: StreamEvent, out: &mut SseText) {
         self.answer.push(ev.clone());
         match ev {
-            StreamEvent::Model(m) => {
-                self.model = m;
-                Vec::new()
-            }
-            StreamEvent::ContentDelta(t) => self.text_delta(t),
+            StreamEvent::Model(m) => self.model = m,
+            StreamEvent::ContentDelta(t) => self.text_delta(t, out),
             StreamEvent::ToolCallDelta {
                 index,
                 id,
                 name,
                 arguments,
-            } => self.call_delta(index, id, name, arguments),
-            _ => Vec::new(),
+            } => self.call_delta(index, id, name, arguments, out),
+            _ => {}
         }
     }
 
-    fn complete(&mut self) -> Vec<Event> {
+    fn complete(&mut self, out: &mut SseText) {
         let answer = std::mem::take(&mut self.answer).finish(&self.model, None);
-        let mut out = Vec::new();
         if let Some(open) = self.text.take() {
             let text = answer.content.clone().unwrap_or_default();
             let part = text_part(&text, json!([]));
@@ -298,16 +297,17 @@ impl Encoder for ResponsesEncoder {
             let mut done = base.clone();
             done["text"] = text.into();
             done["logprobs"] = json!([]);
-            out.push(self.ev("response.output_text.done", done));
+            self.ev(out, "response.output_text.done", done);
             let mut pdone = base;
             pdone["part"] = part.clone();
-            out.push(self.ev("response.content_part.done", pdone));
+            self.ev(out, "response.content_part.done", pdone);
             let item = json!({"type": "message", "id": open.item_id, "status": "completed",
                 "role": "assistant", "content": [part]});
-            out.push(self.ev(
+            self.ev(
+                out,
                 "response.output_item.done",
                 json!({"output_index": open.output_index, "item": item}),
-            ));
+            );
         }
         for (n, (_, open)) in std::mem::take(&mut self.calls).into_iter().enumerate() {
             let Some(call) = answer.tool_calls.get(n) else {
@@ -315,22 +315,23 @@ impl Encoder for ResponsesEncoder {
             };
             let v = json!({"item_id": open.item_id, "output_index": open.output_index,
                 "arguments": call.arguments, "name": call.name});
-            out.push(self.ev("response.function_call_arguments.done", v));
+            self.ev(out, "response.function_call_arguments.done", v);
             let item = call_item(&self.id, n, call, "completed");
-            out.push(self.ev(
+            self.ev(
+                out,
                 "response.output_item.done",
                 json!({"output_index": open.output_index, "item": item}),
-            ));
+            );
         }
         let response = self.response(Some(&answer));
-        out.push(self.ev("response.completed", json!({"response": response})));
-        out
+        self.ev(out, "response.completed", json!({"response": response}));
     }
 
-    fn error(&mut self, message: String, code: &str) -> Event {
+    fn error(&mut self, message: String, code: &str, out: &mut SseText) {
         self.ev(
+            out,
             "error",
             json!({"code": code, "message": message, "param": null}),
-        )
+        );
     }
 }
