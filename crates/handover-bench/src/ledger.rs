@@ -1,10 +1,14 @@
-//! The `ledger` benchmark: full operation lifecycles
-//! (`begin` → `mark_dispatched` → `confirm`) against a ledger backend, at a
-//! given concurrency, with a physical baseline measured in the same run: a
-//! raw 4 KiB write + `sync_data` on a file in the same directory.
+//! The `ledger` benchmark: full operation lifecycles against a ledger
+//! backend, at a given concurrency, with a physical baseline measured in the
+//! same run: a raw 4 KiB write + `sync_data` on a file in the same directory.
+//! A lifecycle is what the write gate records for one action
+//! (`--lifecycle gate`, the default: `begin_dispatched` → `confirm`, two
+//! durable commits) or the three separate steps a caller driving the ledger
+//! by hand makes (`--lifecycle steps`: `begin` → `mark_dispatched` →
+//! `confirm`, three commits).
 //!
 //! ```text
-//! cargo run --release -p handover-bench -- ledger --backend sqlite --concurrency 64 --ops 20000
+//! cargo run --release -p handover-bench -- ledger --backend sqlite --concurrency 64 --ops 20000 [--lifecycle steps]
 //! ```
 //!
 //! `fsyncs_per_lifecycle_p50` is the lifecycle p50 divided by the fsync p50:
@@ -66,23 +70,57 @@ fn fsync_baseline(dir: &Path, n: usize) -> std::io::Result<Samples> {
     Ok(samples)
 }
 
+/// Which commands one lifecycle makes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Lifecycle {
+    /// What `perform` records: claim and dispatch in one commit, then the
+    /// outcome (two commits).
+    Gate,
+    /// `begin`, `mark_dispatched` and `confirm` apart (three commits).
+    Steps,
+}
+
+impl Lifecycle {
+    /// `--lifecycle gate|steps` (default `gate`).
+    pub(crate) fn from_args(args: &Args) -> Result<Self, String> {
+        match args.string("lifecycle", "gate").as_str() {
+            "gate" => Ok(Self::Gate),
+            "steps" => Ok(Self::Steps),
+            other => Err(format!(
+                "--lifecycle: expected gate or steps, got {other:?}"
+            )),
+        }
+    }
+
+    /// Its name and durable commits, for the JSON line.
+    pub(crate) fn describe(self) -> (&'static str, u32) {
+        match self {
+            Self::Gate => ("gate", 2),
+            Self::Steps => ("steps", 3),
+        }
+    }
+}
+
 async fn lifecycle(
     ledger: &dyn Ledger,
     req: &OperationRequest,
     opts: &BeginOptions,
+    kind: Lifecycle,
 ) -> BenchResult {
-    let BeginOutcome::Started(claim) = ledger.begin(req, opts).await? else {
+    let dispatch = || Dispatch {
+        executor: "bench".into(),
+        metadata: None,
+    };
+    let started = match kind {
+        Lifecycle::Gate => ledger.begin_dispatched(req, opts, dispatch()).await?,
+        Lifecycle::Steps => ledger.begin(req, opts).await?,
+    };
+    let BeginOutcome::Started(claim) = started else {
         return Err(format!("begin of {} did not start", req.id()).into());
     };
-    ledger
-        .mark_dispatched(
-            &claim,
-            Dispatch {
-                executor: "bench".into(),
-                metadata: None,
-            },
-        )
-        .await?;
+    if let Lifecycle::Steps = kind {
+        ledger.mark_dispatched(&claim, dispatch()).await?;
+    }
     ledger
         .confirm(&claim, serde_json::json!({"shipment": "S-1"}), None)
         .await?;
@@ -110,6 +148,7 @@ pub(crate) async fn drive(
     ledger: Arc<dyn Ledger>,
     reqs: Arc<Vec<OperationRequest>>,
     concurrency: usize,
+    kind: Lifecycle,
 ) -> Result<(Samples, Duration), Box<dyn std::error::Error + Send + Sync>> {
     let next = Arc::new(AtomicUsize::new(0));
     let opts = Arc::new(BeginOptions::new("bench", Duration::from_secs(60)));
@@ -123,7 +162,7 @@ pub(crate) async fn drive(
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(req) = reqs.get(i) else { break };
                 let t = Instant::now();
-                lifecycle(&*ledger, req, &opts).await?;
+                lifecycle(&*ledger, req, &opts, kind).await?;
                 samples.push(t.elapsed());
             }
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(samples)
@@ -144,6 +183,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     }
     let concurrency = usize::try_from(args.number("concurrency", 1)?)?.max(1);
     let ops = usize::try_from(args.number("ops", 5_000)?)?.max(1);
+    let kind = Lifecycle::from_args(&args)?;
     let baseline_ops = usize::try_from(args.number("baseline-ops", 500)?)?.max(1);
     let scratch = Scratch::new()?;
 
@@ -165,17 +205,20 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         }
     };
     let warmup = Arc::new(requests("warmup", (ops / 10).clamp(10, 500))?);
-    drive(ledger.clone(), warmup, concurrency).await?;
+    drive(ledger.clone(), warmup, concurrency, kind).await?;
     let reqs = Arc::new(requests("op", ops)?);
-    let (mut samples, wall) = drive(ledger, reqs, concurrency).await?;
+    let (mut samples, wall) = drive(ledger, reqs, concurrency, kind).await?;
     let dir = scratch.0.clone();
     baseline.extend(tokio::task::spawn_blocking(move || fsync_baseline(&dir, half)).await??);
 
     let (p50, p99) = (samples.quantile_us(0.50), samples.quantile_us(0.99));
     let (b50, b99) = (baseline.quantile_us(0.50), baseline.quantile_us(0.99));
+    let (lifecycle, commits) = kind.describe();
     emit(serde_json::json!({
         "bench": "ledger",
         "backend": backend,
+        "lifecycle": lifecycle,
+        "commits_per_lifecycle": commits,
         "concurrency": concurrency,
         "ops": samples.len(),
         "ops_per_s": round2(samples.len() as f64 / wall.as_secs_f64()),

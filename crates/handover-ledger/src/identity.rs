@@ -177,9 +177,7 @@ pub(crate) fn canonical_json(
         ));
     }
     crate::ijson::check_value(field, v)?;
-    let text = serde_json_canonicalizer::to_string(v).map_err(|e| {
-        ValidationError::new(field, format!("cannot be canonicalised (RFC 8785): {e}"))
-    })?;
+    let text = crate::jcs::to_string(v);
     if text.len() > limits.max_params_bytes {
         return Err(ValidationError::new(
             field,
@@ -231,10 +229,12 @@ impl Fingerprint {
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    use fmt::Write;
+    // On every record written (its fingerprint column): a table, not `fmt`.
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        let _ = write!(s, "{b:02x}");
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
     }
     s
 }
@@ -360,5 +360,23 @@ impl OperationRequest {
     /// The destination idempotency key of this operation.
     pub fn destination_key(&self) -> String {
         destination_key(&self.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Fingerprint, OperationId, destination_key};
+
+    #[test]
+    fn destination_keys_and_fingerprints_are_lower_case_hex_of_their_digest() {
+        // sha256("handover/destination-key/v1\0acme\0order-42")[..16], by
+        // Python's hashlib: a key destinations may already hold must not change.
+        let id = OperationId::new("acme", "order-42").unwrap();
+        assert_eq!(destination_key(&id), "ho1-70d4290dc113fdacddb5d10315252060");
+        let fp = Fingerprint(std::array::from_fn(|i| (i * 17) as u8));
+        let text = fp.to_string();
+        assert_eq!(&text[..8], "00112233");
+        assert_eq!(&text[56..], "dcedfe0f");
+        assert_eq!(Fingerprint::from_hex(&text), Some(fp));
     }
 }

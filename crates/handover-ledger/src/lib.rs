@@ -33,6 +33,7 @@ mod driver;
 mod error;
 mod identity;
 mod ijson;
+mod jcs;
 mod ledger;
 mod machine;
 mod memory;

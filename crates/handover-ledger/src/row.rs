@@ -130,10 +130,7 @@ impl OperationRow {
             scope: rec.id.scope.to_string(),
             key: rec.id.key.to_string(),
             action: rec.action.to_string(),
-            params: rec
-                .params
-                .as_ref()
-                .map(|p| serde_json_canonicalizer::to_string(p).unwrap_or_else(|_| p.to_string())),
+            params: rec.params.as_ref().map(crate::jcs::to_string),
             fingerprint: rec.fingerprint.to_string(),
             state: rec.state.kind().as_str().to_owned(),
             epoch: epoch_to_i64(rec.epoch),
@@ -170,10 +167,7 @@ impl OperationRow {
                 evidence,
                 at,
             } => {
-                row.result = Some(
-                    serde_json_canonicalizer::to_string(result)
-                        .unwrap_or_else(|_| result.to_string()),
-                );
+                row.result = Some(crate::jcs::to_string(result));
                 row.evidence.clone_from(evidence);
                 row.decided_at = Some(at.0);
             }

@@ -26,8 +26,8 @@ use crate::state::GatewayState;
 
 /// Turns the router's stream events into one API's SSE events (chat
 /// completion chunks, Responses API events), written into `out`. The walk,
-/// the commit point, keep-alives and the detached producer are the same
-/// for both.
+/// the commit point, keep-alives and reading the stream to its end after a
+/// hang-up are the same for both.
 pub(crate) trait Encoder: Send + 'static {
     /// Takes in an event that heads the answer (the provider's model, its
     /// top-level chunk fields); `false` if `ev` is not one.
