@@ -2,7 +2,8 @@
 //! against the same local mock, it measures the direct adapter call (the
 //! baseline) and a router call through a chain of three providers whose
 //! first is healthy (a new task, i.e. a new budget, per call), non-streaming
-//! and streaming, at the requested concurrency.
+//! and streaming, at the requested concurrency, in `--rounds` alternating
+//! rounds (default 10).
 //!
 //! ```text
 //! cargo run --release -p handover-bench -- router --concurrency 64
@@ -26,6 +27,7 @@ type Err = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) async fn run(args: Args) -> BenchResult {
     let concurrency = args.number("concurrency", 1)?.max(1) as usize;
     let ops = args.number("ops", 10_000)? as usize / concurrency * concurrency;
+    let rounds = (args.number("rounds", 10)? as usize).max(1);
     let base = format!("{}/v1", mock_http::start(mock_http::llm_answers())?);
     let provider = Arc::new(AnyProvider::new(
         ProviderSettings::new("direct", ProviderKind::OpenAi, "gpt-4o-mini").with_base_url(&base),
@@ -96,14 +98,24 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         let warm = (ops / 10).clamp(concurrency, 1_000);
         measure(warm, concurrency, direct.clone()).await?;
         measure(warm, concurrency, routed.clone()).await?;
-        // Alternate halves so drift hits both series equally.
-        let half = ops / 2 / concurrency * concurrency;
-        let (mut d, _) = measure(half, concurrency, direct.clone()).await?;
-        let (mut r, w1) = measure(half, concurrency, routed.clone()).await?;
-        let (d2, _) = measure(half, concurrency, direct).await?;
-        let (r2, w2) = measure(half, concurrency, routed).await?;
-        d.extend(d2);
-        r.extend(r2);
+        // Alternate short rounds (ABBA) so the machine's drift, which on a
+        // shared VM moves both series by tens of percent within seconds,
+        // hits both alike.
+        let round = (ops / rounds / concurrency).max(1) * concurrency;
+        let (mut d, mut r) = (crate::stats::Samples::default(), crate::stats::Samples::default());
+        let mut wall = std::time::Duration::ZERO;
+        for i in 0..rounds {
+            let routed_first = i % 2 == 1;
+            for routed_now in [routed_first, !routed_first] {
+                if routed_now {
+                    let (s, w) = measure(round, concurrency, routed.clone()).await?;
+                    r.extend(s);
+                    wall += w;
+                } else {
+                    d.extend(measure(round, concurrency, direct.clone()).await?.0);
+                }
+            }
+        }
         let (p50, p99, b50, b99) = (
             r.quantile_us(0.5),
             r.quantile_us(0.99),
@@ -117,7 +129,8 @@ pub(crate) async fn run(args: Args) -> BenchResult {
             "chain": 3,
             "concurrency": concurrency,
             "ops": r.len(),
-            "ops_per_s": round2(r.len() as f64 / (w1 + w2).as_secs_f64()),
+            "ops_per_s": round2(r.len() as f64 / wall.as_secs_f64()),
+            "rounds": rounds,
             "p50_us": round2(p50),
             "p99_us": round2(p99),
             "baseline_p50_us": round2(b50),
