@@ -102,7 +102,10 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         // shared VM moves both series by tens of percent within seconds,
         // hits both alike.
         let round = (ops / rounds / concurrency).max(1) * concurrency;
-        let (mut d, mut r) = (crate::stats::Samples::default(), crate::stats::Samples::default());
+        let (mut d, mut r) = (
+            crate::stats::Samples::default(),
+            crate::stats::Samples::default(),
+        );
         let mut wall = std::time::Duration::ZERO;
         for i in 0..rounds {
             let routed_first = i % 2 == 1;

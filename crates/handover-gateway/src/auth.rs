@@ -80,7 +80,16 @@ impl Tokens {
     }
 }
 
+/// A principal already established for this request by a middleware
+/// (`limits::per_client`), so the handler's extractor does not hash the
+/// token a second time. Only our own layers write request extensions.
+#[derive(Debug, Clone)]
+pub(crate) struct Known(pub(crate) Arc<Principal>);
+
 fn principal(parts: &Parts, state: &GatewayState) -> Result<Arc<Principal>, ApiError> {
+    if let Some(Known(p)) = parts.extensions.get::<Known>() {
+        return Ok(p.clone());
+    }
     principal_of(&parts.headers, state)
 }
 

@@ -13,19 +13,23 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::api_error::ApiError;
-use crate::auth::{Principal, principal_of};
+use crate::auth::{Known, Principal, principal_of};
 use crate::conn::body::Held;
 use crate::state::GatewayState;
 
 /// Holds a slot of the calling client for as long as its response runs.
 pub(crate) async fn per_client(
     State(state): State<GatewayState>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
-    let slots = match principal_of(req.headers(), &state).as_deref() {
-        Ok(Principal::Client { slots, .. }) => slots.clone(),
-        _ => return next.run(req).await,
+    let Ok(principal) = principal_of(req.headers(), &state) else {
+        return next.run(req).await;
+    };
+    req.extensions_mut().insert(Known(principal.clone()));
+    let slots = match &*principal {
+        Principal::Client { slots, .. } => slots.clone(),
+        Principal::Operator { .. } => return next.run(req).await,
     };
     let Ok(slot) = slots.try_acquire_owned() else {
         metrics::counter!("handover_gateway_client_limited_total").increment(1);
