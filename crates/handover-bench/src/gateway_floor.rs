@@ -1,7 +1,9 @@
 //! `floor-serve`: the least an HTTP gateway on this stack can do — axum
 //! in front, reqwest behind, the body passed through untouched (no token,
-//! no policy, no JSON, no ledger, no metrics). `gateway --target floor`
-//! measures it exactly as it measures Handover's gateway, so the machine's
+//! no policy, no JSON, no ledger, no metrics; only a cap on the requests
+//! in flight upstream, `--max-concurrency`, as a provider's admission caps
+//! them). `gateway --target floor` (and `gateway --stalled N --target
+//! floor`) measures it exactly as it measures Handover's gateway, so the machine's
 //! own cost of a proxy hop (two loopback connections, the kernel's TCP
 //! work and thread wake-ups, hyper on both sides) is measured on the same
 //! machine in the same way, and what Handover adds on top is the
@@ -18,6 +20,8 @@ use crate::{BenchResult, args::Args};
 struct Upstream {
     client: reqwest::Client,
     url: reqwest::Url,
+    /// Upstream requests in flight at most (waiters queue here).
+    slots: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 /// `floor-serve --mock URL`: like `gateway-serve` (prints `pid N`, then its
@@ -32,6 +36,9 @@ pub(crate) async fn serve(args: Args) -> BenchResult {
             .pool_max_idle_per_host(4096)
             .build()?,
         url: format!("{mock}/v1/chat/completions").parse()?,
+        slots: std::sync::Arc::new(tokio::sync::Semaphore::new(
+            usize::try_from(args.number("max-concurrency", 4096)?)?.max(1),
+        )),
     };
     let app = axum::Router::new()
         .route("/v1/chat/completions", axum::routing::post(forward))
@@ -54,6 +61,9 @@ async fn forward(State(up): State<Upstream>, headers: HeaderMap, body: Bytes) ->
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
         req = req.header(header::CONTENT_TYPE, ct);
     }
+    let Ok(_slot) = up.slots.acquire().await else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
     match req.send().await {
         Ok(resp) => {
             let status = resp.status();

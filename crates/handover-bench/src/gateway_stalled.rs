@@ -12,7 +12,7 @@
 //! in flight when measured).
 //!
 //! ```text
-//! cargo run --release -p handover-bench -- gateway --stalled 10000 [--max-concurrency 64]
+//! cargo run --release -p handover-bench -- gateway --stalled 10000 [--max-concurrency 64] [--target handover|floor]
 //! ```
 
 use std::sync::Arc;
@@ -63,7 +63,14 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         connections: n + 16,
         deadline_s: 3600,
     };
-    let gw = GatewayProcess::start(&upstream, limits).await?;
+    // `--target floor`: the bare pass-through (`gateway_floor`), capped
+    // alike: what a hyper + axum + reqwest hop holds per waiting request.
+    let (program, backend) = match args.string("target", "handover").as_str() {
+        "handover" => ("gateway-serve", "memory-ledger, stalled-upstream-http1, gateway process"),
+        "floor" => ("floor-serve", "bare axum+reqwest pass-through (floor), stalled-upstream-http1"),
+        other => return Err(format!("--target: expected handover or floor, got {other:?}").into()),
+    };
+    let gw = GatewayProcess::start_program(program, &upstream, limits).await?;
     let (rss_before, _) = gw.rss_kib();
     let addr = gw.url.trim_start_matches("http://").to_owned();
     let body = r#"{"model":"default","messages":[{"role":"user","content":"Hello!"}]}"#;
@@ -85,7 +92,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     let grown = rss.saturating_sub(rss_before);
     emit(serde_json::json!({
         "bench": "gateway_stalled",
-        "backend": "memory-ledger, stalled-upstream-http1, gateway process",
+        "backend": backend,
         "concurrency": n,
         "in_flight": n,
         "max_concurrency": max_concurrency,
