@@ -66,8 +66,14 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     // `--target floor`: the bare pass-through (`gateway_floor`), capped
     // alike: what a hyper + axum + reqwest hop holds per waiting request.
     let (program, backend) = match args.string("target", "handover").as_str() {
-        "handover" => ("gateway-serve", "memory-ledger, stalled-upstream-http1, gateway process"),
-        "floor" => ("floor-serve", "bare axum+reqwest pass-through (floor), stalled-upstream-http1"),
+        "handover" => (
+            "gateway-serve",
+            "memory-ledger, stalled-upstream-http1, gateway process",
+        ),
+        "floor" => (
+            "floor-serve",
+            "bare axum+reqwest pass-through (floor), stalled-upstream-http1",
+        ),
         other => return Err(format!("--target: expected handover or floor, got {other:?}").into()),
     };
     let gw = GatewayProcess::start_program(program, &upstream, limits).await?;

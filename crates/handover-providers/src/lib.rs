@@ -54,6 +54,7 @@ mod engine;
 mod error;
 mod extra;
 mod gate;
+mod openai_json;
 mod provider;
 mod request;
 mod settings;

@@ -66,20 +66,15 @@ impl Usage {
     /// `total_tokens` and the details filled in from the counts only where
     /// the provider sent none.
     pub fn to_openai(&self) -> Value {
-        let mut v = self.extra.clone();
-        v.insert("prompt_tokens".into(), self.input_tokens.into());
-        v.insert("completion_tokens".into(), self.output_tokens.into());
-        v.entry("total_tokens")
-            .or_insert_with(|| (self.input_tokens + self.output_tokens).into());
-        if let Some(r) = self.reasoning_tokens {
-            v.entry("completion_tokens_details")
-                .or_insert_with(|| serde_json::json!({"reasoning_tokens": r}));
-        }
-        if let Some(c) = self.cached_input_tokens {
-            v.entry("prompt_tokens_details")
-                .or_insert_with(|| serde_json::json!({"cached_tokens": c}));
-        }
-        Value::Object(v)
+        let mut text = Vec::with_capacity(128);
+        self.write_openai_json(&mut text);
+        serde_json::from_slice(&text).unwrap_or(Value::Null)
+    }
+
+    /// [`Usage::to_openai`] as JSON text, appended to `out`: what a
+    /// server writes into a response without building the `Value`.
+    pub fn write_openai_json(&self, out: &mut Vec<u8>) {
+        crate::openai_json::usage(self, out);
     }
 }
 
@@ -154,46 +149,18 @@ pub struct ChatResponse {
 
 impl ChatResponse {
     /// The answer as an OpenAI `chat.completion` object: the provider's
-    /// fields as it sent them, `model` and `usage` its own; `id`, `object`
-    /// and `created` from `defaults` only where the provider sent none.
-    /// Consumes the answer: its passed-through fields move into the object
-    /// instead of being copied (the gateway builds one per request).
+    /// fields as it sent them, `object`, `model` and `usage` its own; `id`
+    /// and `created` from the defaults only where the provider sent none.
     pub fn into_openai(self, default_id: &str, default_created: u64) -> Value {
-        let Passthrough {
-            mut top,
-            mut choice,
-            mut message,
-        } = self.passthrough;
-        message.entry("role").or_insert_with(|| "assistant".into());
-        message.insert(
-            "content".into(),
-            self.content.map_or(Value::Null, Value::from),
-        );
-        if !self.tool_calls.is_empty() {
-            message.insert(
-                "tool_calls".into(),
-                serde_json::to_value(&self.tool_calls).unwrap_or(Value::Null),
-            );
-        }
-        if let Some(r) = self.reasoning_content {
-            message.insert("reasoning_content".into(), r.into());
-        }
-        choice.entry("index").or_insert_with(|| 0.into());
-        choice.insert("message".into(), Value::Object(message));
-        let finish = self.finish_reason.as_ref().map_or("stop", |f| f.as_str());
-        choice.insert("finish_reason".into(), finish.into());
-        choice.entry("logprobs").or_insert(Value::Null);
-        top.entry("id").or_insert_with(|| default_id.into());
-        top.insert("object".into(), "chat.completion".into());
-        top.entry("created")
-            .or_insert_with(|| default_created.into());
-        top.insert("model".into(), self.model.into());
-        top.insert("choices".into(), Value::Array(vec![Value::Object(choice)]));
-        top.entry("system_fingerprint").or_insert(Value::Null);
-        if let Some(u) = &self.usage {
-            top.insert("usage".into(), u.to_openai());
-        }
-        Value::Object(top)
+        serde_json::from_slice(&self.openai_json(default_id, default_created))
+            .unwrap_or(Value::Null)
+    }
+
+    /// [`ChatResponse::into_openai`] as JSON text (the same object, members
+    /// sorted by key as the `Value` serializes them), written without
+    /// building the `Value`: what the gateway sends.
+    pub fn openai_json(&self, default_id: &str, default_created: u64) -> Vec<u8> {
+        crate::openai_json::completion(self, default_id, default_created)
     }
 }
 

@@ -71,8 +71,10 @@ pub(crate) async fn completions(
         .map_err(|p| ApiError::internal(format!("the chat call failed: {}", p.0)))?;
     match result {
         Ok(c) => {
-            let body = c.response.into_openai(&id, now_secs());
-            let mut resp = axum::Json(body).into_response();
+            // Written as text, not built as a `Value` (see `openai_json`).
+            let body = c.response.openai_json(&id, now_secs());
+            let json = HeaderValue::from_static("application/json");
+            let mut resp = ([(axum::http::header::CONTENT_TYPE, json)], body).into_response();
             let h = resp.headers_mut();
             h.insert("x-handover-provider", header_value(&c.provider));
             h.insert(

@@ -78,8 +78,9 @@ enum Delta<'a> {
     },
 }
 
-/// What follows a chunk's choices (the usage, the opening's `handover`).
-type Tail<'a> = Option<(&'static str, &'a Value)>;
+/// What follows a chunk's choices (the usage, the opening's `handover`),
+/// as JSON text.
+type Tail<'a> = Option<(&'static str, &'a [u8])>;
 
 /// One JSON object being written; members are separated as they come.
 struct Obj<'a> {
@@ -163,8 +164,8 @@ impl Chunker {
                 write_choice(choices, delta, finish, &extra);
             }
             choices.push(b']');
-            if let Some((k, v)) = tail {
-                chunk.member(k, v);
+            if let Some((k, text)) = tail {
+                chunk.key(k).extend_from_slice(text);
             }
             chunk.close();
         });
@@ -266,7 +267,8 @@ impl Chunker {
             StreamEvent::Usage(u) => {
                 self.flush(out);
                 if self.include_usage {
-                    let usage = u.to_openai();
+                    let mut usage = Vec::with_capacity(128);
+                    u.write_openai_json(&mut usage);
                     Self::write(out, self.shared(), None, Some(("usage", &usage)));
                 }
             }
@@ -368,7 +370,10 @@ impl Encoder for Chunker {
             out,
             &members_text(fields),
             Some(choice),
-            Some(("handover", &handover)),
+            Some((
+                "handover",
+                &serde_json::to_vec(&handover).unwrap_or_default(),
+            )),
         );
     }
 
