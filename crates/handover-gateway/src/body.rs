@@ -81,6 +81,15 @@ fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
 /// body is one JSON document: anything after it but whitespace (a second
 /// document, garbage) is malformed, never silently dropped.
 pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // A body that parses is parsed once, without tracking the path of every
+    // value (which costs more than the parse); only a body that does not is
+    // read again with the tracking, for an error that names its field.
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    if let Ok(value) = T::deserialize(&mut *de)
+        && de.end().is_ok()
+    {
+        return Ok(value);
+    }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut *de).map_err(to_api_error)?;
     de.end().map_err(|e| {
