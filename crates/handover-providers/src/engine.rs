@@ -39,6 +39,11 @@ impl Engine {
         settings.validate()?;
         let http = reqwest::Client::builder()
             .connect_timeout(settings.timeouts.connect)
+            // A redirect is the provider's answer, not something to follow:
+            // reqwest would carry `x-api-key` / `x-goog-api-key` to another
+            // host (it strips only `Authorization` and cookies) and send the
+            // request a second time past the send counter.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ProviderError::InvalidSettings {
                 field: "http_client".into(),

@@ -607,3 +607,63 @@ async fn an_approval_with_parameters_refuses_others_before_the_ledger() {
         "{err:?}"
     );
 }
+
+/// A destination (or a proxy in front of it) that redirects the write: a
+/// client following redirects turns the POST into a GET of another page,
+/// whose 200 says nothing about the shipment. The gate must not confirm
+/// it, and must not send the write again.
+#[tokio::test]
+async fn a_redirected_write_is_unknown_not_confirmed() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    for status in [302, 303, 307] {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/shipments"))
+            .respond_with(ResponseTemplate::new(status).insert_header("location", "/elsewhere"))
+            .mount(&server)
+            .await;
+        // Whatever the redirect leads to answers 200 with JSON.
+        Mock::given(path("/elsewhere"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+            .mount(&server)
+            .await;
+        let dir = tempfile::tempdir().unwrap();
+        let clock = clock();
+        let ledger = sqlite(&dir.path().join("ledger.db"), &clock).await;
+        let g = gate(ledger.clone(), &config(SHIP), &clock, "primary");
+        let exec = handover_router::gate::HttpJsonExecutor::new(
+            reqwest::Client::new(),
+            format!("{}/shipments", server.uri()),
+        );
+        let req = g
+            .request(
+                "tenant-1",
+                "K-redirect",
+                "create_shipment",
+                &json!({"order": "O-9"}),
+            )
+            .unwrap();
+        let first = g.perform(&req, &exec, opts()).await.unwrap();
+        assert!(
+            matches!(first, PerformOutcome::Unresolved(_)),
+            "{status}: {first:?}"
+        );
+        let again = g.perform(&req, &exec, opts()).await.unwrap();
+        assert!(matches!(again, PerformOutcome::Unresolved(_)), "{again:?}");
+        let posts = server
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|r| r.method.as_str() == "POST" && r.url.path() == "/shipments")
+            .count();
+        assert_eq!(posts, 1, "{status}: the write was sent once");
+        let rec = handover_ledger::Ledger::get(&*ledger, req.id())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(rec.state.kind(), StateKind::Unknown, "{status}");
+    }
+}

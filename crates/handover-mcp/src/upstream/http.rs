@@ -52,6 +52,9 @@ impl Upstream {
     ) -> Result<Self, McpError> {
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
+            // A tool call is a write: a redirect is not followed (see the
+            // write gate's HTTP executor), it is the server's answer.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| McpError::Spawn {
                 server: name.to_owned(),

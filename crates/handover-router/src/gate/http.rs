@@ -66,9 +66,11 @@ impl Executor for HttpJsonExecutor {
             if let (Some(field), Some(obj)) = (&this.reference_field, body.as_object_mut()) {
                 obj.insert(field.clone(), Value::String(ctx.destination_key.clone()));
             }
+            let posted = reqwest::Url::parse(&this.url)
+                .map_err(|e| ExecutorError::not_sent(format!("url {:?}: {e}", this.url)))?;
             let mut req = this
                 .client
-                .post(&this.url)
+                .post(posted.clone())
                 .timeout(ctx.remaining)
                 .json(&body);
             if let Some(header) = &ctx.idempotency_header {
@@ -78,6 +80,17 @@ impl Executor for HttpJsonExecutor {
                 .send()
                 .await
                 .map_err(|e| ExecutorError::from_reqwest(&e))?;
+            // A client that follows redirects (reqwest's default) may have
+            // turned the POST into a GET of another page (302, 303) or sent
+            // it on elsewhere (307, 308): whatever that answers says nothing
+            // sure about the write, not even a 4xx. Unknown, for a lookup or
+            // an operator to settle; never confirmed or rejected.
+            if resp.url().as_str() != posted.as_str() {
+                return Err(ExecutorError::maybe_sent(format!(
+                    "destination redirected the write to {}; its answer does not settle it",
+                    resp.url()
+                )));
+            }
             let status = resp.status();
             let text = resp
                 .text()

@@ -125,6 +125,10 @@ impl HttpLookup {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Vec<(String, Self)>, RouterError> {
         let client = reqwest::Client::builder()
+            // Not followed: a redirect to a page that answers a
+            // `not_found_status` would read as "no record" (and allow a
+            // re-send), and the lookup's secret headers would go along.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| RouterError::Internal(format!("building the lookup HTTP client: {e}")))?;
         config
