@@ -15,6 +15,9 @@ use super::executor::{DispatchContext, Executor, ExecutorError, ExecutorOutcome}
 ///   429, whose meaning for an effect is unclear (409 may even mean "it
 ///   already exists"): those, every 5xx and any transport error after the
 ///   connection was made leave the outcome **unknown**;
+/// * an answer from another URL than the one posted to (the client followed
+///   a redirect: a 302/303 turns the POST into a GET of some other page)
+///   → **unknown**, whatever its status;
 /// * a failure to connect → not sent (the operation may be claimed again).
 ///
 /// ```
