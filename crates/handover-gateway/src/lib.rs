@@ -107,11 +107,12 @@ pub fn app(state: GatewayState) -> axum::Router {
         .route("/metrics", get(metrics::render))
         .fallback(api_error::not_found)
         .method_not_allowed_fallback(api_error::method_not_allowed)
+        // One layer: the request's span, log line and metrics around the
+        // per-client limit.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            limits::per_client,
+            metrics::track,
         ))
-        .layer(axum::middleware::from_fn(metrics::track))
         .layer(axum::extract::DefaultBodyLimit::max(limit))
         .with_state(state)
 }

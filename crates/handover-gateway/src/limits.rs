@@ -7,7 +7,7 @@
 //! requests are not limited here.
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -17,13 +17,10 @@ use crate::auth::{Known, Principal, principal_of};
 use crate::conn::body::Held;
 use crate::state::GatewayState;
 
-/// Holds a slot of the calling client for as long as its response runs.
-pub(crate) async fn per_client(
-    State(state): State<GatewayState>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    let Ok(principal) = principal_of(req.headers(), &state) else {
+/// Holds a slot of the calling client for as long as its response runs
+/// (called by `metrics::track`, the gateway's one middleware layer).
+pub(crate) async fn per_client(state: &GatewayState, mut req: Request, next: Next) -> Response {
+    let Ok(principal) = principal_of(req.headers(), state) else {
         return next.run(req).await;
     };
     req.extensions_mut().insert(Known(principal.clone()));

@@ -53,7 +53,10 @@ const SECONDS_BUCKETS: &[f64] = &[
 /// latency to the response head, and for chat completions the policy, the
 /// provider that answered and the attempts. Never a header value, a token
 /// or a body. Handlers add `policy` to the request span (`record_policy`).
-pub(crate) async fn track(req: Request, next: Next) -> Response {
+/// It runs as one layer with the per-client limit (`limits::per_client`,
+/// inside the span): each `from_fn` layer costs a boxed future per request
+/// in flight.
+pub(crate) async fn track(State(state): State<GatewayState>, req: Request, next: Next) -> Response {
     let matched = req.extensions().get::<MatchedPath>().cloned();
     let route = matched.as_ref().map_or("unmatched", |p| p.as_str());
     let span = tracing::info_span!(
@@ -63,7 +66,9 @@ pub(crate) async fn track(req: Request, next: Next) -> Response {
         policy = tracing::field::Empty,
     );
     let start = Instant::now();
-    let resp = next.run(req).instrument(span.clone()).await;
+    let resp = crate::limits::per_client(&state, req, next)
+        .instrument(span.clone())
+        .await;
     let latency = start.elapsed();
     let status = resp.status().as_u16();
     let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok());
