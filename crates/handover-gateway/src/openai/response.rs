@@ -353,15 +353,7 @@ impl Encoder for Chunker {
     /// The first chunk: the assistant role, plus which provider answered
     /// and after which attempts (the same facts as the response headers,
     /// which a stream that waited with keep-alives could not send).
-    fn opening(
-        &mut self,
-        provider: &str,
-        attempts: &[Attempt],
-        skipped: &[Skip],
-        out: &mut SseText,
-    ) {
-        let attempts = attempts_header(attempts, skipped);
-        let handover = json!({"provider": provider, "attempts": attempts.to_str().unwrap_or("")});
+    fn opening(&mut self, handover: &Value, out: &mut SseText) {
         // Ours wins over a provider field of the same name.
         let mut fields = shared_fields(&self.top, &self.id, self.created, &self.model);
         fields.remove("handover");
@@ -372,7 +364,7 @@ impl Encoder for Chunker {
             Some(choice),
             Some((
                 "handover",
-                &serde_json::to_vec(&handover).unwrap_or_default(),
+                &serde_json::to_vec(handover).unwrap_or_default(),
             )),
         );
     }
@@ -452,7 +444,7 @@ mod tests {
         top.insert("handover".into(), json!("theirs"));
         c.extend_top(top);
         let mut out = SseText::default();
-        c.opening("p", &[], &[], &mut out);
+        c.opening(&json!({"provider": "p", "attempts": ""}), &mut out);
         c.event(StreamEvent::ContentDelta("hi \"you\"\n".into()), &mut out);
         let got = chunks(&mut out);
         assert_eq!(

@@ -156,7 +156,7 @@ impl<E: Encoder + Unpin> SseBody<E> {
                     return true;
                 }
                 *heading = false;
-                encoder.opening(stream.provider(), stream.attempts(), stream.skipped(), text);
+                encoder.opening(&handover(stream), text);
             }
             match item {
                 Some(Ok(ev)) => {
@@ -265,6 +265,14 @@ impl<E: Encoder> Drop for SseBody<E> {
             rt.spawn(tracing::Instrument::instrument(rest, span));
         }
     }
+}
+
+/// Which provider answered after which attempts, as the opening event
+/// tells the client: the same facts as the response headers, which a
+/// stream that waited with keep-alives could not send.
+fn handover(stream: &RoutedStream) -> serde_json::Value {
+    let attempts = attempts_header(stream.attempts(), stream.skipped());
+    serde_json::json!({"provider": stream.provider(), "attempts": attempts.to_str().unwrap_or("")})
 }
 
 /// Reads a stream nobody listens to any more to its end.

@@ -16,8 +16,9 @@ use axum::body::Body;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use handover_providers::{ChatRequest, StreamEvent};
-use handover_router::route::{Attempt, Skip, Task};
+use handover_router::route::Task;
 use serde::Serialize;
+use serde_json::Value;
 use tracing::Span;
 
 use super::chat::router_error;
@@ -32,14 +33,9 @@ pub(crate) trait Encoder: Send + 'static {
     /// Takes in an event that heads the answer (the provider's model, its
     /// top-level chunk fields); `false` if `ev` is not one.
     fn heading(&mut self, ev: &StreamEvent) -> bool;
-    /// The events that open the answer, naming the provider and attempts.
-    fn opening(
-        &mut self,
-        provider: &str,
-        attempts: &[Attempt],
-        skipped: &[Skip],
-        out: &mut SseText,
-    );
+    /// The events that open the answer; `handover` names the provider that
+    /// answered and the attempts (`{"provider": …, "attempts": …}`).
+    fn opening(&mut self, handover: &Value, out: &mut SseText);
     /// The events for one provider event.
     fn event(&mut self, ev: StreamEvent, out: &mut SseText);
     /// The events that close a complete answer.

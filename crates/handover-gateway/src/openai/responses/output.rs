@@ -4,10 +4,8 @@
 //! `error`) built from the router's stream events.
 
 use handover_providers::{ChatResponse, FinishReason, StreamAssembler, StreamEvent, ToolCall};
-use handover_router::route::{Attempt, Skip};
 use serde_json::{Value, json};
 
-use super::super::response::attempts_header;
 use super::super::stream::{Encoder, SseText};
 
 /// The request fields a `response` object repeats.
@@ -254,15 +252,7 @@ impl Encoder for ResponsesEncoder {
         true
     }
 
-    fn opening(
-        &mut self,
-        provider: &str,
-        attempts: &[Attempt],
-        skipped: &[Skip],
-        out: &mut SseText,
-    ) {
-        let attempts = attempts_header(attempts, skipped);
-        let handover = json!({"provider": provider, "attempts": attempts.to_str().unwrap_or("")});
+    fn opening(&mut self, handover: &Value, out: &mut SseText) {
         let response = self.response(None);
         self.ev(
             out,
