@@ -201,78 +201,10 @@ impl Chunker {
         }
     }
 
-    /// Takes in an event that comes before the opening chunk (the model,
-    /// the provider's chunk fields); `false` if `ev` is not one.
-    fn take_heading(&mut self, ev: &StreamEvent) -> bool {
-        match ev {
-            StreamEvent::Model(m) => self.set_model(m),
-            StreamEvent::Passthrough(p) if p.choice.is_empty() && p.message.is_empty() => {
-                self.extend_top(p.top.clone());
-            }
-            _ => return false,
-        }
-        true
-    }
-
     /// The waiting choice fields as a chunk of their own.
     fn flush(&mut self, out: &mut SseText) {
         if let Some(p) = self.pending.take() {
             self.write_chunk(out, Delta::Empty, None, Some(p));
-        }
-    }
-
-    /// The chunks for one provider event: a chunk's choice fields wait for
-    /// its delta (or finish) and join it; alone they make a chunk of their
-    /// own when the next chunk's fields or the usage come first.
-    fn write_event(&mut self, ev: StreamEvent, out: &mut SseText) {
-        match ev {
-            StreamEvent::Model(m) => self.set_model(&m),
-            StreamEvent::Passthrough(p) => {
-                self.flush(out);
-                self.extend_top(p.top);
-                if !p.choice.is_empty() || !p.message.is_empty() {
-                    self.pending = Some(Passthrough {
-                        top: Map::new(),
-                        ..p
-                    });
-                }
-            }
-            StreamEvent::ContentDelta(t) => {
-                let p = self.pending.take();
-                self.write_chunk(out, Delta::Text("content", &t), None, p);
-            }
-            StreamEvent::ReasoningDelta(t) => {
-                let p = self.pending.take();
-                self.write_chunk(out, Delta::Text("reasoning_content", &t), None, p);
-            }
-            StreamEvent::ToolCallDelta {
-                index,
-                id,
-                name,
-                arguments,
-            } => {
-                let p = self.pending.take();
-                let call = Delta::Call {
-                    index,
-                    id: id.as_deref(),
-                    name: name.as_deref(),
-                    arguments: arguments.as_deref(),
-                };
-                self.write_chunk(out, call, None, p);
-            }
-            StreamEvent::Finish { reason } => {
-                let p = self.pending.take();
-                self.write_chunk(out, Delta::Empty, Some(reason.as_str()), p);
-            }
-            StreamEvent::Usage(u) => {
-                self.flush(out);
-                if self.include_usage {
-                    let mut usage = Vec::with_capacity(128);
-                    u.write_openai_json(&mut usage);
-                    Self::write(out, self.shared(), None, Some(("usage", &usage)));
-                }
-            }
-            _ => self.flush(out),
         }
     }
 }
@@ -346,8 +278,17 @@ fn write_delta(buf: &mut Vec<u8>, delta: Delta<'_>, extra: &Map<String, Value>) 
 }
 
 impl Encoder for Chunker {
+    /// Takes in an event that comes before the opening chunk (the model,
+    /// the provider's chunk fields); `false` if `ev` is not one.
     fn heading(&mut self, ev: &StreamEvent) -> bool {
-        self.take_heading(ev)
+        match ev {
+            StreamEvent::Model(m) => self.set_model(m),
+            StreamEvent::Passthrough(p) if p.choice.is_empty() && p.message.is_empty() => {
+                self.extend_top(p.top.clone());
+            }
+            _ => return false,
+        }
+        true
     }
 
     /// The first chunk: the assistant role, plus which provider answered
@@ -369,8 +310,59 @@ impl Encoder for Chunker {
         );
     }
 
+    /// The chunks for one provider event: a chunk's choice fields wait for
+    /// its delta (or finish) and join it; alone they make a chunk of their
+    /// own when the next chunk's fields or the usage come first.
     fn event(&mut self, ev: StreamEvent, out: &mut SseText) {
-        self.write_event(ev, out);
+        match ev {
+            StreamEvent::Model(m) => self.set_model(&m),
+            StreamEvent::Passthrough(p) => {
+                self.flush(out);
+                self.extend_top(p.top);
+                if !p.choice.is_empty() || !p.message.is_empty() {
+                    self.pending = Some(Passthrough {
+                        top: Map::new(),
+                        ..p
+                    });
+                }
+            }
+            StreamEvent::ContentDelta(t) => {
+                let p = self.pending.take();
+                self.write_chunk(out, Delta::Text("content", &t), None, p);
+            }
+            StreamEvent::ReasoningDelta(t) => {
+                let p = self.pending.take();
+                self.write_chunk(out, Delta::Text("reasoning_content", &t), None, p);
+            }
+            StreamEvent::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                let p = self.pending.take();
+                let call = Delta::Call {
+                    index,
+                    id: id.as_deref(),
+                    name: name.as_deref(),
+                    arguments: arguments.as_deref(),
+                };
+                self.write_chunk(out, call, None, p);
+            }
+            StreamEvent::Finish { reason } => {
+                let p = self.pending.take();
+                self.write_chunk(out, Delta::Empty, Some(reason.as_str()), p);
+            }
+            StreamEvent::Usage(u) => {
+                self.flush(out);
+                if self.include_usage {
+                    let mut usage = Vec::with_capacity(128);
+                    u.write_openai_json(&mut usage);
+                    Self::write(out, self.shared(), None, Some(("usage", &usage)));
+                }
+            }
+            _ => self.flush(out),
+        }
     }
 
     fn complete(&mut self, out: &mut SseText) {
