@@ -295,12 +295,7 @@ mod tests {
 
     #[test]
     fn what_is_ready_is_taken_in_one_go_up_to_the_batch_limit() {
-        let (tx, rx) = mpsc::unbounded_channel::<u32>();
-        let mut stream = tokio_stream_of(rx);
-        let mut cx = Context::from_waker(noop_waker_ref());
-        for v in 0..3 {
-            tx.send(v).unwrap();
-        }
+        let (tx, mut stream, mut cx) = three_ready();
         let mut seen = Vec::new();
         let ended = take_ready(&mut stream, &mut cx, |_, item| {
             seen.extend(item);
@@ -333,12 +328,7 @@ mod tests {
 
     #[test]
     fn take_can_stop_the_stream() {
-        let (tx, rx) = mpsc::unbounded_channel::<u32>();
-        let mut stream = tokio_stream_of(rx);
-        let mut cx = Context::from_waker(noop_waker_ref());
-        for v in 0..3 {
-            tx.send(v).unwrap();
-        }
+        let (_tx, mut stream, mut cx) = three_ready();
         let mut seen = Vec::new();
         let ended = take_ready(&mut stream, &mut cx, |_, item| {
             seen.extend(item);
@@ -352,9 +342,19 @@ mod tests {
         ));
     }
 
-    fn tokio_stream_of(
-        rx: mpsc::UnboundedReceiver<u32>,
-    ) -> futures::stream::BoxStream<'static, u32> {
-        futures::stream::unfold(rx, |mut r| async move { r.recv().await.map(|v| (v, r)) }).boxed()
+    /// A stream with 0, 1 and 2 ready, its sender, and a context to poll it.
+    fn three_ready() -> (
+        mpsc::UnboundedSender<u32>,
+        futures::stream::BoxStream<'static, u32>,
+        Context<'static>,
+    ) {
+        let (tx, rx) = mpsc::unbounded_channel::<u32>();
+        let stream =
+            futures::stream::unfold(rx, |mut r| async move { r.recv().await.map(|v| (v, r)) })
+                .boxed();
+        for v in 0..3 {
+            tx.send(v).unwrap();
+        }
+        (tx, stream, Context::from_waker(noop_waker_ref()))
     }
 }
