@@ -33,7 +33,7 @@ fn write(out: &mut Vec<u8>, v: &Value) {
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
         Value::Number(n) => number(out, n),
-        Value::String(s) => string(out, s),
+        Value::String(s) => serde_text(out, s),
         Value::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
@@ -60,7 +60,7 @@ fn number(out: &mut Vec<u8>, n: &Number) {
     };
     if exact {
         // Integers: their digits, as `serde_json` writes them.
-        string_or_number(out, n);
+        serde_text(out, n);
         return;
     }
     // Any other number is the double it denotes (finite: a `Value` holds
@@ -69,13 +69,9 @@ fn number(out: &mut Vec<u8>, n: &Number) {
     out.extend_from_slice(ryu_js::Buffer::new().format_finite(f).as_bytes());
 }
 
-fn string(out: &mut Vec<u8>, s: &str) {
-    string_or_number(out, s);
-}
-
 /// `serde_json`'s own writer for a string or an integer: the escapes RFC
 /// 8785 asks for and nothing else. Writing into a `Vec` cannot fail.
-fn string_or_number<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+fn serde_text<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
     let _infallible = serde_json::to_writer(&mut *out, v);
 }
 
@@ -104,7 +100,7 @@ fn members<'a>(out: &mut Vec<u8>, entries: impl Iterator<Item = (&'a String, &'a
         if i > 0 {
             out.push(b',');
         }
-        string(out, k);
+        serde_text(out, k);
         out.push(b':');
         write(out, v);
     }
