@@ -24,6 +24,25 @@ impl Args {
         Ok(Self(map))
     }
 
+    /// Fails naming the first argument not in `known`: a misspelt flag
+    /// would otherwise leave its default in place and measure something
+    /// else than was asked for.
+    pub(crate) fn only(&self, known: &[&str]) -> Result<(), String> {
+        let mut unknown: Vec<&String> = self
+            .0
+            .keys()
+            .filter(|k| !known.contains(&k.as_str()))
+            .collect();
+        unknown.sort();
+        match unknown.first() {
+            None => Ok(()),
+            Some(name) => Err(format!(
+                "unknown argument --{name} (this benchmark takes --{})",
+                known.join(", --")
+            )),
+        }
+    }
+
     /// The string value of `--name`, or `default`.
     pub(crate) fn string(&self, name: &str, default: &str) -> String {
         self.0

@@ -265,6 +265,16 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     }
     let rates = numbers(&args, "rates", "1000,100")?;
     let conns = numbers(&args, "connections", "1,16,64")?;
+    let mut modes = Vec::new();
+    for m in args.string("modes", "chat,chat_stream").split(',') {
+        modes.push(match m.trim() {
+            "chat" => ("chat", PLAIN),
+            "chat_stream" => ("chat_stream", STREAM),
+            other => {
+                return Err(format!("--modes: expected chat or chat_stream, got {other:?}").into());
+            }
+        });
+    }
     let duration = Duration::from_secs(args.number("duration-s", 10)?.max(2));
     let closed_ops = args.number("closed-ops", 4000)?.max(2) as usize;
     let mock = mock_http::start(mock_http::llm_answers())?;
@@ -291,10 +301,6 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     };
     let (rss_before, _) = gw.rss_kib();
     emit(serde_json::json!({"bench": "gateway", "rss_before_kib": rss_before}));
-    let modes = args.string("modes", "chat,chat_stream");
-    let modes = [("chat", PLAIN), ("chat_stream", STREAM)]
-        .into_iter()
-        .filter(|(m, _)| modes.split(',').any(|x| x.trim() == *m));
     for (mode, body) in modes {
         for &c in &conns {
             let load = Load::Closed {

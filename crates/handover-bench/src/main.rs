@@ -34,6 +34,7 @@ fn main() -> BenchResult {
         return Err(usage().into());
     };
     let rest = args::Args::parse(argv.collect())?;
+    rest.only(known_args(&command))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -54,6 +55,51 @@ fn main() -> BenchResult {
         "mcp-upstream" => runtime.block_on(mcp::upstream()),
         "mcp-proxy" => runtime.block_on(mcp::proxy(rest)),
         other => Err(format!("unknown benchmark {other:?}\n{}", usage()).into()),
+    }
+}
+
+/// The arguments each benchmark reads (see its module).
+fn known_args(command: &str) -> &'static [&'static str] {
+    const SERVE: &[&str] = &[
+        "mock",
+        "max-concurrency",
+        "max-queue",
+        "connections",
+        "deadline-s",
+    ];
+    match command {
+        "ledger" => &[
+            "backend",
+            "baseline-ops",
+            "concurrency",
+            "lifecycle",
+            "ops",
+            "durable",
+            "growth",
+            "pool",
+            "rounds",
+            "small",
+            "url",
+        ],
+        "adapter" => &["kind", "ops"],
+        "perform" => &["backend", "concurrency", "ops"],
+        "router" => &["concurrency", "ops", "rounds"],
+        "gateway" => &[
+            "rates",
+            "connections",
+            "duration-s",
+            "closed-ops",
+            "modes",
+            "routed",
+            "target",
+            "stalled",
+            "max-concurrency",
+        ],
+        "gateway-soak" => &["duration-s", "rate", "window-s"],
+        "gateway-serve" | "floor-serve" => SERVE,
+        "task" => &["backend", "concurrency", "ops", "url"],
+        "mcp" => &["config", "ops"],
+        _ => &[],
     }
 }
 
