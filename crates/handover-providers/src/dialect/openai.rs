@@ -6,7 +6,9 @@ use crate::sse::Event;
 use http::{HeaderMap, HeaderName, header};
 use secrecy::{ExposeSecret, SecretString};
 
-use super::{BodyError, Decoded, Dialect, StreamDecoder, path_segment, secret_header};
+use super::{
+    BodyError, CallUrl, Decoded, Dialect, StreamDecoder, fixed_url, path_segment, secret_header,
+};
 use crate::{
     error::ProviderError,
     request::ChatRequest,
@@ -18,26 +20,33 @@ use crate::{
 pub(crate) struct OpenAiDialect {
     settings: ProviderSettings,
     base_url: String,
+    /// `{base}/chat/completions`, the URL of every call but Azure's
+    /// (whose deployment, the model, is in the path).
+    completions: reqwest::Url,
 }
 
 impl OpenAiDialect {
-    pub(crate) fn new(settings: &ProviderSettings) -> Self {
-        Self {
-            base_url: settings.base_url.trim_end_matches('/').to_owned(),
+    pub(crate) fn new(settings: &ProviderSettings) -> Result<Self, ProviderError> {
+        let base_url = settings.base_url.trim_end_matches('/').to_owned();
+        Ok(Self {
+            completions: fixed_url(&format!("{base_url}/chat/completions"))?,
+            base_url,
             settings: settings.clone(),
-        }
+        })
     }
 }
 
 impl Dialect for OpenAiDialect {
-    fn url(&self, model: &str, _stream: bool) -> String {
+    fn url(&self, model: &str, _stream: bool) -> CallUrl {
         let base = &self.base_url;
         match (self.settings.kind, self.settings.api_version()) {
             (ProviderKind::AzureOpenAi, Some(v)) => {
                 let deployment = path_segment(model);
-                format!("{base}/openai/deployments/{deployment}/chat/completions?api-version={v}")
+                CallUrl::PerCall(format!(
+                    "{base}/openai/deployments/{deployment}/chat/completions?api-version={v}"
+                ))
             }
-            _ => format!("{base}/chat/completions"),
+            _ => CallUrl::Fixed(self.completions.clone()),
         }
     }
 

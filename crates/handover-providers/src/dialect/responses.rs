@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{
-    BodyError, Dialect, StreamDecoder, openai::auth_headers, reported_model,
+    BodyError, CallUrl, Dialect, StreamDecoder, fixed_url, openai::auth_headers, reported_model,
     responses_request::request_body, responses_stream::EventDecoder,
 };
 use crate::{
@@ -35,11 +35,11 @@ use crate::{
 
 pub(crate) struct ResponsesDialect {
     kind: ProviderKind,
-    url: String,
+    url: reqwest::Url,
 }
 
 impl ResponsesDialect {
-    pub(crate) fn new(settings: &ProviderSettings) -> Self {
+    pub(crate) fn new(settings: &ProviderSettings) -> Result<Self, ProviderError> {
         let base = settings.base_url.trim_end_matches('/');
         let url = match (settings.kind, settings.api_version.as_deref()) {
             // Azure's v1 path takes the deployment in the body and needs no
@@ -50,16 +50,16 @@ impl ResponsesDialect {
             (ProviderKind::AzureOpenAi, None) => format!("{base}/openai/v1/responses"),
             _ => format!("{base}/responses"),
         };
-        Self {
+        Ok(Self {
             kind: settings.kind,
-            url,
-        }
+            url: fixed_url(&url)?,
+        })
     }
 }
 
 impl Dialect for ResponsesDialect {
-    fn url(&self, _model: &str, _stream: bool) -> String {
-        self.url.clone()
+    fn url(&self, _model: &str, _stream: bool) -> CallUrl {
+        CallUrl::Fixed(self.url.clone())
     }
 
     fn headers(&self, key: Option<&SecretString>) -> Result<HeaderMap, ProviderError> {
