@@ -1,7 +1,10 @@
 //! The gateway under measurement, in a process of its own: this binary's
-//! `gateway-serve`, which serves exactly as `handover serve` does
-//! (`Gateway::bind` on the default multi-thread runtime; no log subscriber,
-//! as with `RUST_LOG=off`). A process of its own lets the benchmarks read
+//! `gateway-serve`, which serves as `handover serve` does
+//! (`Gateway::bind` on the default multi-thread runtime) without its log
+//! subscriber: `handover serve` at its default `info` also formats each
+//! request's spans and writes its access line (about 94k instructions more
+//! per streamed request, docs/benchmarks.md "Stop 30"); with
+//! `RUST_LOG=warn` it costs what this does. A process of its own lets the benchmarks read
 //! the gateway's CPU time and RSS from `/proc/PID` apart from the load
 //! generator's and the mock's. `HANDOVER_BENCH_GATEWAY_WRAPPER` runs it
 //! under a profiler (`valgrind --tool=callgrind`, `perf record -g`,

@@ -89,8 +89,10 @@ fn spans(bodies: &[Value]) -> Vec<(String, Value, HashMap<String, Value>)> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fallback_chat_is_exported_with_genai_names_and_flushed_on_sigterm() {
+/// Serves one chat that falls back (primary 500, fallback answers) with
+/// export on, stops with SIGTERM, and returns the export bodies, checked
+/// for content type, the collector's key, and no prompt, token or key.
+async fn export_one_fallback_chat(rust_log: Option<&'static str>) -> Vec<Value> {
     let primary = MockProvider::start(Flavor::OpenAi).await;
     primary.script([Reply::server_error()]);
     let fallback = MockProvider::start(Flavor::OpenAi).await;
@@ -115,7 +117,7 @@ async fn a_fallback_chat_is_exported_with_genai_names_and_flushed_on_sigterm() {
         ),
     );
     let (mut child, addr, _lines) = tokio::task::spawn_blocking(move || {
-        start_with(&cfg, &[], None, &[("OTLP_TEST_KEY", COLLECTOR_KEY)])
+        start_with(&cfg, &[], rust_log, &[("OTLP_TEST_KEY", COLLECTOR_KEY)])
     })
     .await
     .unwrap();
@@ -150,6 +152,12 @@ async fn a_fallback_chat_is_exported_with_genai_names_and_flushed_on_sigterm() {
         .iter()
         .map(|r| serde_json::from_slice(&r.body).unwrap())
         .collect();
+    bodies
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fallback_chat_is_exported_with_genai_names_and_flushed_on_sigterm() {
+    let bodies = export_one_fallback_chat(None).await;
     let resource = &bodies[0]["resourceSpans"][0]["resource"]["attributes"];
     assert!(
         resource
@@ -320,4 +328,19 @@ async fn a_stalled_or_unreachable_collector_neither_slows_nor_fails_requests() {
         .await
         .unwrap();
     assert!(exit.success(), "{exit:?}");
+}
+
+/// `RUST_LOG` quietens the log, not the export: with `warn` the log
+/// layer wants no span, and the export filter, which now decides once per
+/// callsite, still has every span exported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_log_does_not_quieten_the_export() {
+    let bodies = export_one_fallback_chat(Some("warn")).await;
+    let names: Vec<String> = spans(&bodies).into_iter().map(|(n, _, _)| n).collect();
+    for want in ["chat m1", "chat m2", "handover.task.chat", "request"] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "no span {want:?} in {names:?}"
+        );
+    }
 }

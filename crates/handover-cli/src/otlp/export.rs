@@ -41,6 +41,8 @@ pub(crate) fn start(settings: &TelemetrySettings) -> anyhow::Result<Exporter> {
     if SINK.set(sink).is_err() {
         anyhow::bail!("span export is already running");
     }
+    // Callsites seen before now were told "never" by `OtlpFilter`.
+    tracing::callsite::rebuild_interest_cache();
     let (stop, stopped) = oneshot::channel();
     let batcher = Batcher {
         client,

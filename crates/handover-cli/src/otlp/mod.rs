@@ -73,12 +73,31 @@ pub(crate) struct OtlpLayer;
 /// Only Handover's own spans, at `info` or above, and only while export runs.
 pub(crate) struct OtlpFilter;
 
-impl<S> Filter<S> for OtlpFilter {
-    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+impl OtlpFilter {
+    fn wants(meta: &Metadata<'_>) -> bool {
         meta.is_span()
             && SINK.get().is_some()
             && meta.target().starts_with("handover")
             && *meta.level() <= tracing::Level::INFO
+    }
+}
+
+impl<S> Filter<S> for OtlpFilter {
+    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        Self::wants(meta)
+    }
+
+    /// Decided once per callsite, not per span: the default ("sometimes")
+    /// made every span of every request ask this filter, and kept the
+    /// registry creating, entering and closing spans that no layer wanted
+    /// (about 50k instructions per streamed request with `RUST_LOG=warn`).
+    /// [`start`] has the callsites asked again once export runs.
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> tracing::subscriber::Interest {
+        if Self::wants(meta) {
+            tracing::subscriber::Interest::always()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
     }
 }
 
