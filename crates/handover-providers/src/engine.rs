@@ -117,19 +117,13 @@ impl Engine {
         } else {
             "application/json"
         };
-        let url = match dialect.url(&p.model, stream) {
-            CallUrl::Fixed(url) => url,
-            CallUrl::PerCall(text) => {
-                reqwest::Url::parse(&text).map_err(|e| ProviderError::Other {
-                    provider: self.settings.name.clone(),
-                    detail: format!("could not build the http request: {e}"),
-                })?
-            }
+        let http = &self.endpoint.http;
+        // A per-call URL is parsed by reqwest, its error reported below.
+        let request = match dialect.url(&p.model, stream) {
+            CallUrl::Fixed(url) => http.post(url),
+            CallUrl::PerCall(text) => http.post(text),
         };
-        let request = self
-            .endpoint
-            .http
-            .post(url)
+        let request = request
             .headers(self.endpoint.headers.clone())
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, accept)
