@@ -1,8 +1,8 @@
 //! `handover mcp` in front of a Streamable HTTP upstream
 //! (`[mcp.servers.NAME] url = ...`): the official Python SDK's shipping
 //! server served over HTTP, the proxy on stdio, the SDK's client. Effects
-//! are counted in the server's log (or, for a redirect, as connections at
-//! raw listeners). Skipped without `HANDOVER_TEST_PYTHON`.
+//! are counted in the server's log (or, for a redirect, at wiremock).
+//! Skipped without `HANDOVER_TEST_PYTHON`.
 
 mod mcp_world;
 
@@ -126,54 +126,43 @@ fn an_http_upstream_that_dies_after_applying_is_unknown_and_one_that_is_down_is_
     assert_eq!(w.shipments().len(), 1, "nothing else applied");
 }
 
-/// A listener that counts its connections and answers every request with
-/// `answer` (then closes): a stand-in for a server that should get nothing,
-/// or one that redirects.
-fn counting_server(answer: String) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::io::{Read, Write};
-    use std::sync::atomic::Ordering;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            count.fetch_add(1, Ordering::SeqCst);
-            // Reads the head (the body is left unread: the answer comes first).
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
-                head.push(byte[0]);
-            }
-            let _ = stream.write_all(answer.as_bytes());
-        }
-    });
-    (url, seen)
-}
-
-#[test]
-fn an_http_upstream_that_redirects_is_not_followed() {
+/// The redirect is the upstream's answer: the proxy does not send the
+/// message on to where it points (which gets no request).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_upstream_that_redirects_is_not_followed() {
+    use wiremock::{Mock, MockServer, ResponseTemplate, matchers::any};
     let Some(python) = python() else { return };
-    let w = World::new(python, "");
-    // Where the redirect points: it must receive nothing.
-    let (elsewhere, reached) = counting_server(
-        "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-            .into(),
-    );
-    let (redirecting, asked) = counting_server(format!(
-        "HTTP/1.1 307 Temporary Redirect\r\nlocation: {elsewhere}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-    ));
-    over_http(&w, &redirecting);
-    let proxy = w.through_handover();
-    let proxy: Vec<&str> = proxy.iter().map(String::as_str).collect();
-    let r = w.client("ok", &["refused"], &proxy);
+    let elsewhere = MockServer::start().await;
+    Mock::given(any())
+        .respond_with(ResponseTemplate::new(500))
+        .mount(&elsewhere)
+        .await;
+    let redirecting = MockServer::start().await;
+    Mock::given(any())
+        .respond_with(
+            ResponseTemplate::new(307)
+                .insert_header("location", format!("{}/mcp", elsewhere.uri())),
+        )
+        .mount(&redirecting)
+        .await;
+    let url = format!("{}/mcp", redirecting.uri());
+    let r = tokio::task::spawn_blocking(move || {
+        let w = World::new(python, "");
+        over_http(&w, &url);
+        let proxy = w.through_handover();
+        let proxy: Vec<&str> = proxy.iter().map(String::as_str).collect();
+        w.client("ok", &["refused"], &proxy)
+    })
+    .await
+    .unwrap();
     assert!(r[0].as_str().is_some(), "a refusal: {}", r[0]);
-    use std::sync::atomic::Ordering;
-    assert!(asked.load(Ordering::SeqCst) >= 1, "the upstream was asked");
-    assert_eq!(
-        reached.load(Ordering::SeqCst),
-        0,
-        "the redirect was followed"
+    assert!(
+        !redirecting.received_requests().await.unwrap().is_empty(),
+        "the upstream was asked"
+    );
+    let followed = elsewhere.received_requests().await.unwrap();
+    assert!(
+        followed.is_empty(),
+        "the redirect was followed: {followed:?}"
     );
 }
