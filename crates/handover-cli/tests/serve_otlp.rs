@@ -52,7 +52,12 @@ async fn chat(client: &reqwest::Client, addr: &str) -> reqwest::Response {
     client
         .post(format!("{addr}/v1/chat/completions"))
         .bearer_auth(TOKEN)
-        .json(&json!({"model": "default", "messages": [{"role": "user", "content": PROMPT}]}))
+        .json(&json!({
+            "model": "default",
+            "messages": [{"role": "user", "content": PROMPT}],
+            "max_tokens": 64,
+            "temperature": 0.5,
+        }))
         .send()
         .await
         .unwrap()
@@ -184,6 +189,9 @@ async fn a_fallback_chat_is_exported_with_genai_names_and_flushed_on_sigterm() {
     assert_eq!(a1["handover.attempt"], "1");
     assert_eq!(a1["handover.outcome"], "failed");
     assert_eq!(a1["error.type"], "server_error");
+    assert_eq!(a1["http.response.status_code"], "500");
+    assert_eq!(a1["gen_ai.request.max_tokens"], "64");
+    assert_eq!(a1["gen_ai.request.temperature"], 0.5);
     assert_eq!(first["status"]["code"], 2);
     assert_eq!(first["kind"], 3);
     let (_, second, a2) = find("chat m2");
@@ -194,6 +202,8 @@ async fn a_fallback_chat_is_exported_with_genai_names_and_flushed_on_sigterm() {
     assert!(a2.contains_key("gen_ai.usage.input_tokens"), "{a2:?}");
     assert!(a2.contains_key("gen_ai.usage.output_tokens"), "{a2:?}");
     assert!(!a2.contains_key("error.type"), "{a2:?}");
+    assert_eq!(a2["http.response.status_code"], "200");
+    assert_eq!(a2["gen_ai.request.max_tokens"], "64");
 
     // The router's task span and the gateway's request span around them.
     let (_, task, t) = find("handover.task.chat");

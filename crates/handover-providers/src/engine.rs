@@ -165,8 +165,7 @@ impl Engine {
         .await;
         match result {
             Ok((resp, status)) => {
-                telemetry::record_status(&span, status, resp.request_id.as_deref());
-                telemetry::record_response(&span, &resp);
+                telemetry::record_response(&span, status, &resp);
                 Ok(resp)
             }
             Err(e) => {

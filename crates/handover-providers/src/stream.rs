@@ -112,7 +112,7 @@ impl SseState {
     fn fail(&mut self, err: ProviderError) -> Option<Result<StreamEvent, ProviderError>> {
         self.done = true;
         telemetry::record_error(&self.span, &err);
-        self.record_progress();
+        self.record_progress(None);
         tracing::debug!(error = %err, "stream ended with an error");
         Some(Err(err))
     }
@@ -130,14 +130,14 @@ impl SseState {
     /// Ends the stream successfully.
     fn complete(&mut self) -> Option<Result<StreamEvent, ProviderError>> {
         self.done = true;
-        self.span.record("handover.outcome", "answered");
-        self.record_progress();
+        self.record_progress(Some("answered"));
         None
     }
 
-    fn record_progress(&self) {
+    fn record_progress(&self, outcome: Option<&'static str>) {
         telemetry::record_stream_end(
             &self.span,
+            outcome,
             self.model.as_deref(),
             self.usage.as_ref(),
             self.finish.as_deref(),

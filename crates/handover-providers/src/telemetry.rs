@@ -29,14 +29,15 @@ pub(crate) fn attempt_span(
     stream: bool,
     attempt: Option<u32>,
 ) -> Span {
-    let span = tracing::info_span!(
+    // An absent `Option` records nothing, as `Empty` would.
+    tracing::info_span!(
         "chat",
         "gen_ai.operation.name" = "chat",
         "gen_ai.provider.name" = system,
         "gen_ai.system" = system,
         "gen_ai.request.model" = model,
-        "gen_ai.request.max_tokens" = Empty,
-        "gen_ai.request.temperature" = Empty,
+        "gen_ai.request.max_tokens" = req.max_tokens,
+        "gen_ai.request.temperature" = req.temperature.map(f64::from),
         "gen_ai.response.model" = Empty,
         "gen_ai.response.finish_reasons" = Empty,
         "gen_ai.usage.input_tokens" = Empty,
@@ -49,46 +50,45 @@ pub(crate) fn attempt_span(
         "handover.stream.events" = Empty,
         "handover.attempt" = attempt,
         "handover.outcome" = Empty,
-    );
-    if !span.is_disabled() {
-        if let Some(n) = req.max_tokens {
-            span.record("gen_ai.request.max_tokens", n);
-        }
-        if let Some(t) = req.temperature {
-            span.record("gen_ai.request.temperature", f64::from(t));
-        }
-    }
-    span
+    )
 }
 
+// Each function below records its fields in one `record_all!`: every
+// `Span::record` is a separate trip through the subscriber's layers (a span
+// lookup and a format per layer), so one call per phase, not one per field.
+
+/// A stream's response head arrived.
 pub(crate) fn record_status(span: &Span, status: u16, request_id: Option<&str>) {
-    span.record("http.response.status_code", status);
-    if let Some(id) = request_id {
-        span.record("handover.request_id", id);
-    }
+    tracing::record_all!(
+        span,
+        "http.response.status_code" = status,
+        "handover.request_id" = request_id,
+    );
 }
 
-fn record_usage(span: &Span, usage: Option<&Usage>) {
-    if let Some(u) = usage {
-        span.record("gen_ai.usage.input_tokens", u.input_tokens);
-        span.record("gen_ai.usage.output_tokens", u.output_tokens);
-    }
-}
-
-pub(crate) fn record_response(span: &Span, resp: &ChatResponse) {
+/// A whole (non-streamed) answer arrived with `status`.
+pub(crate) fn record_response(span: &Span, status: u16, resp: &ChatResponse) {
     if span.is_disabled() {
         return;
     }
-    span.record("handover.outcome", "answered");
-    span.record("gen_ai.response.model", resp.model.as_str());
-    if let Some(f) = &resp.finish_reason {
-        span.record("gen_ai.response.finish_reasons", f.as_str());
-    }
-    record_usage(span, resp.usage.as_ref());
+    let usage = resp.usage.as_ref();
+    tracing::record_all!(
+        span,
+        "http.response.status_code" = status,
+        "handover.request_id" = resp.request_id.as_deref(),
+        "handover.outcome" = "answered",
+        "gen_ai.response.model" = resp.model.as_str(),
+        "gen_ai.response.finish_reasons" = resp.finish_reason.as_ref().map(|f| f.as_str()),
+        "gen_ai.usage.input_tokens" = usage.map(|u| u.input_tokens),
+        "gen_ai.usage.output_tokens" = usage.map(|u| u.output_tokens),
+    );
 }
 
+/// A stream ended; `outcome` is `Some("answered")` when it completed (a
+/// failed one has its outcome from [`record_error`]).
 pub(crate) fn record_stream_end(
     span: &Span,
+    outcome: Option<&'static str>,
     model: Option<&str>,
     usage: Option<&Usage>,
     finish: Option<&str>,
@@ -97,26 +97,26 @@ pub(crate) fn record_stream_end(
     if span.is_disabled() {
         return;
     }
-    if let Some(m) = model {
-        span.record("gen_ai.response.model", m);
-    }
-    if let Some(f) = finish {
-        span.record("gen_ai.response.finish_reasons", f);
-    }
-    record_usage(span, usage);
-    span.record("handover.stream.events", events);
+    tracing::record_all!(
+        span,
+        "handover.outcome" = outcome,
+        "gen_ai.response.model" = model,
+        "gen_ai.response.finish_reasons" = finish,
+        "gen_ai.usage.input_tokens" = usage.map(|u| u.input_tokens),
+        "gen_ai.usage.output_tokens" = usage.map(|u| u.output_tokens),
+        "handover.stream.events" = events,
+    );
 }
 
 pub(crate) fn record_error(span: &Span, err: &ProviderError) {
     if span.is_disabled() {
         return;
     }
-    span.record("handover.outcome", "failed");
-    span.record("error.type", err.class().as_str());
-    if let Some(s) = err.status() {
-        span.record("http.response.status_code", s);
-    }
-    if let Some(id) = err.request_id() {
-        span.record("handover.request_id", id);
-    }
+    tracing::record_all!(
+        span,
+        "handover.outcome" = "failed",
+        "error.type" = err.class().as_str(),
+        "http.response.status_code" = err.status(),
+        "handover.request_id" = err.request_id(),
+    );
 }

@@ -223,16 +223,20 @@ fn record_outcome<T>(walked: &Result<Walked<'_, T>, RouterError>) {
         return;
     }
     match walked {
-        Ok(w) => {
-            span.record("handover.outcome", "answered");
-            span.record("handover.provider", w.target.provider());
-            span.record("handover.attempts", w.run.attempts.len());
-        }
-        Err(RouterError::Task(failure)) => {
-            span.record("handover.outcome", "failed");
-            span.record("handover.attempts", failure.attempts.len());
-            span.record("error.type", failure.reason.kind());
-        }
+        // One `record_all!` per outcome: each record is a trip through the
+        // subscriber's layers.
+        Ok(w) => tracing::record_all!(
+            span,
+            "handover.outcome" = "answered",
+            "handover.provider" = w.target.provider(),
+            "handover.attempts" = w.run.attempts.len(),
+        ),
+        Err(RouterError::Task(failure)) => tracing::record_all!(
+            span,
+            "handover.outcome" = "failed",
+            "handover.attempts" = failure.attempts.len(),
+            "error.type" = failure.reason.kind(),
+        ),
         Err(_) => {
             span.record("handover.outcome", "failed");
         }
