@@ -19,6 +19,9 @@ pub enum TimeoutPhase {
     Connect,
     /// Waiting for response headers after the request was sent.
     FirstByte,
+    /// Waiting for a stream's response headers (`stream_first_byte`, when
+    /// shorter than `first_byte`).
+    StreamFirstByte,
     /// Waiting for the first data event of a stream.
     FirstToken,
     /// Waiting for the next data event of a stream.
@@ -33,6 +36,7 @@ impl TimeoutPhase {
         match self {
             TimeoutPhase::Connect => "connect",
             TimeoutPhase::FirstByte => "first_byte",
+            TimeoutPhase::StreamFirstByte => "stream_first_byte",
             TimeoutPhase::FirstToken => "first_token",
             TimeoutPhase::Idle => "idle",
             TimeoutPhase::Total => "total",
@@ -191,7 +195,9 @@ impl ProviderError {
             ProviderError::Timeout { phase, .. } => match phase {
                 TimeoutPhase::Connect => ErrorClass::ConnectBeforeSend,
                 TimeoutPhase::FirstToken | TimeoutPhase::Idle => ErrorClass::StreamStalled,
-                TimeoutPhase::FirstByte | TimeoutPhase::Total => ErrorClass::Timeout,
+                TimeoutPhase::FirstByte | TimeoutPhase::StreamFirstByte | TimeoutPhase::Total => {
+                    ErrorClass::Timeout
+                }
             },
             ProviderError::Api { failure, .. } => failure.class,
             ProviderError::StreamInterrupted { .. } => ErrorClass::StreamInterrupted,

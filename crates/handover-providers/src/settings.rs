@@ -4,7 +4,10 @@ use std::{collections::HashMap, fmt, str::FromStr, time::Duration};
 
 use secrecy::SecretString;
 
-use crate::{api::OpenAiApi, error::ProviderError};
+use crate::{
+    api::OpenAiApi,
+    error::{ProviderError, TimeoutPhase},
+};
 
 /// Which adapter serves a provider. A closed set: see [`crate::AnyProvider`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -102,6 +105,11 @@ impl FromStr for ProviderKind {
 ///
 /// * `connect` — establishing the TCP/TLS connection (per provider client).
 /// * `first_byte` — from starting the send until response headers arrive.
+/// * `stream_first_byte` — the same for a stream, when shorter. A whole
+///   answer's headers come only after the whole generation, so
+///   `first_byte` must allow for long answers; a stream's headers come
+///   before the model writes anything, so a dead or hung provider can be
+///   left much sooner. The shorter of the two applies to streams.
 /// * `first_token` — streams: from headers until the first **data** event.
 /// * `idle` — streams: between two **data** events. SSE comments
 ///   (`: keep-alive`) and blank lines never reset it.
@@ -112,6 +120,8 @@ pub struct Timeouts {
     pub connect: Duration,
     /// Until response headers.
     pub first_byte: Duration,
+    /// Streams: until response headers, when shorter than `first_byte`.
+    pub stream_first_byte: Duration,
     /// Until the first data event of a stream.
     pub first_token: Duration,
     /// Between data events of a stream.
@@ -121,11 +131,13 @@ pub struct Timeouts {
 }
 
 impl Default for Timeouts {
-    /// connect 10 s, first byte 60 s, first token 60 s, idle 30 s, total 10 min.
+    /// connect 10 s, first byte 60 s (a stream's 10 s), first token 60 s,
+    /// idle 30 s, total 10 min.
     fn default() -> Self {
         Self {
             connect: Duration::from_secs(10),
             first_byte: Duration::from_secs(60),
+            stream_first_byte: Duration::from_secs(10),
             first_token: Duration::from_secs(60),
             idle: Duration::from_secs(30),
             total: Duration::from_secs(600),
@@ -139,6 +151,7 @@ impl Timeouts {
         Self {
             connect: self.connect.min(remaining),
             first_byte: self.first_byte.min(remaining),
+            stream_first_byte: self.stream_first_byte.min(remaining),
             first_token: self.first_token.min(remaining),
             idle: self.idle.min(remaining),
             total: self.total.min(remaining),
@@ -150,9 +163,20 @@ impl Timeouts {
         Self {
             connect: self.connect.min(other.connect),
             first_byte: self.first_byte.min(other.first_byte),
+            stream_first_byte: self.stream_first_byte.min(other.stream_first_byte),
             first_token: self.first_token.min(other.first_token),
             idle: self.idle.min(other.idle),
             total: self.total.min(other.total),
+        }
+    }
+
+    /// The deadline for response headers and the phase that names it: a
+    /// stream's own when it is the shorter.
+    pub(crate) fn headers(&self, stream: bool) -> (Duration, TimeoutPhase) {
+        if stream && self.stream_first_byte < self.first_byte {
+            (self.stream_first_byte, TimeoutPhase::StreamFirstByte)
+        } else {
+            (self.first_byte, TimeoutPhase::FirstByte)
         }
     }
 
@@ -161,6 +185,7 @@ impl Timeouts {
         for (name, d) in [
             ("timeouts.connect", self.connect),
             ("timeouts.first_byte", self.first_byte),
+            ("timeouts.stream_first_byte", self.stream_first_byte),
             ("timeouts.first_token", self.first_token),
             ("timeouts.idle", self.idle),
             ("timeouts.total", self.total),

@@ -79,12 +79,9 @@ impl Endpoint {
                 })?;
         }
         let t = call.timeouts;
-        let (deadline, phase, after) = if t.first_byte <= t.total {
-            (
-                call.started + t.first_byte,
-                TimeoutPhase::FirstByte,
-                t.first_byte,
-            )
+        let (headers, headers_phase) = t.headers(call.info.stream);
+        let (deadline, phase, after) = if headers <= t.total {
+            (call.started + headers, headers_phase, headers)
         } else {
             (call.total_deadline(), TimeoutPhase::Total, t.total)
         };

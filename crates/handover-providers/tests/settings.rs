@@ -32,6 +32,11 @@ fn invalid_settings_name_the_field() {
         ..Timeouts::default()
     };
     assert!(err_of(ok().with_timeouts(zero)).contains("timeouts.idle"));
+    let zero = Timeouts {
+        stream_first_byte: Duration::ZERO,
+        ..Timeouts::default()
+    };
+    assert!(err_of(ok().with_timeouts(zero)).contains("timeouts.stream_first_byte"));
     let mismatch = DeepSeekProvider::new(ok()).unwrap_err();
     assert!(mismatch.to_string().contains("kind"), "{mismatch}");
     assert!(!mismatch.was_sent());
@@ -75,11 +80,20 @@ fn timeouts_cap_to_remaining_budget() {
     assert_eq!(t.total, Duration::from_secs(5));
     assert_eq!(t.idle, Duration::from_secs(5));
     assert_eq!(t.connect, Duration::from_secs(5));
+    assert_eq!(t.stream_first_byte, Duration::from_secs(5));
+    let t = Timeouts::default().capped(Duration::from_secs(15));
+    assert_eq!(
+        t.stream_first_byte,
+        Duration::from_secs(10),
+        "already shorter"
+    );
     let m = Timeouts::default().min(Timeouts {
         first_token: Duration::from_secs(1),
+        stream_first_byte: Duration::from_secs(2),
         ..Timeouts::default()
     });
     assert_eq!(m.first_token, Duration::from_secs(1));
+    assert_eq!(m.stream_first_byte, Duration::from_secs(2));
     assert_eq!(m.total, Timeouts::default().total);
 }
 

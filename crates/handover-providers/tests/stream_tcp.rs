@@ -236,6 +236,66 @@ async fn no_response_headers_is_a_first_byte_timeout_with_one_request() {
     assert_eq!(server.requests(), 2, "one request per call");
 }
 
+/// A stream's headers have their own, shorter deadline; a whole answer
+/// still gets `first_byte` (its headers come only once it is generated).
+#[tokio::test(start_paused = true)]
+async fn a_stream_without_headers_is_left_after_stream_first_byte() {
+    let server = raw::serve(|sock| async move { raw::hold(sock).await }).await;
+    let short = Timeouts {
+        stream_first_byte: Duration::from_secs(1),
+        ..timeouts()
+    };
+    let p = AnyProvider::new(support::settings(KIND, &server.base).with_timeouts(short)).unwrap();
+    let start = Instant::now();
+    let err = p
+        .chat_stream(&req(), &CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.timeout_phase(),
+        Some(TimeoutPhase::StreamFirstByte),
+        "{err}"
+    );
+    assert_eq!(err.class(), ErrorClass::Timeout);
+    assert!(err.was_sent());
+    assert!(err.to_string().contains("stream_first_byte"), "{err}");
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+    let start = Instant::now();
+    let err = p.chat(&req(), &CallOptions::default()).await.unwrap_err();
+    assert_eq!(err.timeout_phase(), Some(TimeoutPhase::FirstByte), "{err}");
+    assert_eq!(start.elapsed(), Duration::from_secs(5));
+    assert_eq!(server.requests(), 2, "one request per call");
+}
+
+/// `stream_first_byte` ends at the headers: the wait for the first token
+/// after them is `first_token`'s, however long the headers took.
+#[tokio::test(start_paused = true)]
+#[allow(clippy::disallowed_methods)] // the mock server's own delays, in paused time
+async fn stream_first_byte_does_not_cut_the_wait_for_the_first_token() {
+    let server = raw::serve(|mut sock| async move {
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        raw::sse_head(&mut sock).await;
+        tokio::time::sleep(Duration::from_millis(1_900)).await;
+        raw::write(&mut sock, &delta("late but in time")).await;
+        raw::write(&mut sock, &bodies::finish_and_done(KIND)).await;
+        raw::hold(sock).await;
+    })
+    .await;
+    let short = Timeouts {
+        stream_first_byte: Duration::from_secs(1),
+        ..timeouts()
+    };
+    let p = AnyProvider::new(support::settings(KIND, &server.base).with_timeouts(short)).unwrap();
+    let resp = p
+        .chat_stream(&req(), &CallOptions::default())
+        .await
+        .unwrap()
+        .into_response()
+        .await
+        .unwrap();
+    assert_eq!(resp.content.as_deref(), Some("late but in time"));
+}
+
 #[tokio::test(start_paused = true)]
 async fn per_call_timeouts_capped_by_budget_apply() {
     let server = raw::serve(|sock| async move { raw::hold(sock).await }).await;

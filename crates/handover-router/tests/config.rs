@@ -89,6 +89,9 @@ fn example_resolves_every_section() {
     );
     let deepseek = config.provider("deepseek").unwrap();
     assert!(deepseek.no_reasoning_passback.contains("deepseek-reasoner"));
+    let openai = &config.provider("openai").unwrap().timeouts;
+    assert_eq!(openai.first_byte, Duration::from_secs(30));
+    assert_eq!(openai.stream_first_byte, Duration::from_secs(10));
     let ship = config.action("create_shipment").unwrap();
     assert_eq!(ship.block, BlockSetting::Scope);
     assert_eq!(
@@ -315,6 +318,31 @@ fn zero_negative_and_malformed_durations_are_errors() {
         assert!(e.contains("policies.default.deadline: "), "{e}");
         assert!(e.contains(expect), "{value}: {e}");
     }
+}
+
+/// A stream's headers default to 10 s, below `first_byte`'s 30 s; set, the
+/// value is read and checked like every duration, under its own path.
+#[test]
+fn stream_first_byte_has_its_default_and_its_own_path() {
+    let config = Config::parse(BASE, &all_set).unwrap();
+    let t = config.provider("a").unwrap().timeouts;
+    assert_eq!(t.stream_first_byte, Duration::from_secs(10));
+    assert_eq!(t.first_byte, Duration::from_secs(30));
+    let set = BASE.replacen(
+        "[providers.b]",
+        "[providers.a.timeouts]\nstream_first_byte = \"3s\"\n\n[providers.b]",
+        1,
+    );
+    let config = Config::parse(&set, &all_set).unwrap();
+    let t = config.provider("a").unwrap().timeouts;
+    assert_eq!(t.stream_first_byte, Duration::from_secs(3));
+    let bad = set.replace("\"3s\"", "\"0s\"");
+    let e = errors(&bad);
+    assert!(
+        e.contains("providers.a.timeouts.stream_first_byte: "),
+        "{e}"
+    );
+    assert!(e.contains("must be greater than zero"), "{e}");
 }
 
 #[test]

@@ -587,3 +587,51 @@ async fn a_probe_cancelled_by_its_caller_is_given_back() {
     assert_eq!(done.provider, "primary");
     assert_eq!(r.breaker_state("primary").unwrap().as_str(), "closed");
 }
+
+/// A provider that never sends response headers is left after
+/// `stream_first_byte` (its default, 10 s) by a stream, and after
+/// `first_byte` (30 s here) by a whole answer, whose headers a healthy
+/// provider sends only once the answer is generated.
+#[tokio::test(start_paused = true)]
+async fn a_hung_provider_is_left_sooner_by_a_stream_than_by_a_whole_answer() {
+    let m = mocks().await;
+    m.primary
+        .set_default(Plan::text(Flavor::OpenAi, "never").delayed(Duration::from_secs(3600)));
+    m.fallback.script([
+        Plan::sse(
+            stream_events(Flavor::DeepSeek, &["Hi"], true, true),
+            After::Close,
+        ),
+        Plan::text(Flavor::DeepSeek, "Hi, whole"),
+    ]);
+    let r = support::chain::router(&format!(
+        "[ledger]\nbackend = \"memory\"\n\
+         [providers.primary]\nkind = \"openai_compatible\"\nbase_url = \"{}\"\nmodel = \"gpt-4o-mini\"\n\
+         [providers.primary.timeouts]\nfirst_byte = \"30s\"\n\
+         [providers.fallback]\nkind = \"deepseek\"\nbase_url = \"{}\"\nmodel = \"deepseek-chat\"\n\
+         [policies.default]\nchain = [\"primary\", \"fallback\"]\n",
+        m.primary.base_url(),
+        m.fallback.base_url(),
+    ));
+    let start = Instant::now();
+    let s = r
+        .chat_stream(&r.task("default").unwrap(), &hello())
+        .await
+        .unwrap();
+    assert_eq!(s.provider(), "fallback");
+    assert_eq!(start.elapsed(), Duration::from_secs(10));
+    assert_eq!(
+        s.attempts()[0].result,
+        AttemptResult::Failed(ErrorClass::Timeout)
+    );
+    assert_eq!(collect(s).await, ("Hi".to_owned(), None));
+    let start = Instant::now();
+    let done = r.chat(&r.task("default").unwrap(), &hello()).await.unwrap();
+    assert_eq!(done.provider, "fallback");
+    assert_eq!(start.elapsed(), Duration::from_secs(30));
+    assert_eq!(
+        requests(&m),
+        [2, 2, 0],
+        "one request per attempt, none retried"
+    );
+}

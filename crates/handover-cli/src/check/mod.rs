@@ -237,9 +237,10 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
     let t = &p.timeouts;
     let _ = writeln!(
         out,
-        "      timeouts: connect {}, first byte {}, first token {}, idle {}, total {}",
+        "      timeouts: connect {}, first byte {} (a stream's {}), first token {}, idle {}, total {}",
         d(t.connect),
         d(t.first_byte),
+        d(t.stream_first_byte.min(t.first_byte)),
         d(t.first_token),
         d(t.idle),
         d(t.total)

@@ -85,6 +85,7 @@ pub fn relaxed() -> Timeouts {
     Timeouts {
         connect: Duration::from_secs(5),
         first_byte: Duration::from_secs(10),
+        stream_first_byte: Duration::from_secs(10),
         first_token: Duration::from_secs(10),
         idle: Duration::from_secs(10),
         total: Duration::from_secs(20),
@@ -132,12 +133,13 @@ pub fn auth_header(kind: impl Into<Case>) -> (&'static str, String) {
     }
 }
 
-/// Deadlines for raw-server streams under paused time: first token 2 s,
-/// idle 1 s, total 60 s.
+/// Deadlines for raw-server streams under paused time: headers 5 s (a
+/// stream's too), first token 2 s, idle 1 s, total 60 s.
 pub fn tight() -> Timeouts {
     Timeouts {
         connect: Duration::from_secs(5),
         first_byte: Duration::from_secs(5),
+        stream_first_byte: Duration::from_secs(5),
         first_token: Duration::from_secs(2),
         idle: Duration::from_secs(1),
         total: Duration::from_secs(60),

@@ -25,6 +25,11 @@ pub(crate) const PG_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) const CONNECT: Duration = Duration::from_secs(5);
 /// Default time to response headers.
 pub(crate) const FIRST_BYTE: Duration = Duration::from_secs(30);
+/// Default time to a stream's response headers: a stream's headers come
+/// before any token, so a hung provider is left long before `FIRST_BYTE`
+/// (docs/decisions.md, "Commit point per request; timeouts and malformed
+/// events").
+pub(crate) const STREAM_FIRST_BYTE: Duration = Duration::from_secs(10);
 /// Default time to the first data event of a stream.
 pub(crate) const FIRST_TOKEN: Duration = Duration::from_secs(30);
 /// Default time between data events of a stream.

@@ -114,6 +114,7 @@ impl<'de> Deserialize<'de> for RawModels {
 pub(crate) struct RawTimeouts {
     pub(crate) connect: Option<String>,
     pub(crate) first_byte: Option<String>,
+    pub(crate) stream_first_byte: Option<String>,
     pub(crate) first_token: Option<String>,
     pub(crate) idle: Option<String>,
     pub(crate) total: Option<String>,

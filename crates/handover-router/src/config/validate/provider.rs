@@ -247,6 +247,11 @@ fn timeouts(issues: &mut ConfigIssues, path: &str, t: RawTimeouts) -> Timeouts {
     Timeouts {
         connect: timeout("connect", t.connect, d::CONNECT),
         first_byte: timeout("first_byte", t.first_byte, d::FIRST_BYTE),
+        stream_first_byte: timeout(
+            "stream_first_byte",
+            t.stream_first_byte,
+            d::STREAM_FIRST_BYTE,
+        ),
         first_token: timeout("first_token", t.first_token, d::FIRST_TOKEN),
         idle: timeout("idle", t.idle, d::IDLE),
         total: timeout("total", t.total, d::TOTAL),
