@@ -176,25 +176,19 @@ impl Router {
         call: &C,
     ) -> Result<Walked<'t, C::Output>, RouterError> {
         let mut run = Run::new(task);
-        let chain: Vec<Target> = task
-            .chain
-            .iter()
-            .filter_map(|hop| Some(self.upstreams.get(&hop.provider)?.target(&hop.model)))
-            .collect();
-        if chain.iter().all(|t| needs.refusal(t).is_some()) {
-            for t in &chain {
-                if let Some(why) = needs.refusal(t) {
-                    run.skip(t, why);
-                }
-            }
-            let reason = needs.nobody_allowed(&run.skipped);
-            return Err(stopped(run, reason));
-        }
-        for target in chain {
+        // A hop's target (its breaker looked up, its model named) is built
+        // only when the walk reaches it: most calls end at the first hop.
+        let mut allowed_any = false;
+        for hop in task.chain.iter() {
+            let Some(upstream) = self.upstreams.get(&hop.provider) else {
+                continue;
+            };
+            let target = upstream.target(&hop.model);
             if let Some(why) = needs.refusal(&target) {
                 run.skip(&target, why);
                 continue;
             }
+            allowed_any = true;
             match try_provider(&mut run, &target, call).await {
                 Ok(answered) => {
                     return Ok(Walked {
@@ -206,6 +200,10 @@ impl Router {
                 Err(Leave::Next) => {}
                 Err(Leave::Stop(reason)) => return Err(stopped(run, reason)),
             }
+        }
+        if !allowed_any {
+            let reason = needs.nobody_allowed(&run.skipped);
+            return Err(stopped(run, reason));
         }
         let reason = task
             .budget
