@@ -2,11 +2,100 @@
 //! records through the `metrics` facade; install any exporter (the gateway
 //! uses Prometheus).
 //!
-//! Labels that name a policy or a provider on the call path are
-//! [`SharedString`]s built once with the router, so recording one is a
-//! reference count, not a `String` per call.
+//! The series a routed call records are keyed once, when the router is
+//! built ([`PolicySeries`], [`ProviderSeries`]): recording one hands the
+//! installed recorder a ready [`Key`] (its labels allocated and its hash
+//! computed once), where the macros build, hash and drop a labelled key on
+//! every call. The recorder is still asked for each record, so a recorder
+//! installed after the router was built, or a thread-local one in a test,
+//! gets every series.
 
-use metrics::SharedString;
+use metrics::{Key, Label, Level, Metadata, SharedString};
+
+/// What every series recorded through a ready key is registered with (the
+/// macros' default: this module, level `INFO`).
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
+fn count(key: &Key, n: u64) {
+    metrics::with_recorder(|r| r.register_counter(key, &METADATA)).increment(n);
+}
+
+fn observe(key: &Key, value: f64) {
+    metrics::with_recorder(|r| r.register_histogram(key, &METADATA)).record(value);
+}
+
+/// The series one policy's calls record, keyed once with the router.
+#[derive(Debug)]
+pub(crate) struct PolicySeries {
+    tasks: Key,
+    answer_time: Key,
+    failed: Key,
+    /// `handover_answers_total{policy, provider}`, one per provider of the
+    /// router, in [`ProviderSeries::index`] order.
+    answers: Vec<Key>,
+}
+
+impl PolicySeries {
+    /// `providers`: every provider's series, in index order.
+    pub(crate) fn new(policy: &str, providers: &[&ProviderSeries]) -> Self {
+        let label = self::label(policy);
+        let by_policy =
+            |name: &'static str| Key::from_parts(name, vec![Label::new("policy", label.clone())]);
+        Self {
+            tasks: by_policy("handover_tasks_total"),
+            answer_time: by_policy("handover_time_to_usable_answer_seconds"),
+            failed: by_policy("handover_failed_calls_total"),
+            answers: providers
+                .iter()
+                .map(|p| {
+                    Key::from_parts(
+                        "handover_answers_total",
+                        vec![
+                            Label::new("policy", label.clone()),
+                            Label::new("provider", p.label.clone()),
+                        ],
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The series one provider's attempts record, keyed once with the router.
+#[derive(Debug)]
+pub(crate) struct ProviderSeries {
+    /// The provider's place among the router's providers (see
+    /// [`PolicySeries::answers`]).
+    index: usize,
+    /// The provider's name as a label value.
+    label: SharedString,
+    /// `handover_attempts_total{provider, class="answered"}`: the other
+    /// classes are keyed when they happen.
+    answered: Key,
+    cost: Key,
+}
+
+impl ProviderSeries {
+    pub(crate) fn new(index: usize, provider: &str) -> Self {
+        let label = self::label(provider);
+        Self {
+            index,
+            answered: Key::from_parts(
+                "handover_attempts_total",
+                vec![
+                    Label::new("provider", label.clone()),
+                    Label::from_static_parts("class", "answered"),
+                ],
+            ),
+            cost: Key::from_parts(
+                "handover_provider_cost_micro_usd_total",
+                vec![Label::new("provider", label.clone())],
+            ),
+            label,
+        }
+    }
+}
 
 /// Counts one `perform` by action and outcome.
 pub(crate) fn operation(action: &str, outcome: &'static str) {
@@ -55,52 +144,51 @@ pub(crate) fn recovered(action: &str, unknown_for: std::time::Duration) {
 }
 
 /// Counts a user task (the denominator of the completion rate).
-pub(crate) fn task_started(policy: &SharedString) {
-    metrics::counter!("handover_tasks_total", "policy" => policy.clone()).increment(1);
+pub(crate) fn task_started(policy: &PolicySeries) {
+    count(&policy.tasks, 1);
 }
 
 /// Counts one attempt by provider and result.
-pub(crate) fn attempt(provider: &SharedString, result: &crate::route::AttemptResult) {
+pub(crate) fn attempt(provider: &ProviderSeries, result: &crate::route::AttemptResult) {
     use crate::route::AttemptResult;
     let class = match result {
-        AttemptResult::Answered => "answered",
+        AttemptResult::Answered => return count(&provider.answered, 1),
         AttemptResult::Failed(c) => c.as_str(),
         AttemptResult::Abandoned => "abandoned",
     };
-    metrics::counter!("handover_attempts_total", "provider" => provider.clone(), "class" => class)
+    metrics::counter!("handover_attempts_total", "provider" => provider.label.clone(), "class" => class)
         .increment(1);
 }
 
 /// Counts a provider passed over by a call, by reason.
-pub(crate) fn skipped(provider: &SharedString, reason: crate::route::SkipReason) {
-    metrics::counter!("handover_skipped_providers_total", "provider" => provider.clone(), "reason" => reason.as_str())
+pub(crate) fn skipped(provider: &ProviderSeries, reason: crate::route::SkipReason) {
+    metrics::counter!("handover_skipped_providers_total", "provider" => provider.label.clone(), "reason" => reason.as_str())
         .increment(1);
 }
 
 /// Records an answered call: time to a usable answer and cost.
 pub(crate) fn answered(
-    policy: &SharedString,
-    provider: &SharedString,
+    policy: &PolicySeries,
+    provider: &ProviderSeries,
     elapsed: std::time::Duration,
     cost: Option<f64>,
 ) {
-    metrics::counter!("handover_answers_total", "policy" => policy.clone(), "provider" => provider.clone())
-        .increment(1);
-    metrics::histogram!("handover_time_to_usable_answer_seconds", "policy" => policy.clone())
-        .record(elapsed.as_secs_f64());
+    if let Some(key) = policy.answers.get(provider.index) {
+        count(key, 1);
+    }
+    observe(&policy.answer_time, elapsed.as_secs_f64());
     if let Some(c) = cost {
-        metrics::counter!("handover_provider_cost_micro_usd_total", "provider" => provider.clone())
-            .increment((c * 1e6).round() as u64);
+        count(&provider.cost, (c * 1e6).round() as u64);
     }
 }
 
 /// Counts a call that produced no answer.
-pub(crate) fn call_failed(policy: &SharedString) {
-    metrics::counter!("handover_failed_calls_total", "policy" => policy.clone()).increment(1);
+pub(crate) fn call_failed(policy: &PolicySeries) {
+    count(&policy.failed, 1);
 }
 
-/// A label value shared by every call that records it.
-pub(crate) fn label(name: &str) -> SharedString {
+/// A label value shared by every key that carries it.
+fn label(name: &str) -> SharedString {
     SharedString::from_shared(std::sync::Arc::from(name))
 }
 

@@ -59,11 +59,41 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, ApiError> {
     let Ok(mut request) = crate::body::parse::<ChatRequest>(bytes) else {
         return parse_value(crate::body::parse(bytes)?);
     };
-    let fields = ENVELOPE
+    let fields: Map<String, Value> = ENVELOPE
         .iter()
         .filter_map(|k| request.extra.remove_entry(*k))
         .collect();
-    finish(envelope(fields)?, request)
+    match plain_envelope(&fields) {
+        Some(e) => finish(e, request),
+        None => finish(envelope(fields)?, request),
+    }
+}
+
+/// The envelope of a body whose envelope fields have their usual types,
+/// read off the values directly; `None` for anything else (a missing or
+/// empty model, a wrong type), which [`envelope`] reads and names exactly
+/// as it always has.
+fn plain_envelope(fields: &Map<String, Value>) -> Option<Envelope> {
+    let model = fields.get("model")?.as_str().filter(|m| !m.is_empty())?;
+    let stream = match fields.get("stream") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v.as_bool()?),
+    };
+    let stream_options = match fields.get("stream_options") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(o)) => Some(StreamOptions {
+            include_usage: match o.get("include_usage") {
+                None => false,
+                Some(v) => v.as_bool()?,
+            },
+        }),
+        Some(_) => return None,
+    };
+    Some(Envelope {
+        model: model.to_owned(),
+        stream,
+        stream_options,
+    })
 }
 
 /// Parses a body already read as JSON: the envelope, then the request.
@@ -152,6 +182,15 @@ mod tests {
             r#"[1,2]"#,
             r#"{"model":"m","messages":[{"role":"user","content":"x"}]} trailing"#,
             r#"{"model":"m","messages":[{"#,
+            r#"{"model":"m","stream":null,"stream_options":null,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","stream":false,"stream_options":{"include_usage":false,"other":1},"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","stream":true,"stream_options":{},"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","stream":true,"stream_options":{"include_usage":null},"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","stream":true,"stream_options":{"include_usage":"yes"},"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","stream":true,"stream_options":[true],"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","stream":1,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":null,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":["m"],"messages":[{"role":"user","content":"x"}]}"#,
         ];
         for body in bodies {
             let slow = crate::body::parse(body.as_bytes()).and_then(parse_value);

@@ -36,6 +36,7 @@ use crate::breaker::BreakerState;
 use crate::budget::Budget;
 use crate::config::{Config, Hop, PolicySettings, Route};
 use crate::error::RouterError;
+use crate::metrics::{PolicySeries, ProviderSeries};
 use upstream::Upstream;
 
 /// How long a shared task budget is kept after its deadline: a late call
@@ -60,14 +61,15 @@ pub struct Router {
 struct Policy {
     settings: Arc<PolicySettings>,
     chain: Arc<[Hop]>,
-    label: metrics::SharedString,
+    series: Arc<PolicySeries>,
 }
 
 impl Policy {
-    fn new(settings: &PolicySettings) -> Self {
+    /// `providers`: every provider's metric series, in index order.
+    fn new(settings: &PolicySettings, providers: &[&ProviderSeries]) -> Self {
         Self {
             chain: settings.chain.as_slice().into(),
-            label: crate::metrics::label(&settings.name),
+            series: Arc::new(PolicySeries::new(&settings.name, providers)),
             settings: Arc::new(settings.clone()),
         }
     }
@@ -85,17 +87,23 @@ impl Router {
         config: &Config,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, RouterError> {
-        let upstreams = config
+        let built = config
             .providers()
             .values()
-            .map(|p| Ok((p.name.clone(), Arc::new(Upstream::build(p, env)?))))
-            .collect::<Result<HashMap<_, _>, RouterError>>()?;
+            .enumerate()
+            .map(|(i, p)| Ok(Arc::new(Upstream::build(i, p, env)?)))
+            .collect::<Result<Vec<_>, RouterError>>()?;
+        let series: Vec<&ProviderSeries> = built.iter().map(|u| &u.series).collect();
         let policies = config
             .policies()
             .iter()
-            .map(|(name, p)| (name.clone(), Policy::new(p)))
+            .map(|(name, p)| (name.clone(), Policy::new(p, &series)))
             .collect();
-        let builtin = Policy::new(config.builtin_policy());
+        let builtin = Policy::new(config.builtin_policy(), &series);
+        let upstreams = built
+            .iter()
+            .map(|u| (u.config.name.clone(), u.clone()))
+            .collect();
         Ok(Self {
             builtin,
             config: config.clone(),
@@ -136,6 +144,12 @@ impl Router {
                 .ok_or_else(|| RouterError::UnknownPolicy(p.clone()))?
                 .clone(),
         };
+        // A policy's name or alias resolves to the policy's own chain:
+        // the task shares it (no copy, and its providers were checked
+        // when the router was built).
+        if *policy.chain == *route.chain {
+            return Ok(policy);
+        }
         if let Some(h) = route
             .chain
             .iter()
@@ -153,7 +167,7 @@ impl Router {
     }
 
     fn start(&self, policy: Policy) -> Task {
-        crate::metrics::task_started(&policy.label);
+        crate::metrics::task_started(&policy.series);
         let settings = &policy.settings;
         Task {
             id: uuid::Uuid::now_v7(),
@@ -164,7 +178,7 @@ impl Router {
             )),
             late: Arc::default(),
             policy: policy.settings,
-            label: policy.label,
+            series: policy.series,
             chain: policy.chain,
         }
     }
@@ -216,7 +230,7 @@ impl Router {
         };
         let view = match store.open_task(id, &limits).await? {
             TaskOpen::Opened(view) => {
-                crate::metrics::task_started(&policy.label);
+                crate::metrics::task_started(&policy.series);
                 view
             }
             TaskOpen::Joined(view) => view,
@@ -233,7 +247,7 @@ impl Router {
             budget: Arc::new(Budget::shared(store, view)),
             late: Arc::default(),
             policy: policy.settings,
-            label: policy.label,
+            series: policy.series,
             chain: policy.chain,
         })
     }

@@ -48,7 +48,7 @@ impl<'t> Run<'t> {
     }
 
     pub(crate) fn skip(&mut self, target: &Target, reason: SkipReason) {
-        crate::metrics::skipped(&target.upstream.label, reason);
+        crate::metrics::skipped(&target.upstream.series, reason);
         self.skipped.push(Skip {
             provider: target.provider().to_owned(),
             model: target.model.clone(),
@@ -65,7 +65,7 @@ impl<'t> Run<'t> {
         sent: bool,
         request_id: Option<String>,
     ) {
-        crate::metrics::attempt(&target.upstream.label, &result);
+        crate::metrics::attempt(&target.upstream.series, &result);
         self.attempts.push(Attempt {
             provider: target.provider().to_owned(),
             model: target.model.clone(),
@@ -79,7 +79,7 @@ impl<'t> Run<'t> {
     }
 
     pub(crate) fn fail(self, reason: FailureReason) -> TaskFailure {
-        crate::metrics::call_failed(&self.task.label);
+        crate::metrics::call_failed(&self.task.series);
         TaskFailure {
             reason,
             attempts: self.attempts,
@@ -131,7 +131,7 @@ impl<'t> Run<'t> {
         if let Some(c) = answer.cost {
             self.task.budget.charge(c);
         }
-        let (policy, provider) = (&self.task.label, &target.upstream.label);
+        let (policy, provider) = (&self.task.series, &target.upstream.series);
         crate::metrics::answered(policy, provider, self.now(), answer.cost);
         Answered {
             value: answer.value,

@@ -8,6 +8,7 @@ use handover_providers::{SendCounter, SendInfo, SendRefused};
 use super::report::Attempt;
 use crate::budget::Budget;
 use crate::config::{CommitPoint, Hop, PolicySettings};
+use crate::metrics::PolicySeries;
 
 /// A user task: the unit that is completed or not (the denominator of the
 /// completion rate), with its one budget.
@@ -15,8 +16,8 @@ use crate::config::{CommitPoint, Hop, PolicySettings};
 pub struct Task {
     pub(crate) id: uuid::Uuid,
     pub(crate) policy: Arc<PolicySettings>,
-    /// The policy's name as a metric label.
-    pub(crate) label: metrics::SharedString,
+    /// The series its calls record (its policy's).
+    pub(crate) series: Arc<PolicySeries>,
     /// The steps it walks: its policy's chain, or the chain of the route
     /// the request's name resolved to.
     pub(crate) chain: Arc<[Hop]>,

@@ -19,6 +19,7 @@ use crate::admission::Admission;
 use crate::breaker::{Breaker, BreakerState, Failure};
 use crate::config::{ErrorClass, ProviderConfig};
 use crate::error::RouterError;
+use crate::metrics::ProviderSeries;
 
 /// A provider of the configuration, built once per router.
 #[derive(Debug)]
@@ -30,12 +31,14 @@ pub(crate) struct Upstream {
     /// Failures of one model.
     models: ModelBreakers,
     pub(crate) admission: Admission,
-    /// The provider's name as a metric label.
-    pub(crate) label: metrics::SharedString,
+    /// The series its attempts record.
+    pub(crate) series: ProviderSeries,
 }
 
 impl Upstream {
+    /// `index`: its place among the router's providers (its metric series).
     pub(crate) fn build(
+        index: usize,
         config: &ProviderConfig,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, RouterError> {
@@ -67,7 +70,7 @@ impl Upstream {
         })?;
         Ok(Self {
             provider,
-            label: crate::metrics::label(&config.name),
+            series: ProviderSeries::new(index, &config.name),
             config: config.clone(),
             breaker: Breaker::new(config.breaker),
             models: ModelBreakers::new(config.breaker),
