@@ -48,12 +48,7 @@ pub(crate) async fn read<S: Send + Sync>(req: Request, state: &S) -> Result<Byte
                 "request body not received within gateway.body_read_timeout",
             )
         } else if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "invalid_request_error",
-                "body_too_large",
-                "request body is larger than gateway.max_body_bytes",
-            )
+            too_large()
         } else {
             ApiError::new(
                 r.status(),
@@ -63,6 +58,16 @@ pub(crate) async fn read<S: Send + Sync>(req: Request, state: &S) -> Result<Byte
             )
         }
     })
+}
+
+/// A body over `gateway.max_body_bytes` (413).
+pub(crate) fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "invalid_request_error",
+        "body_too_large",
+        "request body is larger than gateway.max_body_bytes",
+    )
 }
 
 /// The body stopped arriving: [`BodyTimedOut`] is somewhere in the chain.

@@ -20,6 +20,17 @@ use crate::state::GatewayState;
 /// Holds a slot of the calling client for as long as its response runs
 /// (called by `metrics::track`, the gateway's one middleware layer).
 pub(crate) async fn per_client(state: &GatewayState, mut req: Request, next: Next) -> Response {
+    // A declared length over the limit is refused before any of the body
+    // is waited for (the body is never read, so the connection closes).
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > state.settings().max_body_bytes as u64) {
+        return crate::body::too_large()
+            .with_header("connection", HeaderValue::from_static("close"))
+            .into_response();
+    }
     let Ok(principal) = principal_of(req.headers(), state) else {
         return next.run(req).await;
     };

@@ -53,7 +53,9 @@ fn task_id(headers: &HeaderMap, client: &Client) -> Result<Option<TaskId>, ApiEr
 /// The commit point a request asks for in `x-handover-commit-point`
 /// (`None`: no header, the policy's applies).
 fn commit_point(headers: &HeaderMap) -> Result<Option<CommitPoint>, ApiError> {
-    let Some(value) = headers.get(COMMIT_POINT_HEADER) else {
+    let one = crate::headers::one(headers, COMMIT_POINT_HEADER)
+        .map_err(|m| ApiError::invalid("invalid_header", COMMIT_POINT_HEADER, m))?;
+    let Some(value) = one else {
         return Ok(None);
     };
     value

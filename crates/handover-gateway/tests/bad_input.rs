@@ -390,8 +390,8 @@ async fn unknown_routes_and_methods_answer_json() {
     assert_eq!(resp.status(), StatusCode::OK);
 }
 
-/// A header that names who calls, which operation or which task, given
-/// twice: proxies and frameworks disagree on which copy counts (the first,
+/// A header that names who calls, which operation or which task, or
+/// decides where the request may go, given twice: proxies and frameworks disagree on which copy counts (the first,
 /// the last, both joined), so the request is refused naming the header,
 /// and nothing is recorded or sent.
 #[tokio::test]
@@ -427,6 +427,30 @@ async fn identity_headers_given_twice_are_refused() {
                 .bearer_auth(CLIENT_A)
                 .header("x-handover-task", "t-1")
                 .header("x-handover-task", "t-2")
+                .header("content-type", "application/json")
+                .body(chat("default")),
+            StatusCode::BAD_REQUEST,
+        ),
+        // Which providers may receive the data: a proxy's label beside the
+        // client's must not be settled by order.
+        (
+            "x-handover-data-class",
+            gw.http
+                .post(gw.url("/v1/chat/completions"))
+                .bearer_auth(CLIENT_A)
+                .header("x-handover-data-class", "public")
+                .header("x-handover-data-class", "internal")
+                .header("content-type", "application/json")
+                .body(chat("default")),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "x-handover-commit-point",
+            gw.http
+                .post(gw.url("/v1/chat/completions"))
+                .bearer_auth(CLIENT_A)
+                .header("x-handover-commit-point", "first_token")
+                .header("x-handover-commit-point", "complete")
                 .header("content-type", "application/json")
                 .body(chat("default")),
             StatusCode::BAD_REQUEST,

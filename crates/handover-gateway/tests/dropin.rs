@@ -147,6 +147,44 @@ async fn every_parameter_reaches_the_provider_as_sent() {
     assert_eq!(got[0], want, "the upstream body is the client's body");
 }
 
+/// A structured-output schema is generated in its key order ("reasoning"
+/// before "answer": think, then answer), so every object reaches the
+/// provider with its members in the order the client wrote them, at every
+/// depth: compared as bytes at the mock, not as parsed values.
+#[tokio::test]
+async fn objects_reach_the_provider_with_their_members_in_the_clients_order() {
+    let server = upstream(ResponseTemplate::new(200).set_body_json(completion())).await;
+    let gw = gateway(&provider("p", "openai", &server), &["p"]).await;
+    let schema = r#"{"type":"object","properties":{"reasoning":{"type":"string"},"answer":{"type":"string"}},"required":["reasoning","answer"],"additionalProperties":false}"#;
+    let params =
+        r#"{"type":"object","properties":{"zip":{"type":"string"},"city":{"type":"string"}}}"#;
+    let vendor = r#"{"z":1,"a":{"y":2,"b":3}}"#;
+    let body = format!(
+        r#"{{"model":"default","messages":[{{"role":"user","content":"hi"}}],"response_format":{{"type":"json_schema","json_schema":{{"name":"Ans","strict":true,"schema":{schema}}}}},"tools":[{{"type":"function","function":{{"name":"look","parameters":{params}}}}}],"x_vendor":{vendor}}}"#
+    );
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(CLIENT_A)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let got = server.received_requests().await.unwrap_or_default();
+    assert_eq!(got.len(), 1, "exactly one request upstream");
+    let raw = String::from_utf8(got[0].body.clone()).unwrap();
+    for part in [
+        schema,
+        params,
+        vendor,
+        r#""json_schema":{"name":"Ans","strict":true,"schema":"#,
+    ] {
+        assert!(raw.contains(part), "{part} not as sent in {raw}");
+    }
+}
+
 #[tokio::test]
 async fn the_answer_passes_through_whole() {
     let server = upstream(ResponseTemplate::new(200).set_body_json(completion())).await;
@@ -355,4 +393,36 @@ async fn a_providers_declared_capabilities_override_its_kinds() {
     .await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(received(&thinker).await[0]["reasoning_effort"], "low");
+}
+
+/// A 200 without a choice (`choices` empty, or absent) is not an answer:
+/// the gateway does not make one up, it goes on to the next provider.
+/// An answer whose provider gave no finish reason keeps `null`: it is not
+/// reported as a complete `stop`.
+#[tokio::test]
+async fn no_choice_is_no_answer_and_no_finish_reason_is_not_stop() {
+    for broken in [json!({"id": "x", "choices": []}), json!({"id": "x"})] {
+        let empty = upstream(ResponseTemplate::new(200).set_body_json(broken.clone())).await;
+        let good = upstream(ResponseTemplate::new(200).set_body_json(completion())).await;
+        let providers = provider("e", "openai", &empty) + &provider("g", "openai", &good);
+        let gw = gateway(&providers, &["e", "g"]).await;
+        let resp = post(&gw, &everything()).await;
+        assert_eq!(resp.status(), StatusCode::OK, "{broken}");
+        let attempts = resp.headers()["x-handover-attempts"].to_str().unwrap();
+        assert!(attempts.starts_with("e=decode"), "{broken}: {attempts}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(
+            body["choices"][0]["message"]["content"],
+            "{\"city\":\"Oslo\"}"
+        );
+        assert_eq!(received(&empty).await.len(), 1, "{broken}");
+        assert_eq!(received(&good).await.len(), 1, "{broken}");
+    }
+
+    let mut unfinished = completion();
+    unfinished["choices"][0]["finish_reason"] = Value::Null;
+    let server = upstream(ResponseTemplate::new(200).set_body_json(unfinished)).await;
+    let gw = gateway(&provider("p", "openai", &server), &["p"]).await;
+    let body: Value = post(&gw, &everything()).await.json().await.unwrap();
+    assert_eq!(body["choices"][0]["finish_reason"], Value::Null, "{body}");
 }

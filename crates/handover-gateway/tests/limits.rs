@@ -117,6 +117,28 @@ async fn a_stalled_body_is_answered_408_and_nothing_is_recorded() {
     assert_eq!(gw.all_operations().await, 0);
 }
 
+/// A declared length over `max_body_bytes` is answered 413 at once, from
+/// the header alone: no body is waited for (the body deadline here is far
+/// beyond the test's), and the connection is closed.
+#[tokio::test]
+async fn a_declared_length_over_the_limit_is_answered_413_without_waiting() {
+    let gw = gateway("body_read_timeout = \"60s\"").await;
+    let mut sock = TcpStream::connect(gw.addr).await.unwrap();
+    let head = format!(
+        "POST /v1/operations HTTP/1.1\r\nhost: gw\r\nauthorization: Bearer {CLIENT_A}\r\n\
+         idempotency-key: K-1\r\ncontent-type: application/json\r\ncontent-length: 100000000\r\n\r\n"
+    );
+    sock.write_all(head.as_bytes()).await.unwrap();
+    let answer = read_to_close(&mut sock).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("\"body_too_large\""), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    assert_eq!(gw.all_operations().await, 0);
+}
+
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed_after_idle_timeout() {
     let gw = gateway("idle_timeout = \"300ms\"").await;

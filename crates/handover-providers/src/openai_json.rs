@@ -7,8 +7,9 @@
 //! instructions. The `Value` forms ([`ChatResponse::into_openai`],
 //! [`Usage::to_openai`]) are read back from this text, so the rules (which
 //! of the provider's fields ours replace, which we only fill in) live here
-//! once. Members are written sorted by key, the order a `serde_json::Map`
-//! iterates in, so the text is what serializing the `Value` writes.
+//! once. The members of these objects are written sorted by key (one order
+//! whatever the provider's); the provider's own values inside them keep the
+//! order they came in.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -118,8 +119,10 @@ pub(crate) fn completion(r: &ChatResponse, default_id: &str, default_created: u6
     let mut choice = Members::of(&p.choice);
     choice.or("index", Member::U64(0));
     choice.set("message", Member::Text(text));
-    let finish = r.finish_reason.as_ref().map_or("stop", |f| f.as_str());
-    choice.set("finish_reason", Member::Str(finish));
+    // As the provider reported it: an answer that says nothing of why it
+    // ended is not made into a complete one.
+    let finish = r.finish_reason.as_ref().map(|f| f.as_str());
+    choice.set("finish_reason", finish.map_or(Member::Null, Member::Str));
     choice.or("logprobs", Member::Null);
     let mut choices = Vec::with_capacity(512);
     choices.push(b'[');
@@ -188,8 +191,11 @@ mod tests {
         }
         choice.entry("index").or_insert_with(|| 0.into());
         choice.insert("message".into(), Value::Object(message));
-        let finish = r.finish_reason.as_ref().map_or("stop", |f| f.as_str());
-        choice.insert("finish_reason".into(), finish.into());
+        let finish = r.finish_reason.as_ref().map(|f| f.as_str());
+        choice.insert(
+            "finish_reason".into(),
+            finish.map_or(Value::Null, Value::from),
+        );
         choice.entry("logprobs").or_insert(Value::Null);
         top.entry("id").or_insert_with(|| default_id.into());
         top.insert("object".into(), "chat.completion".into());
@@ -275,10 +281,15 @@ mod tests {
     fn the_text_is_what_serializing_the_earlier_value_wrote() {
         for r in answers() {
             let text = r.openai_json("chatcmpl-default", 1_700_000_000);
-            let expected =
-                serde_json::to_string(&reference(r.clone(), "chatcmpl-default", 1_700_000_000))
-                    .unwrap();
-            assert_eq!(String::from_utf8(text).unwrap(), expected);
+            let expected = reference(r.clone(), "chatcmpl-default", 1_700_000_000);
+            let written: Value = serde_json::from_slice(&text).unwrap();
+            assert_eq!(written, expected);
+            // Our objects' members sorted by key (the provider's own values
+            // inside them keep the provider's order).
+            let keys: Vec<&String> = written.as_object().unwrap().keys().collect();
+            assert!(keys.is_sorted(), "{keys:?}");
+            let choice = written["choices"][0].as_object().unwrap();
+            assert!(choice.keys().is_sorted(), "{choice:?}");
             assert_eq!(
                 r.clone().into_openai("chatcmpl-default", 1_700_000_000),
                 reference(r.clone(), "chatcmpl-default", 1_700_000_000)

@@ -59,12 +59,12 @@ pub(crate) fn request_body(
     }
     let mut body = serde_json::to_value(&out)?;
     if let Some(obj) = body.as_object_mut() {
-        if let Some(user) = obj.remove("user") {
+        if let Some(user) = obj.shift_remove("user") {
             obj.insert("user_id".into(), user);
         }
         // DeepSeek knows only `max_tokens` (which counts its reasoning too).
         if !obj.contains_key("max_tokens")
-            && let Some(n) = obj.remove("max_completion_tokens")
+            && let Some(n) = obj.shift_remove("max_completion_tokens")
         {
             obj.insert("max_tokens".into(), n);
         }
@@ -191,6 +191,12 @@ fn split_choice(
 }
 
 impl WireResponse {
+    /// Whether it holds a choice at all (`choices` absent, `null` or `[]`:
+    /// not).
+    pub(crate) fn has_choices(&self) -> bool {
+        !self.choices.is_empty()
+    }
+
     /// Converts to the neutral response.
     pub(crate) fn into_response(
         self,

@@ -160,6 +160,13 @@ pub(crate) fn attempt(provider: &ProviderSeries, result: &crate::route::AttemptR
         .increment(1);
 }
 
+/// Counts a stream that broke after its commit point (its answer had been
+/// counted as answered when it committed): by provider and class.
+pub(crate) fn stream_broken(provider: &ProviderSeries, class: handover_providers::ErrorClass) {
+    metrics::counter!("handover_streams_broken_total", "provider" => provider.label.clone(), "class" => class.as_str())
+        .increment(1);
+}
+
 /// Counts a provider passed over by a call, by reason.
 pub(crate) fn skipped(provider: &ProviderSeries, reason: crate::route::SkipReason) {
     metrics::counter!("handover_skipped_providers_total", "provider" => provider.label.clone(), "reason" => reason.as_str())

@@ -571,7 +571,7 @@ visibility_lag = "30s"
 method = "DELETE"
 url = "https://dest.example/s?ref={{destination_key}}&x={{order}}"
 records = "items"
-not_found_status = [404, 42]
+not_found_status = [404, 42, 200, 503, 410]
 [actions.ship.lookup.headers]
 "Bad Header" = "x"
 Authorization = {{ env = "" }}
@@ -589,6 +589,8 @@ records = "/items"
         "actions.ship.lookup.url: unknown placeholder {order}",
         "actions.ship.lookup.records: must be a JSON pointer",
         "actions.ship.lookup.not_found_status[1]: 42 is not an HTTP status",
+        "actions.ship.lookup.not_found_status[2]: 200 cannot mean \"no such record\": only a 4xx can",
+        "actions.ship.lookup.not_found_status[3]: 503 cannot mean \"no such record\"",
         "actions.ship.lookup.headers.Bad Header: \"Bad Header\" is not a valid header name",
         "actions.ship.lookup.headers.Authorization.env: must name an environment variable",
         "actions.ship.lookup.match.sku: must be a JSON pointer",
@@ -596,6 +598,7 @@ records = "/items"
     ] {
         assert!(e.contains(path), "missing {path:?} in:\n{e}");
     }
+    assert!(!e.contains("not_found_status[4]"), "410 is a 4xx: {e}");
     let bad_url = format!(
         "{BASE}\n[actions.ship.lookup]\nvisibility_lag = \"30s\"\nurl = \"ftp://x/{{key}}\"\n"
     );

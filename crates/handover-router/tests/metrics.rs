@@ -114,3 +114,43 @@ fn a_call_without_an_answer_records_its_failure_under_its_policy() {
     );
     assert!(!text.contains("handover_answers_total"), "{text}");
 }
+
+/// A stream counts as answered when it commits; if it breaks after that,
+/// the break is counted too, by provider and class.
+#[test]
+fn a_stream_broken_after_its_commit_point_is_counted() {
+    use futures::StreamExt;
+    use handover_testkit::{After, Plan, bodies};
+    let text = recorded(async || {
+        let (down, up) = (
+            TcpProvider::start(Flavor::OpenAi).await.unwrap(),
+            TcpProvider::start(Flavor::OpenAi).await.unwrap(),
+        );
+        down.set_default(overloaded());
+        up.set_default(Plan::sse(
+            bodies::text_stream(Flavor::OpenAi, &["Hel", "lo"], false, false),
+            After::Close,
+        ));
+        let r = router(&down, &up);
+        let mut s = r
+            .chat_stream(&r.task("p").unwrap(), &hello())
+            .await
+            .unwrap();
+        let mut broke = false;
+        while let Some(ev) = s.next().await {
+            broke |= ev.is_err();
+        }
+        assert!(broke, "the cut stream ends with an error");
+    });
+    let v = |s: &str| value(&text, s);
+    assert_eq!(
+        v("handover_answers_total{policy=\"p\",provider=\"up\"}"),
+        Some(1.0),
+        "{text}"
+    );
+    let broken = text
+        .lines()
+        .find(|l| l.starts_with("handover_streams_broken_total{provider=\"up\""))
+        .unwrap_or_else(|| panic!("no broken-stream series in {text}"));
+    assert!(broken.ends_with(" 1"), "{broken}");
+}

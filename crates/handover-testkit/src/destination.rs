@@ -419,7 +419,7 @@ pub async fn lookup_records(
         .map(|record| {
             let mut params = record["record"].clone();
             if let Some(obj) = params.as_object_mut() {
-                obj.remove("reference");
+                obj.shift_remove("reference");
             }
             LookedUp { params, record }
         })

@@ -100,7 +100,11 @@ pub(crate) async fn start(
     model: &str,
     request: &mut ChatRequest,
 ) -> Result<Task, ApiError> {
-    if let Some(class) = headers.get(DATA_CLASS_HEADER) {
+    // Which providers may receive the request: a second copy (a proxy's
+    // label beside the client's) is refused, never resolved by order.
+    let class = crate::headers::one(headers, DATA_CLASS_HEADER)
+        .map_err(|m| ApiError::invalid("invalid_header", DATA_CLASS_HEADER, m))?;
+    if let Some(class) = class {
         let class = class
             .to_str()
             .ok()

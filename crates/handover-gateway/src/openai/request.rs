@@ -61,7 +61,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, ApiError> {
     };
     let fields: Map<String, Value> = ENVELOPE
         .iter()
-        .filter_map(|k| request.extra.remove_entry(*k))
+        .filter_map(|k| request.extra.shift_remove_entry(*k))
         .collect();
     match plain_envelope(&fields) {
         Some(e) => finish(e, request),
@@ -107,7 +107,7 @@ fn parse_value(body: Value) -> Result<Parsed, ApiError> {
     };
     let fields = ENVELOPE
         .iter()
-        .filter_map(|k| obj.remove_entry(*k))
+        .filter_map(|k| obj.shift_remove_entry(*k))
         .collect();
     let e = envelope(fields)?;
     finish(e, from_value(Value::Object(obj))?)

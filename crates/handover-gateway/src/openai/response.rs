@@ -297,7 +297,7 @@ impl Encoder for Chunker {
     fn opening(&mut self, handover: &Value, out: &mut SseText) {
         // Ours wins over a provider field of the same name.
         let mut fields = shared_fields(&self.top, &self.id, self.created, &self.model);
-        fields.remove("handover");
+        fields.shift_remove("handover");
         let choice = (Delta::Role, None, Passthrough::default());
         Self::write(
             out,
@@ -389,8 +389,8 @@ fn shared_fields(
 ) -> Map<String, Value> {
     let mut m = top.clone();
     // Members each chunk writes itself.
-    m.remove("choices");
-    m.remove("usage");
+    m.shift_remove("choices");
+    m.shift_remove("usage");
     m.entry("id").or_insert_with(|| id.into());
     m.insert("object".into(), "chat.completion.chunk".into());
     m.entry("created").or_insert_with(|| created.into());

@@ -138,6 +138,9 @@ impl<E: Encoder + Unpin> SseBody<E> {
                 Poll::Ready(Ok(stream)) => self.start(stream),
                 Poll::Ready(Err(e)) => {
                     let code = router_error(&e).code;
+                    // The response head (and its access line) went out
+                    // while the router waited: this is how the call ended.
+                    tracing::info!(target: "handover::request", code, "stream failed before its answer");
                     self.encoder.error(e.to_string(), code, &mut self.text);
                     self.phase = Phase::Done;
                     return;
@@ -166,6 +169,13 @@ impl<E: Encoder + Unpin> SseBody<E> {
                 // After the commit point a broken stream ends with the
                 // error event only: never presented as complete.
                 Some(Err(broken)) => {
+                    tracing::warn!(
+                        target: "handover::request",
+                        provider = %broken.provider,
+                        class = broken.class.as_str(),
+                        events = broken.events,
+                        "stream broken after its commit point"
+                    );
                     encoder.error(broken.to_string(), "stream_broken", text);
                     false
                 }

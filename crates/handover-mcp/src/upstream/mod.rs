@@ -151,8 +151,8 @@ impl Upstream {
             return;
         };
         // Per-request members, not the session's.
-        meta.remove("progressToken");
-        meta.remove(crate::guard::IDEMPOTENCY_KEY);
+        meta.shift_remove("progressToken");
+        meta.shift_remove(crate::guard::IDEMPOTENCY_KEY);
         *self
             .meta
             .lock()

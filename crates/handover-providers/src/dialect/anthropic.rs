@@ -183,8 +183,8 @@ pub(crate) fn usage(mut u: Map<String, Value>) -> Usage {
         + n(&u, "cache_creation_input_tokens").unwrap_or(0)
         + read.unwrap_or(0);
     let output = n(&u, "output_tokens").unwrap_or(0);
-    u.remove("input_tokens");
-    u.remove("output_tokens");
+    u.shift_remove("input_tokens");
+    u.shift_remove("output_tokens");
     u.retain(|_, v| !v.is_null());
     Usage {
         input_tokens: input,

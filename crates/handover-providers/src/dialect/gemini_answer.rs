@@ -198,8 +198,8 @@ pub(crate) fn usage(mut u: Map<String, Value>) -> Usage {
         n(&u, "promptTokenCount").unwrap_or(0) + n(&u, "toolUsePromptTokenCount").unwrap_or(0);
     let output = n(&u, "candidatesTokenCount").unwrap_or(0) + thoughts.unwrap_or(0);
     let cached = n(&u, "cachedContentTokenCount");
-    u.remove("promptTokenCount");
-    u.remove("candidatesTokenCount");
+    u.shift_remove("promptTokenCount");
+    u.shift_remove("candidatesTokenCount");
     u.retain(|_, v| !v.is_null());
     Usage {
         input_tokens: input,

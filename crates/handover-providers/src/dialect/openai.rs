@@ -75,6 +75,14 @@ impl Dialect for OpenAiDialect {
         request_id: Option<String>,
     ) -> Result<ChatResponse, BodyError> {
         let wire: WireResponse = serde_json::from_slice(body)?;
+        // A 200 without a choice is not an answer (nothing to pass on, no
+        // reason it ended): a decode failure, which the policy's table
+        // sends to the next provider, never an empty "answer".
+        if !wire.has_choices() {
+            return Err(BodyError::Decode(serde::de::Error::custom(
+                "the answer has no choices",
+            )));
+        }
         Ok(wire.into_response(requested_model, request_id))
     }
 

@@ -306,13 +306,13 @@ pub(crate) fn usage(mut u: Map<String, Value>) -> Usage {
     let output = count(&u, "output_tokens").unwrap_or(0);
     let cached = detail(&u, "input_tokens_details", "cached_tokens");
     let reasoning = detail(&u, "output_tokens_details", "reasoning_tokens");
-    u.remove("input_tokens");
-    u.remove("output_tokens");
+    u.shift_remove("input_tokens");
+    u.shift_remove("output_tokens");
     for (from, to) in [
         ("input_tokens_details", "prompt_tokens_details"),
         ("output_tokens_details", "completion_tokens_details"),
     ] {
-        if let Some(d) = u.remove(from) {
+        if let Some(d) = u.shift_remove(from) {
             u.insert(to.into(), d);
         }
     }

@@ -95,7 +95,7 @@ impl StreamDecoder for EventDecoder {
                 let error = v.get("error").filter(|e| e.is_object()).cloned();
                 let mut error = error.unwrap_or(v);
                 if let Some(e) = error.as_object_mut() {
-                    e.remove("type");
+                    e.shift_remove("type");
                 }
                 Decoded::Error(WireError::from_value(error))
             }

@@ -113,6 +113,7 @@ impl RoutedStream {
 
     fn broke(&mut self, err: &ProviderError) -> StreamBroken {
         self.ticket.failed(err.class());
+        crate::metrics::stream_broken(&self.target.upstream.series, err.class());
         let b = StreamBroken {
             provider: self.target.provider().to_owned(),
             class: err.class(),

@@ -359,7 +359,7 @@ fn content_part(i: usize, j: usize, p: &Value) -> Result<ContentPart, ApiError> 
         }
         "input_file" => {
             let mut file = p.as_object().cloned().unwrap_or_default();
-            file.remove("type");
+            file.shift_remove("type");
             extra.insert("file".into(), Value::Object(file));
             "file"
         }
@@ -435,7 +435,7 @@ fn response_format(f: &Value) -> Result<Option<Value>, ApiError> {
         Some("json_object") => Ok(Some(json!({"type": "json_object"}))),
         Some("json_schema") => {
             let mut schema = f.as_object().cloned().unwrap_or_default();
-            schema.remove("type");
+            schema.shift_remove("type");
             Ok(Some(json!({"type": "json_schema", "json_schema": schema})))
         }
         Some(_) => Err(unsupported(

@@ -84,13 +84,19 @@ pub(super) fn validate(
     check_url(issues, &path, &url);
     let headers = headers(issues, missing, env, &path, std::mem::take(&mut l.headers));
     let not_found_status = l.not_found_status.take().unwrap_or_else(|| vec![404]);
+    // "No such record" lets the reconciler reject (and an agent retry under
+    // a new key): only a client error can say it. A 2xx is the lookup
+    // answering, a 3xx is not followed, a 5xx is the destination failing;
+    // read as "absent", any of them would reject an action that was done.
     for (i, s) in not_found_status.iter().enumerate() {
-        if !(100..=599).contains(s) {
-            issues.push(
-                format!("{path}.not_found_status[{i}]"),
-                format!("{s} is not an HTTP status"),
-            );
-        }
+        let why = match s {
+            400..=499 => continue,
+            100..=599 => format!(
+                "{s} cannot mean \"no such record\": only a 4xx can (a 2xx is the lookup answering, a 5xx the destination failing; read as absent, a performed action would be rejected)"
+            ),
+            _ => format!("{s} is not an HTTP status"),
+        };
+        issues.push(format!("{path}.not_found_status[{i}]"), why);
     }
     let records = l.records.take();
     if records.as_deref().is_some_and(|p| !pointer_ok(p)) {
