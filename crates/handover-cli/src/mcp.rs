@@ -38,7 +38,10 @@ pub(crate) async fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     let proxy = handover_mcp::McpProxy::new(&handover, args.server.as_deref())?;
     let listen = args.listen.or_else(|| config.mcp().and_then(|m| m.listen));
     let Some(listen) = listen else {
-        proxy.serve_stdio().await?;
+        let served = proxy.serve_stdio().await;
+        // Closed, not dropped, so a SQLite ledger's file holds every record.
+        handover.ledger().close().await;
+        served?;
         return Ok(ExitCode::SUCCESS);
     };
     let listener = tokio::net::TcpListener::bind(listen)
@@ -55,6 +58,7 @@ pub(crate) async fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
             eprintln!("handover mcp: {name} received; ending sessions");
         })
         .await?;
+    handover.ledger().close().await;
     eprintln!("handover mcp: stopped");
     Ok(ExitCode::SUCCESS)
 }

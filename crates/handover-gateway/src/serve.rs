@@ -81,7 +81,8 @@ impl Gateway {
     /// over the due unknown operations (with the configured HTTP lookups),
     /// sharing the work with every other replica on the same ledger; it
     /// stops when shutdown begins (a pass in progress finishes first, within
-    /// the grace period).
+    /// the grace period). Last, the ledger is closed ([`Ledger::close`](handover_ledger::Ledger::close)):
+    /// a SQLite ledger's main file then holds every record on its own.
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -108,6 +109,7 @@ impl Gateway {
             .cloned()
             .map(|h| tokio::spawn(crate::metrics::upkeep(h)));
         let settings = state.settings().clone();
+        let ledger = state.ledger().clone();
         let served = crate::conn::run(listener, crate::app(state), &settings, shutdown).await;
         if let Some(upkeep) = upkeep {
             upkeep.abort();
@@ -117,6 +119,14 @@ impl Gateway {
             tracing::warn!(
                 ?grace,
                 "the reconciliation pass did not finish within the grace period"
+            );
+        }
+        // Closed, not dropped: a SQLite ledger then folds its write-ahead
+        // log into the main file, so the file alone holds every record.
+        if tokio::time::timeout(grace, ledger.close()).await.is_err() {
+            tracing::warn!(
+                ?grace,
+                "the ledger did not close within the grace period (a request still holds a connection)"
             );
         }
         served

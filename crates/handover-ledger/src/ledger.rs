@@ -428,4 +428,11 @@ pub trait Ledger: crate::TaskBudgets + Send + Sync + std::fmt::Debug {
     async fn attempts(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError>;
     /// Applies retention: tombstones past the replay window, deletes past the horizon.
     async fn purge(&self) -> Result<PurgeReport, LedgerError>;
+    /// Closes the store on a clean shutdown: writes already queued are
+    /// committed, then the connections are closed (waiting for those in
+    /// use). A SQLite ledger folds its write-ahead log into the main file,
+    /// so the file alone holds every record. On SQLite and PostgreSQL
+    /// every later call fails with [`LedgerError::Unavailable`]; the memory
+    /// ledger has nothing to close. Closing again does nothing.
+    async fn close(&self);
 }

@@ -213,6 +213,9 @@ impl Store for Inner {
 }
 
 impl Backend for MemoryLedger {
+    /// Nothing to close: the records live as long as the value.
+    async fn close_store(&self) {}
+
     async fn run<J: Job + 'static>(&self, job: J) -> Result<J::Output, LedgerError> {
         let mut inner = self.inner.lock().await;
         // The memory store cannot fail a write, so there is never a partial effect.

@@ -298,3 +298,94 @@ async fn two_ledgers_on_one_file_see_each_others_writes() {
         }
     );
 }
+
+/// A clean close (through `Ledger::close`, as `handover serve` and
+/// `handover demo` close it) folds SQLite's write-ahead log into the main
+/// file: a copy of the `.db` file alone, without `-wal`/`-shm`, holds every
+/// record. Dropping the ledger instead left them all in `-wal` when the
+/// process exited, and the copy was an empty database. After the close,
+/// every call fails closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_ledger_file_alone_holds_every_record() {
+    for group_commit in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let clock = ManualClock::new(Timestamp::from_millis(1_700_000_000_000));
+        let ledger: Arc<dyn Ledger> = Arc::new(
+            SqliteLedger::open(
+                &path,
+                SqliteOptions {
+                    clock: Arc::new(clock.clone()),
+                    group_commit,
+                    ..SqliteOptions::default()
+                },
+            )
+            .await
+            .expect("open"),
+        );
+        let r = request();
+        let BeginOutcome::Started(c) = ledger.begin(&r, &opts("primary")).await.expect("begin")
+        else {
+            panic!("fresh ledger");
+        };
+        ledger
+            .mark_dispatched(&c, primary_dispatch())
+            .await
+            .expect("dispatch");
+        ledger
+            .confirm(&c, json!({"shipment": "S-1"}), Some("201".into()))
+            .await
+            .expect("confirm");
+        let wal = dir.path().join("ledger.db-wal");
+        assert!(
+            wal.metadata().map(|m| m.len()).unwrap_or(0) > 0,
+            "the commits are in the write-ahead log before the close"
+        );
+
+        ledger.close().await;
+        ledger.close().await; // a second close does nothing
+        assert!(
+            !wal.exists(),
+            "the write-ahead log was folded in and removed"
+        );
+        let err = ledger.get(r.id()).await.expect_err("read after close");
+        assert!(err.is_unavailable(), "{err:?}");
+        let err = ledger
+            .begin(&request_for("K-702"), &opts("primary"))
+            .await
+            .expect_err("write after close");
+        assert!(err.is_unavailable(), "{err:?}");
+
+        let copy_dir = tempfile::tempdir().unwrap();
+        let copy = copy_dir.path().join("ledger.db");
+        std::fs::copy(&path, &copy).unwrap();
+        let copied = SqliteLedger::open(
+            &copy,
+            SqliteOptions {
+                clock: Arc::new(clock.clone()),
+                read_only: true,
+                ..SqliteOptions::default()
+            },
+        )
+        .await
+        .expect("the main file alone is a Handover ledger");
+        let rec = copied.get(r.id()).await.expect("get").expect("record");
+        assert!(
+            matches!(&rec.state, State::Confirmed { result, .. } if result == &json!({"shipment": "S-1"})),
+            "group_commit {group_commit}: {:?}",
+            rec.state
+        );
+        assert_eq!(copied.attempts(r.id()).await.expect("attempts").len(), 1);
+    }
+}
+
+fn request_for(key: &str) -> OperationRequest {
+    OperationRequest::new(
+        "tenant-1",
+        key,
+        "create_shipment",
+        &json!({"order": 43}),
+        &Limits::default(),
+    )
+    .expect("request")
+}

@@ -149,6 +149,8 @@ pub(crate) async fn play(path: &Path) -> anyhow::Result<McpReport> {
     s.close().await;
 
     let summary = tally(&handover, &id, &logs, &order, story.calls).await?;
+    // Closed, not dropped, so the ledger file alone holds every record.
+    handover.ledger().close().await;
     Ok(McpReport {
         ledger: path.display().to_string(),
         scope: SCOPE,

@@ -121,6 +121,9 @@ pub(super) async fn play(path: &Path) -> anyhow::Result<Report> {
     }
     cast.story().await?;
     let summary = cast.summary().await?;
+    // Closed, not dropped: the ledger file alone then holds every record
+    // (SQLite folds its write-ahead log in), ready to copy or inspect.
+    cast.ledger.close().await;
     Ok(Report {
         ledger: path.display().to_string(),
         run,

@@ -59,7 +59,7 @@ pub use unknown::{
     list_unknown_with_owner_and_age, suspended_by_block_width, take_due_unknown_filters,
     take_due_unknown_leases,
 };
-pub use validation::{identifier_boundaries, params_boundaries};
+pub use validation::{identifier_boundaries, nul_in_text, params_boundaries};
 
 use crate::{
     BeginOptions, BeginOutcome, Claim, Dispatch, Ledger, Limits, ManualClock, OperationRecord,
@@ -203,7 +203,7 @@ macro_rules! conformance_tests {
             finish_unknown_identity_changes_nothing, finish_mismatched_params_changes_nothing,
             finish_invalid_result_changes_nothing, other_scope_and_other_key_are_independent,
             member_order_irrelevant, mutation_cannot_change_stored, identifier_boundaries,
-            params_boundaries, lease_expiry_before_dispatch, lease_expiry_after_dispatch,
+            params_boundaries, nul_in_text, lease_expiry_before_dispatch, lease_expiry_after_dispatch,
             stale_epoch_refused, renew_extends_lease, retention_replay_tombstone_purge,
             list_unknown_with_owner_and_age, suspended_by_block_width, take_due_unknown_leases, take_due_unknown_filters,
             cancel_before_dispatch_only, resolve_needs_actor_and_evidence,

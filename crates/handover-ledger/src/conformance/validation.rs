@@ -2,8 +2,8 @@
 
 use serde_json::json;
 
-use super::{Setup, Subject, env};
-use crate::{BeginOutcome, Limits, MAX_IDENT_BYTES, OperationRequest, Retention};
+use super::{Setup, Subject, env, req};
+use crate::{BeginOutcome, Limits, MAX_IDENT_BYTES, OperationRecord, OperationRequest, Retention};
 
 fn build(scope: &str, key: &str, action: &str) -> Result<OperationRequest, crate::ValidationError> {
     OperationRequest::new(scope, key, action, &json!({}), &Limits::default())
@@ -124,4 +124,203 @@ pub async fn params_boundaries<F: Fn(Setup) -> Fut, Fut: Future<Output = Subject
     let c = e.start(&ok, "x").await;
     assert_eq!(e.get(&ok).await.expect("stored").params, Some(at));
     assert_eq!(c.fingerprint, ok.fingerprint());
+}
+
+/// A NUL character (which PostgreSQL `text` cannot hold) gets the same
+/// answer from every backend: in text a caller chooses (a holder or
+/// executor name, an operator's evidence, reason or name, a cancellation
+/// reason) it is refused naming the field, and nothing is written; in
+/// text reported from a destination's answer (an outcome's reason and
+/// evidence, a lookup's evidence, the reconciler's note) it is stored as
+/// U+FFFD, so a definitive answer is still recorded.
+pub async fn nul_in_text<F: Fn(Setup) -> Fut, Fut: Future<Output = Subject>>(make: F) {
+    use crate::{
+        AttemptKind, AttemptOutcome, Dispatch, NewAttempt, Owner, ReleaseReason, Resolution,
+        ResolvedAs, State, UnknownReport, UnknownUpdate,
+    };
+    const NUL: &str = "bad\u{0}text";
+    const SHOWN: &str = "bad\u{FFFD}text";
+    let e = env(make, Retention::default()).await;
+    let unchanged = |what: &str, err: crate::LedgerError, field: &str| {
+        assert_eq!(err.field(), Some(field), "{what}: {err}");
+        assert!(err.to_string().contains("NUL"), "{what}: {err}");
+    };
+
+    // Caller-chosen names: refused before anything is recorded.
+    let r = req("t", "holder", json!({}));
+    let err = e
+        .ledger
+        .begin(&r, &super::opts(NUL))
+        .await
+        .expect_err("holder with NUL");
+    unchanged("begin", err, "holder");
+    assert_eq!(e.get(&r).await, None, "a refused begin records nothing");
+
+    let r = req("t", "executor", json!({}));
+    let c = e.start(&r, "exec-a").await;
+    let before = e.snapshot(&r).await;
+    let bad = Dispatch {
+        executor: NUL.into(),
+        metadata: None,
+    };
+    let err = e
+        .ledger
+        .mark_dispatched(&c, bad.clone())
+        .await
+        .expect_err("executor with NUL");
+    unchanged("mark_dispatched", err, "executor");
+    assert_eq!(
+        e.snapshot(&r).await,
+        before,
+        "a refused dispatch changes nothing"
+    );
+    let fresh = req("t", "executor-2", json!({}));
+    let err = e
+        .ledger
+        .begin_dispatched(&fresh, &super::opts("exec-a"), bad)
+        .await
+        .expect_err("executor with NUL");
+    unchanged("begin_dispatched", err, "executor");
+    assert_eq!(e.get(&fresh).await, None, "nothing claimed");
+    let err = e
+        .ledger
+        .cancel(r.id(), NUL.into())
+        .await
+        .expect_err("cancel reason with NUL");
+    unchanged("cancel", err, "reason");
+    assert_eq!(e.snapshot(&r).await, before);
+
+    // Destination answers: recorded, NUL shown as U+FFFD.
+    e.dispatch(&c).await;
+    let rec = e
+        .ledger
+        .reject(&c, NUL.into(), Some(NUL.into()))
+        .await
+        .expect("a refusal whose text holds NUL is recorded");
+    let State::Rejected {
+        reason, evidence, ..
+    } = &rec.state
+    else {
+        panic!("expected rejected, got {:?}", rec.state);
+    };
+    assert_eq!((reason.as_str(), evidence.as_deref()), (SHOWN, Some(SHOWN)));
+    assert_eq!(e.get(&r).await.expect("stored").state, rec.state);
+    let attempts = e.ledger.attempts(r.id()).await.expect("attempts");
+    assert_eq!(
+        attempts.last().and_then(|a| a.evidence.as_deref()),
+        Some(SHOWN)
+    );
+
+    let r = req("t", "confirmed", json!({}));
+    let c = e.in_flight(&r).await;
+    e.ledger
+        .confirm(&c, json!({"id": "a\u{0}b"}), Some(NUL.into()))
+        .await
+        .expect("confirm");
+    let stored = e.get(&r).await.expect("stored");
+    assert!(
+        matches!(&stored.state, State::Confirmed { result, evidence, .. }
+            if result == &json!({"id": "a\u{0}b"}) && evidence.as_deref() == Some(SHOWN)),
+        "the result is JSON and kept exactly; the evidence shows U+FFFD: {:?}",
+        stored.state
+    );
+
+    let r = req("t", "not-sent", json!({}));
+    let c = e.in_flight(&r).await;
+    e.ledger
+        .release(
+            &c,
+            ReleaseReason::NotSent {
+                evidence: NUL.into(),
+            },
+        )
+        .await
+        .expect("not sent");
+    let attempts = e.ledger.attempts(r.id()).await.expect("attempts");
+    assert_eq!(
+        attempts.last().and_then(|a| a.evidence.as_deref()),
+        Some(SHOWN)
+    );
+
+    let r = req("t", "unknown", json!({}));
+    let c = e.in_flight(&r).await;
+    let report = UnknownReport {
+        reason: NUL.into(),
+        evidence: Some(NUL.into()),
+        owner: Owner::Review,
+        next_check_at: None,
+    };
+    e.ledger.mark_unknown(&c, report).await.expect("unknown");
+    let reason_of = |rec: OperationRecord| match rec.state {
+        State::Unknown(info) => info.reason,
+        other => panic!("expected unknown, got {other:?}"),
+    };
+    assert_eq!(reason_of(e.get(&r).await.expect("stored")), SHOWN);
+    let update = UnknownUpdate {
+        owner: Owner::Review,
+        reason: format!("lookup said {NUL}"),
+        next_check_at: None,
+        diverged: false,
+    };
+    let rec = e
+        .ledger
+        .update_unknown(r.id(), update)
+        .await
+        .expect("update");
+    assert_eq!(reason_of(rec), format!("lookup said {SHOWN}"));
+    let lookup = |executor: &str| NewAttempt {
+        kind: AttemptKind::Lookup,
+        executor: executor.into(),
+        outcome: AttemptOutcome::Unknown,
+        evidence: Some(NUL.into()),
+        metadata: None,
+    };
+    e.ledger
+        .append_attempt(r.id(), lookup("reconciler"))
+        .await
+        .expect("lookup attempt");
+    let attempts = e.ledger.attempts(r.id()).await.expect("attempts");
+    assert_eq!(
+        attempts.last().and_then(|a| a.evidence.as_deref()),
+        Some(SHOWN)
+    );
+    let before = e.snapshot(&r).await;
+    let err = e
+        .ledger
+        .append_attempt(r.id(), lookup(NUL))
+        .await
+        .expect_err("executor with NUL");
+    unchanged("append_attempt", err, "executor");
+
+    // An operator's words: refused, and the operation stays unknown.
+    let resolution = |outcome, evidence: &str, actor: &str| Resolution {
+        outcome,
+        evidence: evidence.into(),
+        actor: actor.into(),
+    };
+    let confirmed = || ResolvedAs::Confirmed { result: json!({}) };
+    for (res, field) in [
+        (resolution(confirmed(), NUL, "operator:olga"), "evidence"),
+        (resolution(confirmed(), "checked", NUL), "actor"),
+        (
+            resolution(
+                ResolvedAs::Rejected { reason: NUL.into() },
+                "checked",
+                "operator:olga",
+            ),
+            "reason",
+        ),
+    ] {
+        let err = e
+            .ledger
+            .resolve(r.id(), res)
+            .await
+            .expect_err("NUL refused");
+        unchanged("resolve", err, field);
+    }
+    assert_eq!(e.snapshot(&r).await, before, "refusals changed nothing");
+    e.ledger
+        .resolve(r.id(), resolution(confirmed(), "checked", "operator:olga"))
+        .await
+        .expect("the same resolution without NUL");
 }

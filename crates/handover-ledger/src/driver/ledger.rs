@@ -217,4 +217,8 @@ impl<B: Backend> Ledger for B {
     async fn purge(&self) -> Result<PurgeReport, LedgerError> {
         self.run(Purge).await
     }
+
+    async fn close(&self) {
+        self.close_store().await;
+    }
 }

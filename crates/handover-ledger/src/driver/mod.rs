@@ -231,4 +231,6 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
         &self,
         id: &OperationId,
     ) -> impl Future<Output = Result<Vec<AttemptRecord>, LedgerError>> + Send;
+    /// [`Ledger::close`](crate::Ledger::close).
+    fn close_store(&self) -> impl Future<Output = ()> + Send;
 }

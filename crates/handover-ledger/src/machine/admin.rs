@@ -1,7 +1,8 @@
 //! Unfenced commands: reads, operator/reconciler decisions, cancellation.
 
 use super::{
-    Change, Ctx, Effect, Step, canonical_value, illegal, require_opt_text, require_text, view,
+    Change, Ctx, Effect, Step, answer_opt_text, answer_text, canonical_value, illegal,
+    require_text, view,
 };
 use crate::error::LedgerError;
 use crate::identity::OperationId;
@@ -95,13 +96,14 @@ pub(crate) fn update_unknown(
     update: &UnknownUpdate,
     ctx: Ctx<'_>,
 ) -> Step<OperationRecord> {
-    require_text("reason", &update.reason)?;
+    // The reconciler's note, often quoting the destination's answer.
+    let reason = answer_text("reason", &update.reason)?;
     let (mut rec, settled) = view(existing(cur, id)?, ctx.now);
     let State::Unknown(info) = &mut rec.state else {
         return Err(illegal(&rec, "update_unknown"));
     };
     info.owner = update.owner;
-    info.reason.clone_from(&update.reason);
+    info.reason = reason;
     info.next_check_at = update.next_check_at;
     info.diverged = update.diverged;
     rec.updated_at = ctx.now;
@@ -122,7 +124,8 @@ pub(crate) fn append_attempt(
     ctx: Ctx<'_>,
 ) -> Step<uuid::Uuid> {
     require_text("executor", &attempt.executor)?;
-    require_opt_text("evidence", attempt.evidence.as_deref())?;
+    // A lookup's evidence is what the destination answered.
+    let evidence = answer_opt_text("evidence", attempt.evidence.as_deref())?;
     let metadata = attempt
         .metadata
         .as_ref()
@@ -142,7 +145,7 @@ pub(crate) fn append_attempt(
         sent_at: ctx.now,
         finished_at: (!pending).then_some(ctx.now),
         outcome: attempt.outcome,
-        evidence: attempt.evidence.clone(),
+        evidence,
         metadata,
     });
     Ok(Change::new(effect, attempt_id))

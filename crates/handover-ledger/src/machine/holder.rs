@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::{
-    AttemptFinish, Change, Ctx, Effect, Step, canonical_value, fence, illegal, require_lease,
-    require_opt_text, require_text,
+    AttemptFinish, Change, Ctx, Effect, Step, answer_opt_text, answer_text, canonical_value, fence,
+    illegal, require_lease, require_text,
 };
 use crate::error::ValidationError;
 use crate::ledger::{Dispatch, ReleaseReason, UnknownReport};
@@ -133,9 +133,8 @@ pub(crate) fn confirm(
     evidence: Option<&str>,
     ctx: Ctx<'_>,
 ) -> Step<OperationRecord> {
-    let evidence = evidence.map(str::to_owned);
     let result = canonical_value("result", result, ctx.limits)?;
-    require_opt_text("evidence", evidence.as_deref())?;
+    let evidence = answer_opt_text("evidence", evidence)?;
     let next = State::Confirmed {
         result,
         evidence: evidence.clone(),
@@ -160,11 +159,10 @@ pub(crate) fn reject(
     evidence: Option<&str>,
     ctx: Ctx<'_>,
 ) -> Step<OperationRecord> {
-    require_text("reason", reason)?;
-    require_opt_text("evidence", evidence)?;
-    let evidence = evidence.map(str::to_owned);
+    let reason = answer_text("reason", reason)?;
+    let evidence = answer_opt_text("evidence", evidence)?;
     let next = State::Rejected {
-        reason: reason.to_owned(),
+        reason,
         evidence: evidence.clone(),
         at: ctx.now,
     };
@@ -186,11 +184,11 @@ pub(crate) fn mark_unknown(
     report: &UnknownReport,
     ctx: Ctx<'_>,
 ) -> Step<OperationRecord> {
-    require_text("reason", &report.reason)?;
-    require_opt_text("evidence", report.evidence.as_deref())?;
+    let reason = answer_text("reason", &report.reason)?;
+    let evidence = answer_opt_text("evidence", report.evidence.as_deref())?;
     let next = State::Unknown(UnknownInfo {
         owner: report.owner,
-        reason: report.reason.clone(),
+        reason,
         since: ctx.now,
         next_check_at: report.next_check_at,
         diverged: false,
@@ -200,7 +198,7 @@ pub(crate) fn mark_unknown(
         claim,
         "mark_unknown",
         AttemptOutcome::Unknown,
-        report.evidence.clone(),
+        evidence,
         next,
         ctx,
     )
@@ -215,14 +213,16 @@ pub(crate) fn release(
     why: &ReleaseReason,
     ctx: Ctx<'_>,
 ) -> Step<OperationRecord> {
-    if let ReleaseReason::NotSent { evidence } = why {
-        require_text("evidence", evidence)?;
-    }
+    // The proof comes from the transport's answer (e.g. its error text).
+    let proof = match why {
+        ReleaseReason::NotSent { evidence } => Some(answer_text("evidence", evidence)?),
+        ReleaseReason::Abandoned => None,
+    };
     let mut rec = fence(cur, claim, ctx.now, "release")?;
     let mut effect = Effect::default();
     match (&rec.state, why) {
         (State::Claimed { .. }, _) => {}
-        (State::Dispatched { .. }, ReleaseReason::NotSent { evidence }) => {
+        (State::Dispatched { .. }, ReleaseReason::NotSent { .. }) => {
             rec.dispatch_count -= 1;
             if rec.dispatch_count == 0 {
                 rec.first_dispatched_at = None;
@@ -232,7 +232,7 @@ pub(crate) fn release(
                 epoch: claim.epoch,
                 outcome: AttemptOutcome::NotSent,
                 at: ctx.now,
-                evidence: Some(evidence.clone()),
+                evidence: proof,
             });
         }
         _ => return Err(illegal(&rec, "release")),

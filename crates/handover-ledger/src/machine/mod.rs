@@ -251,21 +251,44 @@ pub(crate) fn illegal(rec: &OperationRecord, op: &'static str) -> LedgerError {
     }
 }
 
+/// Text a caller chooses (a name, an operator's evidence or reason):
+/// refused, naming `field`, when empty or when it holds a NUL character.
+/// PostgreSQL `text` cannot hold NUL, so without this one backend would
+/// refuse at COMMIT (an outage to the caller, retried for ever) what
+/// another stores; refused here, the caller learns which field to fix on
+/// every backend, before anything is recorded.
 pub(crate) fn require_text(field: &'static str, s: &str) -> Result<(), ValidationError> {
     if s.trim().is_empty() {
         return Err(ValidationError::new(field, "must not be empty"));
     }
+    if s.contains('\0') {
+        return Err(ValidationError::new(
+            field,
+            "must not contain a NUL character (U+0000)",
+        ));
+    }
     Ok(())
 }
 
-pub(crate) fn require_opt_text(
+/// Text a holder or reconciler reports from a destination's answer (an
+/// outcome's reason and evidence, a lookup's evidence): NUL characters are
+/// stored as U+FFFD on every backend. Refusing them would turn a
+/// definitive answer (a destination's refusal whose body holds a NUL)
+/// into an unrecordable one, left for review; the text is for people, and
+/// the replacement character shows where the NUL was. Empty is still
+/// refused, naming `field`.
+pub(crate) fn answer_text(field: &'static str, s: &str) -> Result<String, ValidationError> {
+    if s.trim().is_empty() {
+        return Err(ValidationError::new(field, "must not be empty"));
+    }
+    Ok(s.replace('\0', "\u{FFFD}"))
+}
+
+pub(crate) fn answer_opt_text(
     field: &'static str,
     s: Option<&str>,
-) -> Result<(), ValidationError> {
-    match s {
-        Some(s) => require_text(field, s),
-        None => Ok(()),
-    }
+) -> Result<Option<String>, ValidationError> {
+    s.map(|s| answer_text(field, s)).transpose()
 }
 
 /// Validates a JSON document and returns its canonical (owned) value.

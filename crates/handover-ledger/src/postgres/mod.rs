@@ -100,7 +100,7 @@ impl PostgresLedger {
     }
 
     /// Closes the idle connections; calls after this fail with `Unavailable`.
-    pub async fn close(self) {
+    pub async fn close(&self) {
         self.pool.close().await;
     }
 }
@@ -162,6 +162,10 @@ impl PostgresLedger {
 }
 
 impl Backend for PostgresLedger {
+    async fn close_store(&self) {
+        self.close().await;
+    }
+
     async fn run<J: Job + 'static>(&self, job: J) -> Result<J::Output, LedgerError> {
         self.within(
             "running a ledger command",

@@ -73,6 +73,59 @@ pub(super) async fn adoptable(path: &Path) -> Result<(), LedgerError> {
     )))
 }
 
+/// `Ok` if a write transaction on `pool` can change the file; otherwise
+/// why not, naming the file.
+///
+/// SQLite opens a file it may not write (a read-only file, directory or
+/// mount, a `-wal`/`-shm` owned by someone else) read-only without a word,
+/// and `BEGIN IMMEDIATE` alone still succeeds there: only a write is
+/// refused. Without this check a read-write open succeeded and every
+/// later write failed as `Unavailable`, for ever, behind a healthy-looking
+/// service. The probe write is rolled back: nothing is left in the file.
+pub(super) async fn writable(pool: &sqlx::SqlitePool, path: &Path) -> Result<(), LedgerError> {
+    use sqlx::Executor;
+    let cannot = |e: sqlx::Error| {
+        LedgerError::unavailable(
+            "opening the ledger file",
+            format!(
+                "{}: the ledger cannot be written ({e}); check the permissions of the file, its -wal and -shm files and its directory, and that the file system is not mounted read-only",
+                path.display()
+            ),
+        )
+    };
+    let mut conn = pool.acquire().await.map_err(cannot)?;
+    conn.execute("BEGIN IMMEDIATE").await.map_err(cannot)?;
+    let probe = conn
+        .execute("CREATE TABLE main.handover_write_check (x)")
+        .await;
+    let rolled_back = conn.execute("ROLLBACK").await;
+    probe.map_err(cannot)?;
+    rolled_back.map(drop).map_err(cannot)
+}
+
+/// Switches the closed ledger `file` from WAL to the rollback journal (see
+/// [`super::SqliteLedger::close`]). Never waits for another process: one
+/// that still has the file open keeps it in WAL mode (logged).
+pub(super) async fn fold_wal(file: &LedgerFile) {
+    let opened = SqliteConnectOptions::new()
+        .filename(&file.path)
+        .create_if_missing(false)
+        .busy_timeout(Duration::ZERO)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Delete)
+        .connect()
+        .await;
+    match opened {
+        Ok(conn) => {
+            let _ = sqlx::Connection::close(conn).await;
+        }
+        Err(e) => tracing::info!(
+            path = %file.path.display(),
+            error = %e,
+            "the ledger file stays in WAL mode (another process has it open; its close folds the log in)"
+        ),
+    }
+}
+
 /// Held while a read-write open looks at, creates and migrates the file.
 ///
 /// Processes opening one new ledger at once (two `serve`s, a `demo`
@@ -157,4 +210,48 @@ fn identity(path: &Path) -> std::io::Result<Option<(u64, u64)>> {
 #[cfg(not(unix))]
 fn identity(path: &Path) -> std::io::Result<Option<(u64, u64)>> {
     std::fs::metadata(path).map(|_| None)
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+
+    use super::writable;
+
+    async fn pool(path: &std::path::Path, read_only: bool) -> sqlx::SqlitePool {
+        let opts = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(!read_only)
+            .read_only(read_only);
+        SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(opts)
+            .await
+            .expect("open")
+    }
+
+    /// A connection SQLite opened read-only (as it silently does for a
+    /// file the process may not write, which root never meets) fails the
+    /// check with the file and the cause; a writable one passes, and the
+    /// probe leaves no table behind.
+    #[tokio::test]
+    async fn writable_names_the_file_and_the_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let rw = pool(&path, false).await;
+        writable(&rw, &path).await.expect("a writable file");
+        let tables: Vec<String> = sqlx::query_scalar("SELECT name FROM sqlite_master")
+            .fetch_all(&rw)
+            .await
+            .unwrap();
+        assert!(tables.is_empty(), "the probe was rolled back: {tables:?}");
+        rw.close().await;
+
+        let ro = pool(&path, true).await;
+        let err = writable(&ro, &path).await.expect_err("a read-only file");
+        let text = err.to_string();
+        assert!(err.is_unavailable(), "{err:?}");
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains("readonly"), "{text}");
+    }
 }

@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, SqlitePool};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
 use crate::driver::jobs::{self, SettleDue};
@@ -99,7 +100,12 @@ impl Default for SqliteOptions {
 
 #[derive(Debug)]
 enum Writes {
-    Batched(mpsc::Sender<Box<dyn writer::Queued>>),
+    Batched {
+        queue: mpsc::Sender<Box<dyn writer::Queued>>,
+        /// Taken by [`SqliteLedger::close`]: tells the writer to finish
+        /// what is queued and close its connection, then waits for it.
+        writer: std::sync::Mutex<Option<(oneshot::Sender<()>, JoinHandle<()>)>>,
+    },
     Direct,
 }
 
@@ -136,6 +142,9 @@ impl SqliteLedger {
     /// ledger for reading only. A file that is not a Handover ledger (not
     /// SQLite, or another application's database) is refused ("not a
     /// Handover ledger", a validation error on `path`) and left as it was.
+    /// A read-write open that cannot write the file (permissions, a
+    /// read-only file system) fails with `Unavailable` naming the file and
+    /// the cause, instead of opening read-only and failing every write.
     pub async fn open(path: impl AsRef<Path>, opts: SqliteOptions) -> Result<Self, LedgerError> {
         if opts.read_only {
             return Self::open_read_only(path.as_ref(), opts).await;
@@ -153,6 +162,7 @@ impl SqliteLedger {
             .connect_with(connect.clone())
             .await
             .map_err(|e| open_failed(path.as_ref(), "opening the ledger file", e))?;
+        file::writable(&pool, path.as_ref()).await?;
         MIGRATOR
             .run(&pool)
             .await
@@ -169,15 +179,20 @@ impl SqliteLedger {
                 .connect()
                 .await
                 .map_err(|e| map_err("opening the write connection", e))?;
-            let (tx, rx) = mpsc::channel(opts.max_batch.max(1) * 4);
-            tokio::spawn(writer::group_commit(
+            let (queue, rx) = mpsc::channel(opts.max_batch.max(1) * 4);
+            let (stop, stopped) = oneshot::channel();
+            let task = tokio::spawn(writer::group_commit(
                 conn,
                 rx,
+                stopped,
                 cfg.clone(),
                 opts.max_batch.max(1),
                 file.clone(),
             ));
-            Writes::Batched(tx)
+            Writes::Batched {
+                queue,
+                writer: std::sync::Mutex::new(Some((stop, task))),
+            }
         } else {
             Writes::Direct
         };
@@ -215,22 +230,56 @@ impl SqliteLedger {
         })
     }
 
-    /// Closes the pool (the group-commit task ends when the ledger is dropped).
-    pub async fn close(self) {
+    /// Closes the ledger so that the main file alone holds every record:
+    /// writes already queued are committed, the write connection and the
+    /// pool are closed (waiting for connections in use to come back), then
+    /// the file is switched back from WAL to SQLite's rollback journal,
+    /// which folds the write-ahead log in and removes `-wal` and `-shm`.
+    /// The file left is a plain SQLite database: a copy of it alone holds
+    /// every record, and it can be read where nothing can be written
+    /// (a read-only directory or medium, another user's file), which a
+    /// WAL-mode file without its `-shm` cannot. The next read-write open
+    /// switches it to WAL again.
+    ///
+    /// Dropping the ledger instead left every record only in `-wal` when
+    /// the process exited (the runtime stops before the connections
+    /// close): durable, but the `.db` file alone was an empty database.
+    /// While another process has the file open it keeps WAL mode, and its
+    /// own close folds the log in. Later calls fail with `Unavailable`;
+    /// closing again does nothing.
+    pub async fn close(&self) {
+        if let Writes::Batched { writer, .. } = &self.writes {
+            let taken = writer.lock().ok().and_then(|mut w| w.take());
+            if let Some((stop, task)) = taken {
+                let _ = stop.send(());
+                let _ = task.await;
+            }
+        }
+        if self.pool.is_closed() {
+            return;
+        }
         self.pool.close().await;
+        if let Some(file) = self.file.as_ref().filter(|_| !self.read_only) {
+            file::fold_wal(file).await;
+        }
     }
 }
 
 impl Backend for SqliteLedger {
+    async fn close_store(&self) {
+        self.close().await;
+    }
+
     async fn run<J: Job + 'static>(&self, job: J) -> Result<J::Output, LedgerError> {
         let Some(file) = self.file.as_ref().filter(|_| !self.read_only) else {
             return Err(read_only::refused());
         };
         match &self.writes {
             Writes::Direct => writer::run_pooled(&self.pool, &job, &self.cfg, file).await,
-            Writes::Batched(tx) => {
+            Writes::Batched { queue, .. } => {
                 let (queued, answer) = writer::queue(job);
-                tx.send(queued)
+                queue
+                    .send(queued)
                     .await
                     .map_err(|_| LedgerError::unavailable("queueing a write", "writer stopped"))?;
                 answer

@@ -206,17 +206,34 @@ pub(super) async fn run_pooled<J: Job>(
     run_direct(&mut conn, job, cfg, file).await
 }
 
-/// The group-commit loop; ends when every sender is dropped.
+/// The group-commit loop; ends when every sender is dropped, or once
+/// `stop` fires (or is dropped) and the jobs already queued have run (later
+/// sends fail: the queue is closed). Then the connection is closed.
 pub(super) async fn group_commit(
     mut conn: SqliteConnection,
     mut rx: mpsc::Receiver<Box<dyn Queued>>,
+    mut stop: oneshot::Receiver<()>,
     cfg: Config,
     max_batch: usize,
     file: LedgerFile,
 ) {
     let mut batch: Vec<Box<dyn Queued>> = Vec::with_capacity(max_batch);
     let mut cache = Cache::default();
-    while let Some(first) = rx.recv().await {
+    let mut stopping = false;
+    loop {
+        let next = if stopping {
+            rx.recv().await
+        } else {
+            tokio::select! {
+                job = rx.recv() => job,
+                _ = &mut stop => {
+                    stopping = true;
+                    rx.close();
+                    continue;
+                }
+            }
+        };
+        let Some(first) = next else { break };
         batch.push(first);
         gather(&mut rx, &mut batch, max_batch).await;
         run_batch(&mut conn, &mut cache, &mut batch, &cfg, &file).await;

@@ -1,0 +1,184 @@
+//! A NUL character (`\u0000`, which PostgreSQL `text` cannot hold) in the
+//! operations API's text fields, on a real SQLite file and on real
+//! PostgreSQL (when `HANDOVER_TEST_POSTGRES_URL` is set; in a fresh schema
+//! dropped afterwards). Both backends answer alike: a caller's own text
+//! (the dispatch `executor`, an operator's `evidence` or `reason`) is a 400
+//! naming the field with nothing recorded, never a retryable 503; a
+//! destination's refusal whose text holds a NUL is still recorded as
+//! `rejected` (the NUL shown as U+FFFD), not left for review.
+
+mod support;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sqlx::Connection;
+use support::{CLIENT_A, OPERATOR, Running};
+
+const URL_VAR: &str = "HANDOVER_TEST_POSTGRES_URL";
+const NUL: &str = "refused: bad\u{0}body";
+const SHOWN: &str = "refused: bad\u{FFFD}body";
+
+fn config() -> String {
+    let mut c = support::provider("p", "http://127.0.0.1:9/v1");
+    c.push_str(&support::policy("default", &["p"], "first_token"));
+    c.push_str(&support::gateway_section(64 * 1024, "5s", ""));
+    c
+}
+
+async fn call(
+    gw: &Running,
+    token: &str,
+    path: &str,
+    key: Option<&str>,
+    body: Value,
+) -> (StatusCode, Value) {
+    let mut req = gw.http.post(gw.url(path)).bearer_auth(token).json(&body);
+    if let Some(key) = key {
+        req = req.header("Idempotency-Key", key);
+    }
+    let resp = req.send().await.unwrap();
+    (resp.status(), resp.json().await.unwrap())
+}
+
+async fn show(gw: &Running, key: &str) -> Value {
+    let resp = gw
+        .http
+        .get(gw.url(&format!("/v1/operations/{key}")))
+        .bearer_auth(CLIENT_A)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    resp.json().await.unwrap()
+}
+
+/// Begun and (unless `executor` is refused) dispatched; the claim's epoch.
+async fn started(gw: &Running, key: &str) -> u64 {
+    let begin = json!({"action": "ship", "params": {"order": key}});
+    let (st, body) = call(gw, CLIENT_A, "/v1/operations", Some(key), begin).await;
+    assert_eq!(st, StatusCode::CREATED, "{body}");
+    body["claim"]["epoch"].as_u64().expect("epoch")
+}
+
+fn refused(what: &str, st: StatusCode, body: &Value, field: &str) {
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{what}: {body}");
+    assert_eq!(body["error"]["code"], "invalid_field", "{what}: {body}");
+    assert_eq!(body["error"]["param"], field, "{what}: {body}");
+}
+
+async fn scenario(gw: &Running) {
+    // A client's executor name: 400, nothing dispatched.
+    let epoch = started(gw, "K-1").await;
+    let dispatch = "/v1/operations/K-1/dispatch";
+    let (st, body) = call(
+        gw,
+        CLIENT_A,
+        dispatch,
+        None,
+        json!({"epoch": epoch, "executor": NUL}),
+    )
+    .await;
+    refused("dispatch", st, &body, "executor");
+    let op = show(gw, "K-1").await;
+    assert_eq!(op["status"], "claimed", "{op}");
+    assert_eq!(op["operation"]["dispatch_count"], 0, "{op}");
+
+    // The destination's refusal, its body holding a NUL: recorded and replayed.
+    let (st, body) = call(gw, CLIENT_A, dispatch, None, json!({"epoch": epoch})).await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    let outcome = json!({"epoch": epoch, "outcome": "rejected", "reason": NUL, "evidence": NUL});
+    let (st, body) = call(gw, CLIENT_A, "/v1/operations/K-1/outcome", None, outcome).await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "rejected", "{body}");
+    let op = show(gw, "K-1").await;
+    assert_eq!(op["status"], "rejected", "{op}");
+    assert_eq!(op["operation"]["state"]["reason"], SHOWN, "{op}");
+    let begin = json!({"action": "ship", "params": {"order": "K-1"}});
+    let (st, body) = call(gw, CLIENT_A, "/v1/operations", Some("K-1"), begin).await;
+    assert_eq!(st, StatusCode::OK, "a replay: {body}");
+    assert!(body.to_string().contains(SHOWN), "{body}");
+
+    // An unknown outcome's reason likewise; then an operator's own words.
+    let epoch = started(gw, "K-2").await;
+    let (st, body) = call(
+        gw,
+        CLIENT_A,
+        "/v1/operations/K-2/dispatch",
+        None,
+        json!({"epoch": epoch}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    let outcome = json!({"epoch": epoch, "outcome": "unknown", "reason": NUL});
+    let (st, body) = call(gw, CLIENT_A, "/v1/operations/K-2/outcome", None, outcome).await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "unknown", "{body}");
+    let resolve = "/v1/admin/operations/tenant-a/K-2/resolve";
+    let (st, body) = call(
+        gw,
+        OPERATOR,
+        resolve,
+        None,
+        json!({"outcome": "confirmed", "evidence": NUL}),
+    )
+    .await;
+    refused("resolve evidence", st, &body, "evidence");
+    let (st, body) = call(
+        gw,
+        OPERATOR,
+        resolve,
+        None,
+        json!({"outcome": "rejected", "reason": NUL, "evidence": "checked"}),
+    )
+    .await;
+    refused("resolve reason", st, &body, "reason");
+    let op = show(gw, "K-2").await;
+    assert_eq!(op["status"], "unknown", "{op}");
+    assert_eq!(op["operation"]["state"]["reason"], SHOWN, "{op}");
+    assert_eq!(
+        op["attempts"].as_array().map(Vec::len),
+        Some(1),
+        "no operator attempt recorded: {op}"
+    );
+}
+
+#[tokio::test]
+async fn nul_in_text_on_sqlite() {
+    let gw = Running::start(&config()).await;
+    scenario(&gw).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nul_in_text_on_postgres() {
+    let Some(url) = std::env::var(URL_VAR).ok().filter(|u| !u.trim().is_empty()) else {
+        println!("skipped: {URL_VAR} not set");
+        return;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let schema = format!("gw_nul_{}_{nanos}", std::process::id());
+    let mut direct = sqlx::PgConnection::connect(&url)
+        .await
+        .expect("HANDOVER_TEST_POSTGRES_URL is set but PostgreSQL is unreachable");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
+        .execute(&mut direct)
+        .await
+        .unwrap();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let in_schema = format!("{url}{sep}options=-c%20search_path%3D{schema}");
+    let ledger = "[ledger]\nbackend = \"postgres\"\nurl_env = \"NUL_TEST_URL\"\n";
+    let gw = Running::start_with_env(ledger, &config(), tempfile::tempdir().unwrap(), move |v| {
+        (v == "NUL_TEST_URL").then(|| in_schema.clone())
+    })
+    .await;
+    scenario(&gw).await;
+    drop(gw);
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP SCHEMA \"{schema}\" CASCADE"
+    )))
+    .execute(&mut direct)
+    .await
+    .unwrap();
+}
