@@ -200,3 +200,29 @@ fn a_second_demo_on_a_ledger_in_play_is_refused_and_changes_nothing() {
     let out = ok(&run(&["demo", "--ledger", ledger.to_str().unwrap()]));
     assert_eq!(summary_value(&out, "final state"), "confirmed");
 }
+
+/// An operation an interrupted earlier run left unknown stays honestly
+/// unknown (that run's destination is gone), but it is not this run's
+/// broken guarantee: this run succeeds and says how to settle it.
+#[tokio::test]
+async fn an_earlier_runs_unknown_operation_is_reported_apart_and_does_not_fail_this_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("demo.db");
+    {
+        let ledger = SqliteLedger::open(&path, SqliteOptions::default())
+            .await
+            .unwrap();
+        prepare_ops(&ledger, "customer-42").await;
+        ledger.close().await;
+    }
+    let report = demo_json(&path);
+    let s = &report["summary"];
+    assert_eq!(s["unresolved"], 0, "{s}");
+    assert_eq!(s["left_unknown_earlier"], 1, "{s}");
+    assert_eq!(s["final_state"], "confirmed", "{s}");
+    let text = ok(&run(&["demo", "--ledger", path.to_str().unwrap()]));
+    assert!(
+        text.contains("An interrupted earlier run left 1 operation(s) unknown"),
+        "{text}"
+    );
+}

@@ -270,15 +270,15 @@ impl Cast {
             *per_reference.entry(reference).or_default() += 1;
         }
         let duplicates = per_reference.values().map(|n| n - 1).sum();
-        let unresolved = self
+        let unknown = self
             .ledger
             .list(&ListFilter {
                 state: Some(StateKind::Unknown),
                 scope: Some(self.id.scope.clone()),
                 ..ListFilter::default()
             })
-            .await?
-            .len();
+            .await?;
+        let unresolved = unknown.iter().filter(|r| r.id == self.id).count();
         Ok(Summary {
             tasks: 1,
             model_calls: self.model_calls,
@@ -289,6 +289,7 @@ impl Cast {
             effects: self.dest.effect_count(),
             duplicates,
             unresolved,
+            left_unknown_earlier: unknown.len() - unresolved,
             final_state: self.record().await?.state.kind().to_string(),
             refused: self.refused,
         })

@@ -87,8 +87,12 @@ pub(crate) struct Summary {
     effects: usize,
     /// Records beyond the first for one operation.
     duplicates: usize,
-    /// Operations of the demo's scope still unknown in the ledger.
+    /// This run's operation, if it is still unknown (0 or 1).
     unresolved: usize,
+    /// Operations an interrupted earlier run left unknown: honestly
+    /// unknown (that run's destination is gone with it, so no lookup can
+    /// settle them), for an operator; not this run's guarantee.
+    left_unknown_earlier: usize,
     /// This run's operation's final state.
     final_state: String,
     /// Times the write gate refused to execute again.
@@ -229,6 +233,18 @@ fn render(r: &Report, s: Style) -> String {
         ("final state", s.state(&m.final_state)),
     ];
     summary_end(&mut out, &rows, &r.ledger, &r.scope, &r.key);
+    if m.left_unknown_earlier > 0 {
+        let _ = std::fmt::Write::write_fmt(
+            &mut out,
+            format_args!(
+                "\nAn interrupted earlier run left {} operation(s) unknown on this ledger: its\n\
+                 destination went with it, so no lookup can settle them. List them with\n\
+                 `handover ops list --ledger {}` and settle them with `handover ops resolve`,\n\
+                 or play the demo on a fresh --ledger.\n",
+                m.left_unknown_earlier, r.ledger
+            ),
+        );
+    }
     out
 }
 
