@@ -453,3 +453,40 @@ async fn ops_list_and_show_read_without_writing() {
     ok(&run(&["ops", "purge", "--ledger", path.to_str().unwrap()]));
     assert!(files() != before);
 }
+
+/// A claim whose lease ran out holds nothing: the list says so instead of
+/// naming its old holder as if it still held the operation.
+#[tokio::test]
+async fn an_expired_claim_is_not_shown_as_held() {
+    use handover::ledger::{
+        BeginOptions, BeginOutcome, Limits, ManualClock, OperationRequest, Timestamp,
+    };
+    use std::sync::Arc;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    // Claimed long ago (the ledger's clock), with a 30 s lease.
+    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
+    let options = SqliteOptions {
+        clock,
+        ..SqliteOptions::default()
+    };
+    let ledger = SqliteLedger::open(&path, options).await.unwrap();
+    let req = OperationRequest::new(
+        SCOPE,
+        "K-9",
+        "create_shipment",
+        &json!({"n": 1}),
+        &Limits::default(),
+    )
+    .unwrap();
+    let opts = BeginOptions::new("agent-a", Duration::from_secs(30));
+    let BeginOutcome::Started(_claim) = ledger.begin(&req, &opts).await.unwrap() else {
+        panic!("fresh ledger")
+    };
+    ledger.close().await;
+
+    let out = ok(&run(&["ops", "list", "--ledger", path.to_str().unwrap()]));
+    assert!(out.contains("claim by agent-a expired"), "{out}");
+    assert!(!out.contains("held by agent-a"), "{out}");
+}

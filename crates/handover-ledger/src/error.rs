@@ -70,7 +70,9 @@ pub enum LedgerError {
         given: Fingerprint,
     },
     /// The claim was superseded by a newer claim (fencing).
-    #[error("stale claim on operation {id}: epoch {given} was superseded by epoch {current}")]
+    #[error(
+        "stale claim on operation {id}: epoch {given} is not its current claim (epoch {current})"
+    )]
     StaleEpoch {
         /// The identity.
         id: OperationId,

@@ -22,10 +22,19 @@ fn state_name(rec: &OperationRecord) -> &'static str {
     }
 }
 
-/// One line saying what the state means (owner and reason, result, ...).
-fn summary(rec: &OperationRecord) -> String {
+/// One line saying what the state means (owner and reason, result, ...),
+/// as of `now`: a claim whose lease ran out holds nothing any more (the
+/// next writer may claim the operation again; nothing was sent).
+fn summary(rec: &OperationRecord, now: Timestamp) -> String {
     match &rec.state {
         State::Planned => "not held by anyone".to_owned(),
+        State::Claimed {
+            holder,
+            lease_until,
+            ..
+        } if *lease_until <= now => {
+            format!("claim by {holder} expired, nothing sent: free to claim again")
+        }
         State::Claimed { holder, .. } => format!("held by {holder}, nothing sent"),
         State::Dispatched { holder, .. } => format!("sent by {holder}, awaiting the answer"),
         State::Confirmed { evidence, .. } => evidence
@@ -66,7 +75,7 @@ pub(super) fn list(records: &[OperationRecord], now: Timestamp, s: Style, ledger
             rec.action.to_string(),
             state_name(rec).to_owned(),
             age_at(now, since(rec)),
-            truncate(&summary(rec), 80),
+            truncate(&summary(rec, now), 80),
         ]);
     }
     let mut out = table(&rows);
