@@ -11,10 +11,8 @@ mod support;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sqlx::Connection;
 use support::{CLIENT_A, OPERATOR, Running};
 
-const URL_VAR: &str = "HANDOVER_TEST_POSTGRES_URL";
 const NUL: &str = "refused: bad\u{0}body";
 const SHOWN: &str = "refused: bad\u{FFFD}body";
 
@@ -150,24 +148,10 @@ async fn nul_in_text_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nul_in_text_on_postgres() {
-    let Some(url) = std::env::var(URL_VAR).ok().filter(|u| !u.trim().is_empty()) else {
-        println!("skipped: {URL_VAR} not set");
+    let Some(pg) = support::PgSchema::create("gw_nul").await else {
         return;
     };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let schema = format!("gw_nul_{}_{nanos}", std::process::id());
-    let mut direct = sqlx::PgConnection::connect(&url)
-        .await
-        .expect("HANDOVER_TEST_POSTGRES_URL is set but PostgreSQL is unreachable");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
-        .execute(&mut direct)
-        .await
-        .unwrap();
-    let sep = if url.contains('?') { '&' } else { '?' };
-    let in_schema = format!("{url}{sep}options=-c%20search_path%3D{schema}");
+    let in_schema = pg.url();
     let ledger = "[ledger]\nbackend = \"postgres\"\nurl_env = \"NUL_TEST_URL\"\n";
     let gw = Running::start_with_env(ledger, &config(), tempfile::tempdir().unwrap(), move |v| {
         (v == "NUL_TEST_URL").then(|| in_schema.clone())
@@ -175,10 +159,5 @@ async fn nul_in_text_on_postgres() {
     .await;
     scenario(&gw).await;
     drop(gw);
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP SCHEMA \"{schema}\" CASCADE"
-    )))
-    .execute(&mut direct)
-    .await
-    .unwrap();
+    pg.drop().await;
 }

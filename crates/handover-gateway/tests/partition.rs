@@ -17,12 +17,10 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sqlx::Connection;
 use support::{CLIENT_A, Running};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-const URL_VAR: &str = "HANDOVER_TEST_POSTGRES_URL";
 /// Far longer than `call_timeout` below, far shorter than TCP's own give-up.
 const DEADLINE: Duration = Duration::from_secs(5);
 
@@ -107,22 +105,10 @@ async fn begin(gw: &Running, key: &str) -> (StatusCode, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_postgres_answers_503_within_call_timeout_and_records_nothing() {
-    let Some(url) = std::env::var(URL_VAR).ok().filter(|u| !u.trim().is_empty()) else {
-        println!("skipped: {URL_VAR} not set");
+    let Some(mut pg) = support::PgSchema::create("gw_partition").await else {
         return;
     };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let schema = format!("gw_partition_{}_{nanos}", std::process::id());
-    let mut direct = sqlx::PgConnection::connect(&url)
-        .await
-        .expect("HANDOVER_TEST_POSTGRES_URL is set but PostgreSQL is unreachable");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
-        .execute(&mut direct)
-        .await
-        .unwrap();
+    let (url, schema) = (pg.base.clone(), pg.name.clone());
 
     let (_, upstream) = via(&url, "127.0.0.1:1".parse().unwrap(), &schema);
     let (proxy, cut) = blackhole_proxy(upstream).await;
@@ -155,7 +141,7 @@ async fn a_partitioned_postgres_answers_503_within_call_timeout_and_records_noth
     let rows: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT count(*) FROM \"{schema}\".operations WHERE key = 'K-2'"
     )))
-    .fetch_one(&mut direct)
+    .fetch_one(&mut pg.direct)
     .await
     .unwrap();
     assert_eq!(rows, 0);
@@ -166,10 +152,5 @@ async fn a_partitioned_postgres_answers_503_within_call_timeout_and_records_noth
     assert_eq!(st, StatusCode::CREATED, "{body}");
 
     drop(gw);
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP SCHEMA \"{schema}\" CASCADE"
-    )))
-    .execute(&mut direct)
-    .await
-    .unwrap();
+    pg.drop().await;
 }

@@ -26,6 +26,16 @@ fn router(down: &TcpProvider, up: &TcpProvider) -> Router {
     ))
 }
 
+/// Two mock providers: `down` answers every request 503, `up` answers.
+async fn providers() -> (TcpProvider, TcpProvider) {
+    let (down, up) = (
+        TcpProvider::start(Flavor::OpenAi).await.unwrap(),
+        TcpProvider::start(Flavor::OpenAi).await.unwrap(),
+    );
+    down.set_default(overloaded());
+    (down, up)
+}
+
 /// Runs `calls` with a Prometheus recorder of their own (the router is
 /// built inside, after the recorder), and returns its rendering.
 fn recorded(calls: impl AsyncFnOnce()) -> String {
@@ -50,11 +60,7 @@ fn value(text: &str, series: &str) -> Option<f64> {
 #[test]
 fn an_answer_after_a_fallback_records_the_task_both_attempts_the_answer_and_its_cost() {
     let text = recorded(async || {
-        let (down, up) = (
-            TcpProvider::start(Flavor::OpenAi).await.unwrap(),
-            TcpProvider::start(Flavor::OpenAi).await.unwrap(),
-        );
-        down.set_default(overloaded());
+        let (down, up) = providers().await;
         let r = router(&down, &up);
         for _ in 0..2 {
             r.chat(&r.task("p").unwrap(), &hello()).await.unwrap();
@@ -96,11 +102,7 @@ fn an_answer_after_a_fallback_records_the_task_both_attempts_the_answer_and_its_
 #[test]
 fn a_call_without_an_answer_records_its_failure_under_its_policy() {
     let text = recorded(async || {
-        let (down, up) = (
-            TcpProvider::start(Flavor::OpenAi).await.unwrap(),
-            TcpProvider::start(Flavor::OpenAi).await.unwrap(),
-        );
-        down.set_default(overloaded());
+        let (down, up) = providers().await;
         let r = router(&down, &up);
         r.chat(&r.task("q").unwrap(), &hello()).await.unwrap_err();
         assert_eq!((down.requests(), up.requests()), (1, 0));
@@ -122,11 +124,7 @@ fn a_stream_broken_after_its_commit_point_is_counted() {
     use futures::StreamExt;
     use handover_testkit::{After, Plan, bodies};
     let text = recorded(async || {
-        let (down, up) = (
-            TcpProvider::start(Flavor::OpenAi).await.unwrap(),
-            TcpProvider::start(Flavor::OpenAi).await.unwrap(),
-        );
-        down.set_default(overloaded());
+        let (down, up) = providers().await;
         up.set_default(Plan::sse(
             bodies::text_stream(Flavor::OpenAi, &["Hel", "lo"], false, false),
             After::Close,

@@ -374,3 +374,62 @@ pub(crate) async fn python_cases(
     }
     (cases, stdout)
 }
+
+/// The variable naming the test PostgreSQL (tests run when it is set and
+/// fail, never skip, when it is set and unreachable).
+pub(crate) const PG_URL_VAR: &str = "HANDOVER_TEST_POSTGRES_URL";
+
+/// A PostgreSQL schema of one test's own, dropped by [`PgSchema::drop`].
+pub(crate) struct PgSchema {
+    /// `HANDOVER_TEST_POSTGRES_URL` as given.
+    pub(crate) base: String,
+    /// The schema's name.
+    pub(crate) name: String,
+    /// A connection of the test's own, outside the gateway's pool.
+    pub(crate) direct: sqlx::PgConnection,
+}
+
+impl PgSchema {
+    /// A fresh schema named after `prefix`, or `None` (the test prints
+    /// that it is skipped) when the variable is not set.
+    pub(crate) async fn create(prefix: &str) -> Option<Self> {
+        use sqlx::Connection as _;
+        let Some(base) = std::env::var(PG_URL_VAR)
+            .ok()
+            .filter(|u| !u.trim().is_empty())
+        else {
+            println!("skipped: {PG_URL_VAR} not set");
+            return None;
+        };
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let name = format!("{prefix}_{}_{nanos}", std::process::id());
+        let mut direct = sqlx::PgConnection::connect(&base)
+            .await
+            .expect("HANDOVER_TEST_POSTGRES_URL is set but PostgreSQL is unreachable");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{name}\"")))
+            .execute(&mut direct)
+            .await
+            .unwrap();
+        Some(Self { base, name, direct })
+    }
+
+    /// The base URL with this schema as the search path.
+    pub(crate) fn url(&self) -> String {
+        let sep = if self.base.contains('?') { '&' } else { '?' };
+        format!("{}{sep}options=-c%20search_path%3D{}", self.base, self.name)
+    }
+
+    /// Drops the schema and everything in it.
+    pub(crate) async fn drop(mut self) {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA \"{}\" CASCADE",
+            self.name
+        )))
+        .execute(&mut self.direct)
+        .await
+        .unwrap();
+    }
+}
