@@ -23,37 +23,12 @@ fn config() -> String {
     c
 }
 
-async fn call(
-    gw: &Running,
-    token: &str,
-    path: &str,
-    key: Option<&str>,
-    body: Value,
-) -> (StatusCode, Value) {
-    let mut req = gw.http.post(gw.url(path)).bearer_auth(token).json(&body);
-    if let Some(key) = key {
-        req = req.header("Idempotency-Key", key);
-    }
-    let resp = req.send().await.unwrap();
-    (resp.status(), resp.json().await.unwrap())
-}
-
-async fn show(gw: &Running, key: &str) -> Value {
-    let resp = gw
-        .http
-        .get(gw.url(&format!("/v1/operations/{key}")))
-        .bearer_auth(CLIENT_A)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    resp.json().await.unwrap()
-}
-
 /// Begun and (unless `executor` is refused) dispatched; the claim's epoch.
 async fn started(gw: &Running, key: &str) -> u64 {
     let begin = json!({"action": "ship", "params": {"order": key}});
-    let (st, body) = call(gw, CLIENT_A, "/v1/operations", Some(key), begin).await;
+    let (st, body) = gw
+        .post_json(CLIENT_A, "/v1/operations", Some(key), begin)
+        .await;
     assert_eq!(st, StatusCode::CREATED, "{body}");
     body["claim"]["epoch"].as_u64().expect("epoch")
 }
@@ -68,69 +43,77 @@ async fn scenario(gw: &Running) {
     // A client's executor name: 400, nothing dispatched.
     let epoch = started(gw, "K-1").await;
     let dispatch = "/v1/operations/K-1/dispatch";
-    let (st, body) = call(
-        gw,
-        CLIENT_A,
-        dispatch,
-        None,
-        json!({"epoch": epoch, "executor": NUL}),
-    )
-    .await;
+    let (st, body) = gw
+        .post_json(
+            CLIENT_A,
+            dispatch,
+            None,
+            json!({"epoch": epoch, "executor": NUL}),
+        )
+        .await;
     refused("dispatch", st, &body, "executor");
-    let op = show(gw, "K-1").await;
+    let op = gw.operation("K-1").await;
     assert_eq!(op["status"], "claimed", "{op}");
     assert_eq!(op["operation"]["dispatch_count"], 0, "{op}");
 
     // The destination's refusal, its body holding a NUL: recorded and replayed.
-    let (st, body) = call(gw, CLIENT_A, dispatch, None, json!({"epoch": epoch})).await;
+    let (st, body) = gw
+        .post_json(CLIENT_A, dispatch, None, json!({"epoch": epoch}))
+        .await;
     assert_eq!(st, StatusCode::OK, "{body}");
     let outcome = json!({"epoch": epoch, "outcome": "rejected", "reason": NUL, "evidence": NUL});
-    let (st, body) = call(gw, CLIENT_A, "/v1/operations/K-1/outcome", None, outcome).await;
+    let (st, body) = gw
+        .post_json(CLIENT_A, "/v1/operations/K-1/outcome", None, outcome)
+        .await;
     assert_eq!(st, StatusCode::OK, "{body}");
     assert_eq!(body["status"], "rejected", "{body}");
-    let op = show(gw, "K-1").await;
+    let op = gw.operation("K-1").await;
     assert_eq!(op["status"], "rejected", "{op}");
     assert_eq!(op["operation"]["state"]["reason"], SHOWN, "{op}");
     let begin = json!({"action": "ship", "params": {"order": "K-1"}});
-    let (st, body) = call(gw, CLIENT_A, "/v1/operations", Some("K-1"), begin).await;
+    let (st, body) = gw
+        .post_json(CLIENT_A, "/v1/operations", Some("K-1"), begin)
+        .await;
     assert_eq!(st, StatusCode::OK, "a replay: {body}");
     assert!(body.to_string().contains(SHOWN), "{body}");
 
     // An unknown outcome's reason likewise; then an operator's own words.
     let epoch = started(gw, "K-2").await;
-    let (st, body) = call(
-        gw,
-        CLIENT_A,
-        "/v1/operations/K-2/dispatch",
-        None,
-        json!({"epoch": epoch}),
-    )
-    .await;
+    let (st, body) = gw
+        .post_json(
+            CLIENT_A,
+            "/v1/operations/K-2/dispatch",
+            None,
+            json!({"epoch": epoch}),
+        )
+        .await;
     assert_eq!(st, StatusCode::OK, "{body}");
     let outcome = json!({"epoch": epoch, "outcome": "unknown", "reason": NUL});
-    let (st, body) = call(gw, CLIENT_A, "/v1/operations/K-2/outcome", None, outcome).await;
+    let (st, body) = gw
+        .post_json(CLIENT_A, "/v1/operations/K-2/outcome", None, outcome)
+        .await;
     assert_eq!(st, StatusCode::OK, "{body}");
     assert_eq!(body["status"], "unknown", "{body}");
     let resolve = "/v1/admin/operations/tenant-a/K-2/resolve";
-    let (st, body) = call(
-        gw,
-        OPERATOR,
-        resolve,
-        None,
-        json!({"outcome": "confirmed", "evidence": NUL}),
-    )
-    .await;
+    let (st, body) = gw
+        .post_json(
+            OPERATOR,
+            resolve,
+            None,
+            json!({"outcome": "confirmed", "evidence": NUL}),
+        )
+        .await;
     refused("resolve evidence", st, &body, "evidence");
-    let (st, body) = call(
-        gw,
-        OPERATOR,
-        resolve,
-        None,
-        json!({"outcome": "rejected", "reason": NUL, "evidence": "checked"}),
-    )
-    .await;
+    let (st, body) = gw
+        .post_json(
+            OPERATOR,
+            resolve,
+            None,
+            json!({"outcome": "rejected", "reason": NUL, "evidence": "checked"}),
+        )
+        .await;
     refused("resolve reason", st, &body, "reason");
-    let op = show(gw, "K-2").await;
+    let op = gw.operation("K-2").await;
     assert_eq!(op["status"], "unknown", "{op}");
     assert_eq!(op["operation"]["state"]["reason"], SHOWN, "{op}");
     assert_eq!(

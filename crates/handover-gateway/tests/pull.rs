@@ -30,21 +30,6 @@ max_check_every = "1m"
     c.replace("[gateway]\n", "[gateway]\nreconcile_every = \"10ms\"\n")
 }
 
-async fn post(
-    gw: &Running,
-    token: &str,
-    path: &str,
-    key: Option<&str>,
-    body: Value,
-) -> (StatusCode, Value) {
-    let mut req = gw.http.post(gw.url(path)).bearer_auth(token);
-    if let Some(key) = key {
-        req = req.header("Idempotency-Key", key);
-    }
-    let resp = req.json(&body).send().await.unwrap();
-    (resp.status(), resp.json().await.unwrap())
-}
-
 fn params(key: &str) -> Value {
     json!({"order": key, "sku": "A", "quantity": 1})
 }
@@ -52,31 +37,33 @@ fn params(key: &str) -> Value {
 /// begin → dispatch → the agent's call is lost → unknown.
 async fn unknown(gw: &Running, token: &str, key: &str) {
     let body = json!({"action": "ship", "params": params(key)});
-    let (status, started) = post(gw, token, "/v1/operations", Some(key), body).await;
+    let (status, started) = gw.post_json(token, "/v1/operations", Some(key), body).await;
     assert_eq!(status, StatusCode::CREATED, "{started}");
     let epoch = started["claim"]["epoch"].as_u64().unwrap();
-    let (status, _) = post(
-        gw,
-        token,
-        &format!("/v1/operations/{key}/dispatch"),
-        None,
-        json!({"epoch": epoch}),
-    )
-    .await;
+    let (status, _) = gw
+        .post_json(
+            token,
+            &format!("/v1/operations/{key}/dispatch"),
+            None,
+            json!({"epoch": epoch}),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
-    let (status, rec) = post(
-        gw,
-        token,
-        &format!("/v1/operations/{key}/outcome"),
-        None,
-        json!({"epoch": epoch, "outcome": "unknown", "reason": "timeout after send"}),
-    )
-    .await;
+    let (status, rec) = gw
+        .post_json(
+            token,
+            &format!("/v1/operations/{key}/outcome"),
+            None,
+            json!({"epoch": epoch, "outcome": "unknown", "reason": "timeout after send"}),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{rec}");
 }
 
 async fn lease(gw: &Running, token: &str) -> Vec<String> {
-    let (status, v) = post(gw, token, "/v1/reconcile/lease", None, json!({"limit": 10})).await;
+    let (status, v) = gw
+        .post_json(token, "/v1/reconcile/lease", None, json!({"limit": 10}))
+        .await;
     assert_eq!(status, StatusCode::OK, "{v}");
     let mut keys: Vec<String> = v["operations"]
         .as_array()
@@ -89,14 +76,8 @@ async fn lease(gw: &Running, token: &str) -> Vec<String> {
 }
 
 async fn report(gw: &Running, token: &str, key: &str, body: Value) -> (StatusCode, Value) {
-    post(
-        gw,
-        token,
-        &format!("/v1/reconcile/{key}/report"),
-        None,
-        body,
-    )
-    .await
+    gw.post_json(token, &format!("/v1/reconcile/{key}/report"), None, body)
+        .await
 }
 
 #[tokio::test]
@@ -129,7 +110,9 @@ async fn agents_lease_their_own_due_operations_and_report_under_the_reconcilers_
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(v["reconciliation"], "confirmed");
     let body = json!({"action": "ship", "params": params("K-1")});
-    let (status, replay) = post(&gw, CLIENT_A, "/v1/operations", Some("K-1"), body).await;
+    let (status, replay) = gw
+        .post_json(CLIENT_A, "/v1/operations", Some("K-1"), body)
+        .await;
     assert_eq!(
         (status, replay["status"].as_str()),
         (StatusCode::OK, Some("replayed"))
@@ -186,7 +169,9 @@ async fn bad_pull_requests_name_the_field_and_change_nothing() {
         (json!({"lease_s": 0}), "lease_s"),
         (json!({"surprise": 1}), "body"),
     ] {
-        let (status, v) = post(&gw, CLIENT_A, "/v1/reconcile/lease", None, body).await;
+        let (status, v) = gw
+            .post_json(CLIENT_A, "/v1/reconcile/lease", None, body)
+            .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
         if field != "body" {
             assert_eq!(v["error"]["param"], field, "{v}");

@@ -70,6 +70,40 @@ pub(crate) struct Running {
 }
 
 impl Running {
+    /// `POST path` with `body` as `token` (and an `Idempotency-Key` when
+    /// given): the status and the JSON answer.
+    pub(crate) async fn post_json(
+        &self,
+        token: &str,
+        path: &str,
+        key: Option<&str>,
+        body: serde_json::Value,
+    ) -> (reqwest::StatusCode, serde_json::Value) {
+        let mut req = self
+            .http
+            .post(self.url(path))
+            .bearer_auth(token)
+            .json(&body);
+        if let Some(key) = key {
+            req = req.header("Idempotency-Key", key);
+        }
+        let resp = req.send().await.unwrap();
+        (resp.status(), resp.json().await.unwrap())
+    }
+
+    /// `GET /v1/operations/{key}` as client A (which must find it).
+    pub(crate) async fn operation(&self, key: &str) -> serde_json::Value {
+        let resp = self
+            .http
+            .get(self.url(&format!("/v1/operations/{key}")))
+            .bearer_auth(CLIENT_A)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), reqwest::StatusCode::OK);
+        resp.json().await.unwrap()
+    }
+
     /// Starts a gateway for `config_text` on a fresh SQLite ledger file.
     pub(crate) async fn start(config_text: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
