@@ -118,6 +118,22 @@ async fn bad_chat_requests_are_refused_before_anything_is_sent() {
             StatusCode::NOT_FOUND,
             "model_not_found",
         ),
+        // A proxy that reads the first `model` would not see the one that
+        // runs: a member named twice is refused.
+        (
+            "model named twice",
+            Some(CLIENT_A),
+            br#"{"model": "gpt-5-turbo", "model": "default", "messages": [{"role": "user", "content": "hi"}]}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "stream named twice",
+            Some(CLIENT_A),
+            br#"{"model": "default", "stream": true, "stream": false, "messages": [{"role": "user", "content": "hi"}]}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
         (
             "oversized",
             Some(CLIENT_A),

@@ -446,9 +446,36 @@ pub struct ChatRequest {
     /// Data class of the content (the router's data policy); never sent.
     #[serde(skip)]
     pub data_class: Option<String>,
-    /// Every other parameter, forwarded as given.
-    #[serde(flatten)]
+    /// Every other parameter, forwarded as given. A parameter named twice
+    /// is refused: readers disagree on which copy counts (a proxy that
+    /// checks the first `model` would not see the one that runs).
+    #[serde(flatten, deserialize_with = "once_each")]
     pub extra: Map<String, Value>,
+}
+
+/// A map whose keys are each given once.
+fn once_each<'de, D: Deserializer<'de>>(d: D) -> Result<Map<String, Value>, D::Error> {
+    struct Once;
+    impl<'de> serde::de::Visitor<'de> for Once {
+        type Value = Map<String, Value>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut map = Map::new();
+            while let Some((k, v)) = m.next_entry::<String, Value>()? {
+                if map.contains_key(&k) {
+                    return Err(serde::de::Error::custom(format!("{k} is given twice")));
+                }
+                map.insert(k, v);
+            }
+            Ok(map)
+        }
+    }
+    d.deserialize_map(Once)
 }
 
 fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {

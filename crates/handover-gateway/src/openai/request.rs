@@ -52,12 +52,12 @@ const ENVELOPE: [&str; 3] = ["model", "stream", "stream_options"];
 /// Parses an OpenAI chat request body once, straight into [`ChatRequest`]
 /// (whose `extra` then holds the envelope's fields, taken out here): no
 /// `Value` tree is built and taken apart for a body that parses. A body
-/// that does not goes through [`parse_value`], which names the problem
+/// that does not goes through [`slow`], which names the problem
 /// exactly as the gateway always has (envelope first, then the request);
 /// only that slow path decides which error a bad body gets.
 pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, ApiError> {
     let Ok(mut request) = crate::body::parse::<ChatRequest>(bytes) else {
-        return parse_value(crate::body::parse(bytes)?);
+        return slow(bytes);
     };
     let fields: Map<String, Value> = ENVELOPE
         .iter()
@@ -94,6 +94,52 @@ fn plain_envelope(fields: &Map<String, Value>) -> Option<Envelope> {
         stream,
         stream_options,
     })
+}
+
+/// The path of a body the one-pass parse refused: read as JSON, refused if
+/// it names a member twice (readers disagree on which copy counts: a proxy
+/// that checks the first `model` would not see the one that runs), then
+/// the envelope and the request.
+fn slow(bytes: &[u8]) -> Result<Parsed, ApiError> {
+    let body: Value = crate::body::parse(bytes)?;
+    if let Some(key) = named_twice(bytes) {
+        return Err(ApiError::invalid(
+            "invalid_field",
+            key.clone(),
+            format!("{key}: given twice; send it once"),
+        ));
+    }
+    parse_value(body)
+}
+
+/// The first top-level member `bytes` names twice, if it is an object
+/// that does.
+fn named_twice(bytes: &[u8]) -> Option<String> {
+    struct Twice;
+    impl<'de> serde::de::Visitor<'de> for Twice {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            let mut twice = None;
+            while let Some(k) = m.next_key::<String>()? {
+                m.next_value::<serde::de::IgnoredAny>()?;
+                if !seen.insert(k.clone()) && twice.is_none() {
+                    twice = Some(k);
+                }
+            }
+            Ok(twice)
+        }
+    }
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde::Deserializer::deserialize_map(de, Twice)
+        .ok()
+        .flatten()
 }
 
 /// Parses a body already read as JSON: the envelope, then the request.
@@ -191,9 +237,11 @@ mod tests {
             r#"{"model":"m","stream":1,"messages":[{"role":"user","content":"x"}]}"#,
             r#"{"model":null,"messages":[{"role":"user","content":"x"}]}"#,
             r#"{"model":["m"],"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","stream":true,"stream":false,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","temperature":1,"messages":[{"role":"user","content":"x"}],"temperature":0}"#,
         ];
         for body in bodies {
-            let slow = crate::body::parse(body.as_bytes()).and_then(parse_value);
+            let slow = slow(body.as_bytes());
             assert_eq!(
                 outcome(parse(body.as_bytes())),
                 outcome(slow),
