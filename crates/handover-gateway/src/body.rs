@@ -11,21 +11,9 @@ use serde::de::DeserializeOwned;
 use crate::api_error::ApiError;
 use crate::conn::body::BodyTimedOut;
 
-/// A JSON body of type `T`.
-#[derive(Debug)]
-pub(crate) struct JsonBody<T>(pub(crate) T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = read(req, state).await?;
-        parse(&bytes).map(JsonBody)
-    }
-}
-
 /// The whole body, unparsed, for a handler that parses it its own way
-/// (the chat request, parsed once into its typed form).
+/// (the chat request, parsed once into its typed form; a Responses request,
+/// checked for a member named twice before it is read as JSON).
 #[derive(Debug)]
 pub(crate) struct RawBody(pub(crate) Bytes);
 

@@ -232,5 +232,18 @@ async fn stored_state_is_refused_before_anything_is_sent() {
     )
     .await;
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    // A member named twice is refused, never won by its last copy.
+    let resp = gw
+        .http
+        .post(gw.url("/v1/responses"))
+        .bearer_auth(CLIENT_A)
+        .header("content-type", "application/json")
+        .body(r#"{"model": "gpt-5-turbo", "model": "default", "input": "hi"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    let e: Value = resp.json().await.unwrap();
+    assert_eq!(e["error"]["param"], "model", "{e}");
     assert_eq!(sent(&server).await.len(), 0, "nothing was sent");
 }

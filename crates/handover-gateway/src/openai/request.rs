@@ -103,18 +103,23 @@ fn plain_envelope(fields: &Map<String, Value>) -> Option<Envelope> {
 fn slow(bytes: &[u8]) -> Result<Parsed, ApiError> {
     let body: Value = crate::body::parse(bytes)?;
     if let Some(key) = named_twice(bytes) {
-        return Err(ApiError::invalid(
-            "invalid_field",
-            key.clone(),
-            format!("{key}: given twice; send it once"),
-        ));
+        return Err(given_twice(&key));
     }
     parse_value(body)
 }
 
+/// The refusal of a body naming its member `key` twice.
+pub(crate) fn given_twice(key: &str) -> ApiError {
+    ApiError::invalid(
+        "invalid_field",
+        key,
+        format!("{key}: given twice; send it once"),
+    )
+}
+
 /// The first top-level member `bytes` names twice, if it is an object
 /// that does.
-fn named_twice(bytes: &[u8]) -> Option<String> {
+pub(crate) fn named_twice(bytes: &[u8]) -> Option<String> {
     struct Twice;
     impl<'de> serde::de::Visitor<'de> for Twice {
         type Value = Option<String>;

@@ -32,7 +32,7 @@ use tracing::Instrument;
 use super::chat::{now_secs, router_error, start};
 use crate::api_error::ApiError;
 use crate::auth::Client;
-use crate::body::{JsonBody, from_value};
+use crate::body::{RawBody, from_value};
 use crate::state::GatewayState;
 use output::{Echo, ResponsesEncoder, response_object};
 
@@ -105,8 +105,14 @@ pub(crate) async fn create(
     State(state): State<GatewayState>,
     client: Client,
     headers: HeaderMap,
-    JsonBody(body): JsonBody<Value>,
+    RawBody(bytes): RawBody,
 ) -> Result<Response, ApiError> {
+    let body: Value = crate::body::parse(&bytes)?;
+    // As for chat requests: a member named twice is refused, never won by
+    // its last copy.
+    if let Some(key) = super::request::named_twice(&bytes) {
+        return Err(super::request::given_twice(&key));
+    }
     let r: ResponsesRequest = from_value(body)?;
     if r.store == Some(true) {
         return Err(unsupported(
