@@ -12,8 +12,8 @@ use crate::api_error::ApiError;
 use crate::conn::body::BodyTimedOut;
 
 /// The whole body, unparsed, for a handler that parses it its own way
-/// (the chat request, parsed once into its typed form; a Responses request,
-/// checked for a member named twice before it is read as JSON).
+/// (the chat and Responses requests, each parsed once into its typed
+/// form).
 #[derive(Debug)]
 pub(crate) struct RawBody(pub(crate) Bytes);
 

@@ -96,30 +96,32 @@ fn plain_envelope(fields: &Map<String, Value>) -> Option<Envelope> {
     })
 }
 
-/// The path of a body the one-pass parse refused: read as JSON, refused if
-/// it names a member twice (readers disagree on which copy counts: a proxy
-/// that checks the first `model` would not see the one that runs), then
-/// the envelope and the request.
+/// The path of a body the one-pass parse refused: read as JSON (see
+/// [`read_once_each`]), then the envelope and the request.
 fn slow(bytes: &[u8]) -> Result<Parsed, ApiError> {
-    let body: Value = crate::body::parse(bytes)?;
-    if let Some(key) = named_twice(bytes) {
-        return Err(given_twice(&key));
-    }
-    parse_value(body)
+    parse_value(read_once_each(bytes)?)
 }
 
-/// The refusal of a body naming its member `key` twice.
-pub(crate) fn given_twice(key: &str) -> ApiError {
-    ApiError::invalid(
-        "invalid_field",
-        key,
-        format!("{key}: given twice; send it once"),
-    )
+/// A body read as JSON on the path that names a bad body's problem,
+/// refused if it names a top-level member twice (readers disagree on which
+/// copy counts: a proxy that checks the first `model` would not see the
+/// one that runs). Shared by the chat and Responses requests, whose
+/// one-pass parses refuse such a body without naming the member.
+pub(crate) fn read_once_each(bytes: &[u8]) -> Result<Value, ApiError> {
+    let body: Value = crate::body::parse(bytes)?;
+    match named_twice(bytes) {
+        Some(key) => Err(ApiError::invalid(
+            "invalid_field",
+            key.clone(),
+            format!("{key}: given twice; send it once"),
+        )),
+        None => Ok(body),
+    }
 }
 
 /// The first top-level member `bytes` names twice, if it is an object
 /// that does.
-pub(crate) fn named_twice(bytes: &[u8]) -> Option<String> {
+fn named_twice(bytes: &[u8]) -> Option<String> {
     struct Twice;
     impl<'de> serde::de::Visitor<'de> for Twice {
         type Value = Option<String>;

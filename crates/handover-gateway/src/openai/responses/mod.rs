@@ -107,13 +107,13 @@ pub(crate) async fn create(
     headers: HeaderMap,
     RawBody(bytes): RawBody,
 ) -> Result<Response, ApiError> {
-    let body: Value = crate::body::parse(&bytes)?;
-    // As for chat requests: a member named twice is refused, never won by
-    // its last copy.
-    if let Some(key) = super::request::named_twice(&bytes) {
-        return Err(super::request::given_twice(&key));
-    }
-    let r: ResponsesRequest = from_value(body)?;
+    // One typed pass for a body that reads (every field is known, and
+    // serde refuses a known field given twice); any other body is read
+    // the way that names its problem, a member named twice included.
+    let r: ResponsesRequest = match serde_json::from_slice(&bytes) {
+        Ok(r) => r,
+        Err(_) => from_value(super::request::read_once_each(&bytes)?)?,
+    };
     if r.store == Some(true) {
         return Err(unsupported(
             "store",
