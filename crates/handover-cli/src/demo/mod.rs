@@ -234,15 +234,14 @@ fn render(r: &Report, s: Style) -> String {
     ];
     summary_end(&mut out, &rows, &r.ledger, &r.scope, &r.key);
     if m.left_unknown_earlier > 0 {
-        let _ = std::fmt::Write::write_fmt(
-            &mut out,
-            format_args!(
-                "\nAn interrupted earlier run left {} operation(s) unknown on this ledger: its\n\
-                 destination went with it, so no lookup can settle them. List them with\n\
-                 `handover ops list --ledger {}` and settle them with `handover ops resolve`,\n\
-                 or play the demo on a fresh --ledger.\n",
-                m.left_unknown_earlier, r.ledger
-            ),
+        use std::fmt::Write as _;
+        let _ = write!(
+            out,
+            "\nAn interrupted earlier run left {} operation(s) unknown on this ledger: its\n\
+             destination went with it, so no lookup can settle them. List them with\n\
+             `handover ops list --ledger {}` and settle them with `handover ops resolve`,\n\
+             or play the demo on a fresh --ledger.\n",
+            m.left_unknown_earlier, r.ledger
         );
     }
     out
