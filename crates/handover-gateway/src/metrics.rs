@@ -66,9 +66,16 @@ pub(crate) async fn track(State(state): State<GatewayState>, req: Request, next:
         policy = tracing::field::Empty,
     );
     let start = Instant::now();
+    let mut unanswered = Unanswered {
+        route,
+        start,
+        span: &span,
+        answered: false,
+    };
     let resp = crate::limits::per_client(&state, req, next)
         .instrument(span.clone())
         .await;
+    unanswered.answered = true;
     let latency = start.elapsed();
     let status = resp.status().as_u16();
     let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok());
@@ -84,6 +91,37 @@ pub(crate) async fn track(State(state): State<GatewayState>, req: Request, next:
     });
     record(route, status, latency);
     resp
+}
+
+/// A request whose client hung up before its answer's head: hyper drops
+/// the handler's future, so [`track`] never reaches its own line. Dropped
+/// unanswered, this writes the line and counts the request as 499 (the
+/// status nginx made common for it): without it a hang-up left no trace
+/// in the log or the metrics.
+struct Unanswered<'a> {
+    route: &'a str,
+    start: Instant,
+    span: &'a tracing::Span,
+    answered: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        let latency = self.start.elapsed();
+        let status = crate::openai::chat::client_closed().as_u16();
+        self.span.in_scope(|| {
+            tracing::info!(
+                target: "handover::request",
+                status,
+                latency_ms = latency.as_secs_f64() * 1e3,
+                "request: the client closed it before the answer"
+            );
+        });
+        record(self.route, status, latency);
+    }
 }
 
 /// The request metrics of one route: its duration histogram and a counter

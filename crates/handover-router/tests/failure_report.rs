@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use handover_providers::ErrorClass;
-use handover_router::route::{AttemptResult, FailureReason, Router, SkipReason};
+use handover_router::route::{AttemptResult, Caller, FailureReason, Router, SkipReason};
 use handover_testkit::{Flavor, Plan, TcpProvider, bodies};
 
 mod support;
@@ -216,4 +216,44 @@ async fn a_stream_reports_its_skips_apart_from_its_attempts() {
     assert_eq!(f.skipped.len(), 2);
     assert!(err.to_string().contains("nothing was sent"), "{err}");
     assert_eq!((primary.requests(), fallback.requests()), (0, 1));
+}
+
+/// A caller that leaves while the first provider works: that attempt runs
+/// to its end (and is reported), then nothing more is sent — no retry, no
+/// fallback — and the call ends as `CallerLeft`. A caller gone before the
+/// call starts sends nothing at all. Counted at the mocks.
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_caller_left_finishes_its_attempt_and_starts_nothing_more() {
+    let (primary, fallback) = (start().await, start().await);
+    primary.set_default(overloaded().delayed(Duration::from_secs(5)));
+    let r = router(
+        &[("primary", &primary, ""), ("fallback", &fallback, "")],
+        "max_attempts_per_provider = 3",
+    );
+    let caller = Caller::new();
+    let task = r.task("default").unwrap().with_caller(&caller);
+    let call = tokio::spawn({
+        let r = r.clone();
+        async move { r.chat(&task, &hello()).await }
+    });
+    // Time stands still while this spins: the provider's delay cannot pass.
+    while primary.requests() == 0 {
+        tokio::task::yield_now().await;
+    }
+    caller.leave();
+    let err = call.await.unwrap().unwrap_err();
+    let f = err.task_failure().unwrap();
+    assert_eq!(f.reason, FailureReason::CallerLeft);
+    let results: Vec<_> = f.attempts.iter().map(|a| a.result).collect();
+    assert_eq!(results, [AttemptResult::Failed(ErrorClass::Overloaded)]);
+    assert_eq!(primary.requests(), 1, "retried for a caller that left");
+    assert_eq!(fallback.requests(), 0, "fell back for a caller that left");
+    assert!(err.to_string().starts_with("the caller left"), "{err}");
+
+    let gone = r.task("default").unwrap().with_caller(&caller);
+    let err = r.chat(&gone, &hello()).await.unwrap_err();
+    let f = err.task_failure().unwrap();
+    assert_eq!(f.reason, FailureReason::CallerLeft);
+    assert!(f.attempts.is_empty());
+    assert_eq!((primary.requests(), fallback.requests()), (1, 0));
 }

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use handover_providers::{ChatRequest, ErrorClass, ProviderError};
 use handover_router::RouterError;
 use handover_router::budget::Exhausted;
-use handover_router::route::{FailureReason, Task};
+use handover_router::route::{Caller, Completion, FailureReason, Task};
 use tracing::{Instrument, Span};
 
 use super::request;
@@ -59,17 +59,7 @@ pub(crate) async fn completions(
         // Boxed: see `start`.
         return Ok(Box::pin(super::stream::respond(state, task, parsed.request, chunker)).await);
     }
-    // The call runs to its end even if the client goes away (the router's
-    // breakers must hear how a probe ended); see `detach.rs`.
-    let router = state.router().clone();
-    let request = parsed.request;
-    let call_task = task.clone();
-    // In the request's span, so an exported trace keeps request → task → attempts.
-    let call = async move { router.chat(&call_task, &request).await }.instrument(Span::current());
-    let result = crate::detach::to_the_end(call)
-        .await
-        .map_err(|p| ApiError::internal(format!("the chat call failed: {}", p.0)))?;
-    match result {
+    match call(&state, &task, parsed.request).await? {
         Ok(c) => {
             // Written as text, not built as a `Value` (see `openai_json`).
             let body = c.response.openai_json(&id, now_secs());
@@ -86,6 +76,25 @@ pub(crate) async fn completions(
         }
         Err(e) => Err(router_error(&e).with_remaining(&task)),
     }
+}
+
+/// The router's plain (not streamed) call of `task`, shared by every API
+/// over the router. It runs to its end even if the client goes away (the
+/// router's breakers must hear how a probe ended), but starts nothing more
+/// once it has; see `detach.rs`.
+pub(crate) async fn call(
+    state: &GatewayState,
+    task: &Task,
+    request: ChatRequest,
+) -> Result<Result<Completion, RouterError>, ApiError> {
+    let router = state.router().clone();
+    let caller = Caller::new();
+    let call_task = task.clone().with_caller(&caller);
+    // In the request's span, so an exported trace keeps request → task → attempts.
+    let call = async move { router.chat(&call_task, &request).await }.instrument(Span::current());
+    crate::detach::to_the_end(call, caller)
+        .await
+        .map_err(|p| ApiError::internal(format!("the router call panicked: {}", p.0)))
 }
 
 /// Checks a request (data class header, the request itself, the model)
@@ -131,6 +140,12 @@ pub(crate) async fn start(
     // largest await and stays allocated for the whole call, so a large
     // state used only here would be carried by every waiting request.
     Box::pin(crate::task::open(state, &route, client, headers)).await
+}
+
+/// 499, the status nginx made common for a client that closed its request
+/// before the answer: what the log line and metrics of such a request say.
+pub(crate) fn client_closed() -> StatusCode {
+    StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST)
 }
 
 /// A failed call as an HTTP error (see `docs/gateway.md` for the table).
@@ -195,6 +210,14 @@ pub(crate) fn router_error(e: &RouterError) -> ApiError {
                 FailureReason::StreamBroken { .. } => {
                     (StatusCode::BAD_GATEWAY, "server_error", "stream_broken")
                 }
+                // Nobody reads this answer; the request's log line and
+                // metrics do (499: nginx's "client closed request").
+                FailureReason::CallerLeft => (client_closed(), "server_error", "caller_left"),
+                _ => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "server_error",
+                    "internal_error",
+                ),
             };
             let err = ApiError::new(status, kind, code, message).with_header(
                 "x-handover-attempts",

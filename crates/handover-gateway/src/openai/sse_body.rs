@@ -8,7 +8,9 @@
 //! call, see docs/decisions.md). If the body is dropped before the stream
 //! ended (the client hung up), the rest is handed to the runtime as a task
 //! of its own and read to its end, so the router's breakers and attempts
-//! hear how the call ended, as with `detach.rs` for plain calls.
+//! hear how the call ended, as with `detach.rs` for plain calls; a walk
+//! still opening hears that its caller left, so it starts no retry or
+//! fallback after the attempt in flight.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -22,7 +24,7 @@ use axum::http::HeaderValue;
 use futures::{Stream, StreamExt};
 use handover_providers::StreamEvent;
 use handover_router::RouterError;
-use handover_router::route::RoutedStream;
+use handover_router::route::{Caller, RoutedStream};
 use tokio::time::{Instant, Sleep};
 use tracing::Span;
 
@@ -53,6 +55,8 @@ enum Phase {
 /// See the module docs: a `Stream` of body frames for `Body::from_stream`.
 pub(crate) struct SseBody<E: Encoder> {
     phase: Phase,
+    /// The caller the opening walk watches: it leaves if the body is dropped.
+    caller: Caller,
     encoder: E,
     text: SseText,
     span: Span,
@@ -63,16 +67,23 @@ pub(crate) struct SseBody<E: Encoder> {
 }
 
 impl<E: Encoder + Unpin> SseBody<E> {
-    /// A body whose answer is `opening`; `span` is entered whenever the
+    /// A body whose answer is `opening` (a walk watching `caller`); `span` is entered whenever the
     /// router's stream is polled (an exported trace keeps request → task →
     /// attempts), and a keep-alive is due `keepalive` from now.
     // The keep-alive timer is the one sleep here: it paces comments, it
     // does not wait for the call (whose deadlines are the budget's), as
     // axum's `KeepAlive` timer did before.
     #[allow(clippy::disallowed_methods)]
-    pub(crate) fn new(opening: Opening, encoder: E, keepalive: Duration, span: Span) -> Self {
+    pub(crate) fn new(
+        opening: Opening,
+        caller: Caller,
+        encoder: E,
+        keepalive: Duration,
+        span: Span,
+    ) -> Self {
         Self {
             phase: Phase::Opening(opening),
+            caller,
             encoder,
             text: SseText::default(),
             span,
@@ -263,11 +274,14 @@ impl<E: Encoder> Drop for SseBody<E> {
         let phase = std::mem::replace(&mut self.phase, Phase::Done);
         let rest: Pin<Box<dyn Future<Output = ()> + Send>> = match phase {
             Phase::Done => return,
-            Phase::Opening(opening) => Box::pin(async move {
-                if let Ok(stream) = opening.await {
-                    drain(stream).await;
-                }
-            }),
+            Phase::Opening(opening) => {
+                self.caller.leave();
+                Box::pin(async move {
+                    if let Ok(stream) = opening.await {
+                        drain(stream).await;
+                    }
+                })
+            }
             Phase::Streaming { stream, .. } => Box::pin(drain(*stream)),
         };
         if let Ok(rt) = tokio::runtime::Handle::try_current() {

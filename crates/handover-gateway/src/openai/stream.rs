@@ -16,7 +16,7 @@ use axum::body::Body;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use handover_providers::{ChatRequest, StreamEvent};
-use handover_router::route::Task;
+use handover_router::route::{Caller, Task};
 use serde::Serialize;
 use serde_json::Value;
 use tracing::Span;
@@ -99,9 +99,11 @@ pub(crate) async fn respond<E: Encoder + Unpin>(
     encoder: E,
 ) -> Response {
     let keepalive = state.settings().keepalive;
-    let call_task = task.clone();
+    let caller = Caller::new();
+    let call_task = task.clone().with_caller(&caller);
     let opening = async move { state.router().chat_stream(&call_task, &request).await };
-    let mut body = SseBody::new(Box::pin(opening), encoder, keepalive, Span::current());
+    let opening = Box::pin(opening);
+    let mut body = SseBody::new(opening, caller, encoder, keepalive, Span::current());
     match tokio::time::timeout(keepalive, body.committed()).await {
         Ok(Ok((provider, attempts))) => {
             let mut resp = sse(body);
@@ -143,9 +145,9 @@ mod tests {
     use super::super::sse_body::Opening;
     use super::*;
 
-    fn body(opening: Opening, keepalive: Duration) -> SseBody<Chunker> {
+    fn body(opening: Opening, caller: &Caller, keepalive: Duration) -> SseBody<Chunker> {
         let chunker = Chunker::new("chatcmpl-t".into(), 1, false);
-        SseBody::new(opening, chunker, keepalive, Span::none())
+        SseBody::new(opening, caller.clone(), chunker, keepalive, Span::none())
     }
 
     #[tokio::test(start_paused = true)]
@@ -156,7 +158,7 @@ mod tests {
             let _ = failed.await;
             Err(RouterError::UnknownPolicy("p".into()))
         });
-        let mut body = body(opening, interval);
+        let mut body = body(opening, &Caller::new(), interval);
         let start = tokio::time::Instant::now();
         for n in 1..=2 {
             let next = body.next().await.unwrap().unwrap();
@@ -179,13 +181,16 @@ mod tests {
             let _ = done.send("finished");
             Err(RouterError::UnknownPolicy("p".into()))
         });
-        let mut body = body(opening, Duration::from_secs(60));
+        let caller = Caller::new();
+        let mut body = body(opening, &caller, Duration::from_secs(60));
         let waited = tokio::time::timeout(Duration::from_millis(1), body.committed()).await;
         assert!(
             waited.is_err(),
             "the router cannot commit before its signal"
         );
+        assert!(!caller.has_left());
         drop(body);
+        assert!(caller.has_left(), "the walk hears that its caller left");
         go.send(()).unwrap();
         let finished = tokio::time::timeout(Duration::from_secs(5), finished).await;
         assert_eq!(finished.unwrap().unwrap(), "finished");

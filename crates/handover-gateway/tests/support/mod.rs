@@ -276,6 +276,26 @@ pub(crate) async fn held_provider_counted() -> (
     mpsc::Receiver<oneshot::Sender<()>>,
     Arc<AtomicUsize>,
 ) {
+    held(false).await
+}
+
+/// [`held_provider_counted`] whose answer, when released, is a 503 (a
+/// failure the router retries or falls back from).
+pub(crate) async fn held_failing_provider() -> (
+    String,
+    mpsc::Receiver<oneshot::Sender<()>>,
+    Arc<AtomicUsize>,
+) {
+    held(true).await
+}
+
+async fn held(
+    fail: bool,
+) -> (
+    String,
+    mpsc::Receiver<oneshot::Sender<()>>,
+    Arc<AtomicUsize>,
+) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let (tx, rx) = mpsc::channel(4);
@@ -313,9 +333,19 @@ pub(crate) async fn held_provider_counted() -> (
                 let (release, released) = oneshot::channel();
                 let _ = tx.send(release).await;
                 let _ = released.await;
-                let body = bodies::answer(Flavor::OpenAi, "finished after the signal").to_string();
+                let (status, body) = if fail {
+                    (
+                        "503 Service Unavailable",
+                        r#"{"error":{"message":"overloaded","type":"server_error"}}"#.to_owned(),
+                    )
+                } else {
+                    (
+                        "200 OK",
+                        bodies::answer(Flavor::OpenAi, "finished after the signal").to_string(),
+                    )
+                };
                 let resp = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                     body.len()
                 );
                 let _ = sock.write_all(resp.as_bytes()).await;

@@ -11,6 +11,7 @@
 //! Every HTTP request is counted at the transport against the task's
 //! budget; every wait is cut at its deadline.
 
+mod caller;
 mod chat;
 mod late;
 mod report;
@@ -24,6 +25,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use caller::Caller;
 pub use report::{
     Attempt, AttemptResult, Completion, FailureReason, Partial, Skip, SkipReason, TaskFailure,
 };
@@ -177,6 +179,7 @@ impl Router {
                 settings.max_cost,
             )),
             late: Arc::default(),
+            caller: None,
             policy: policy.settings,
             series: policy.series,
             chain: policy.chain,
@@ -246,6 +249,7 @@ impl Router {
             id: uuid::Uuid::now_v7(),
             budget: Arc::new(Budget::shared(store, view)),
             late: Arc::default(),
+            caller: None,
             policy: policy.settings,
             series: policy.series,
             chain: policy.chain,

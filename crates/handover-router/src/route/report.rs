@@ -135,6 +135,7 @@ pub struct Completion {
 
 /// Why a task produced no answer.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum FailureReason {
     /// The budget ran out (deadline, requests or cost).
     Budget(Exhausted),
@@ -166,6 +167,9 @@ pub enum FailureReason {
         /// The class.
         class: ErrorClass,
     },
+    /// The caller left (see [`Caller`](super::Caller)): the attempt in
+    /// flight was finished, nothing more was started.
+    CallerLeft,
 }
 
 impl FailureReason {
@@ -179,6 +183,7 @@ impl FailureReason {
             Self::NoAllowedProvider { .. } => "data_class_not_allowed",
             Self::Unsupported { .. } => "unsupported_parameter",
             Self::StreamBroken { .. } => "stream_broken",
+            Self::CallerLeft => "caller_left",
         }
     }
 }
@@ -225,6 +230,9 @@ impl std::fmt::Display for TaskFailure {
             )?,
             FailureReason::StreamBroken { class } => {
                 write!(f, "stream broke after its commit point ({class})")?
+            }
+            FailureReason::CallerLeft => {
+                f.write_str("the caller left; nothing more was tried after it did")?
             }
         }
         for (i, a) in self.attempts.iter().enumerate() {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use handover_providers::{CallOptions, ErrorClass, ProviderError};
 
+use super::caller::unless_left;
 use super::report::{
     Attempt, AttemptResult, FailureReason, Partial, Skip, SkipReason, TaskFailure,
 };
@@ -94,12 +95,16 @@ impl<'t> Run<'t> {
         if let Err(e) = self.task.budget.check() {
             return Err(Leave::Stop(FailureReason::Budget(e)));
         }
-        match target
+        // A slot wait stops when the caller leaves; the reservation below
+        // is not cut off half-way (a shared budget's store holds it).
+        let acquire = target
             .upstream
             .admission
-            .acquire(failover, &self.task.budget)
-            .await
-        {
+            .acquire(failover, &self.task.budget);
+        let Some(acquired) = unless_left(self.task.caller.as_ref(), acquire).await else {
+            return Err(Leave::Stop(FailureReason::CallerLeft));
+        };
+        match acquired {
             // A shared budget reserves the request in its store now, with
             // the slot held (a reservation is not parked in a queue).
             Ok(permit) => match self.task.budget.reserve().await {
@@ -192,7 +197,11 @@ impl<'t> Run<'t> {
             ClassAction::Retry => {
                 let delay = backoff.next_delay(err.retry_after());
                 // A wait that cannot finish inside the budget: fail over now.
-                (self.task.budget.sleep_within(delay).await).map_err(|_| Leave::Next)
+                let sleep = self.task.budget.sleep_within(delay);
+                match unless_left(self.task.caller.as_ref(), sleep).await {
+                    Some(slept) => slept.map_err(|_| Leave::Next),
+                    None => Err(Leave::Stop(FailureReason::CallerLeft)),
+                }
             }
         }
     }

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use handover_providers::{SendCounter, SendInfo, SendRefused};
 
+use super::caller::Caller;
 use super::report::Attempt;
 use crate::budget::Budget;
 use crate::config::{CommitPoint, Hop, PolicySettings};
@@ -23,6 +24,8 @@ pub struct Task {
     pub(crate) chain: Arc<[Hop]>,
     pub(crate) budget: Arc<Budget>,
     pub(crate) late: Arc<Mutex<Vec<Attempt>>>,
+    /// Who waits for this task's calls, if anyone watches (see [`Caller`]).
+    pub(crate) caller: Option<Caller>,
 }
 
 impl Task {
@@ -48,6 +51,22 @@ impl Task {
             self.policy = Arc::new(policy);
         }
         self
+    }
+
+    /// This task with its calls watching `caller`: once it leaves, a call
+    /// finishes the attempt in flight and starts nothing more (see
+    /// [`Caller`]). Budget and chain are unchanged, and other clones of the
+    /// task keep their own caller: one HTTP request's hang-up ends that
+    /// request's call, not the other calls of a shared task.
+    #[must_use]
+    pub fn with_caller(mut self, caller: &Caller) -> Self {
+        self.caller = Some(caller.clone());
+        self
+    }
+
+    /// Whether this task's caller has left (never, if nobody watches).
+    pub(crate) fn caller_left(&self) -> bool {
+        self.caller.as_ref().is_some_and(Caller::has_left)
     }
 
     /// Attempts that answered (or failed) after the task had stopped waiting

@@ -255,6 +255,11 @@ async fn try_provider<C: Call>(
     let mut backoff = Backoff::new(&run.task.policy.backoff);
     let mut tries = 0;
     loop {
+        // Nobody waits for an answer any more: nothing more is started (the
+        // attempt that was in flight when the caller left has ended).
+        if run.task.caller_left() {
+            return Err(Leave::Stop(FailureReason::CallerLeft));
+        }
         // Asked before every try, retries included: a breaker opened
         // meanwhile (by this call's failures or another task's) is obeyed.
         let Some(mut ticket) = BreakerTicket::admit(target) else {

@@ -27,7 +27,6 @@ use handover_providers::{
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use tracing::Instrument;
 
 use super::chat::{now_secs, router_error, start};
 use crate::api_error::ApiError;
@@ -136,15 +135,7 @@ pub(crate) async fn create(
         // Boxed: see `start`.
         return Ok(Box::pin(super::stream::respond(state, task, request, encoder)).await);
     }
-    let router = state.router().clone();
-    let call_task = task.clone();
-    // In the request's span, so an exported trace keeps request → task → attempts.
-    let call =
-        async move { router.chat(&call_task, &request).await }.instrument(tracing::Span::current());
-    let result = crate::detach::to_the_end(call)
-        .await
-        .map_err(|p| ApiError::internal(format!("the responses call failed: {}", p.0)))?;
-    match result {
+    match super::chat::call(&state, &task, request).await? {
         Ok(c) => {
             let body = response_object(&id, now_secs(), &echo, &c.model, Some(&c.response));
             let mut resp = axum::Json(body).into_response();
