@@ -68,9 +68,12 @@ url = "http://127.0.0.1:9/records?key={{destination_key}}"
         let request = ChatRequest::new(vec![Message::user("Ship a replacement for order O-17")]);
         let answer = router.chat(&task, &request).await.unwrap();
         for call in &answer.response.tool_calls {
-            let call =
-                ProposedCall::from_tool_call(call, Some(&answer.provider), Some(&answer.model))
-                    .unwrap();
+            let call = ProposedCall::from_tool_call(
+                call,
+                Some(&answer.provider),
+                Some(&answer.response.model),
+            )
+            .unwrap();
             let out = gate
                 .perform_call(&call, &approval, &ship, PerformOptions::default())
                 .await

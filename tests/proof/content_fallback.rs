@@ -58,7 +58,7 @@ pub async fn content_fails_before_any_action_and_the_fallback_answers(run: Run) 
     let done = router.chat(&task, &user_turn()).await.unwrap();
 
     assert_eq!(done.provider, "fallback");
-    assert_eq!(done.model, Flavor::DeepSeek.answering_model());
+    assert_eq!(done.response.model, Flavor::DeepSeek.answering_model());
     assert!(
         done.response
             .content

@@ -145,8 +145,8 @@ pub(crate) async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
             "answer": text,
             "tool_calls": completion.response.tool_calls.iter().map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
             "provider": completion.provider,
-            "model": completion.model,
-            "usage": completion.usage.as_ref().map(|u| json!({"input_tokens": u.input_tokens, "output_tokens": u.output_tokens})),
+            "model": completion.response.model,
+            "usage": completion.response.usage.as_ref().map(|u| json!({"input_tokens": u.input_tokens, "output_tokens": u.output_tokens})),
             "cost_usd": completion.cost,
             "attempts": attempts_json(&completion.attempts),
             "skipped": completion.skipped.iter().map(|s| json!({"provider": s.provider, "model": s.model, "reason": s.reason.as_str()})).collect::<Vec<_>>(),
@@ -161,6 +161,7 @@ pub(crate) async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
     }
     outln!();
     let usage = completion
+        .response
         .usage
         .as_ref()
         .map(|u| format!(", {} tokens in, {} out", u.input_tokens, u.output_tokens))
@@ -169,7 +170,7 @@ pub(crate) async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
         "{} {} (model {}){usage}",
         style.dim("answered by"),
         style.bold(&completion.provider),
-        completion.model
+        completion.response.model
     );
     outln!(
         "{} ({} request(s) sent):\n{}{}",

@@ -107,7 +107,10 @@ async fn rate_limit_with_retry_after_beyond_the_budget_fails_over_now() {
     let start = Instant::now();
     let done = r.chat(&task, &hello()).await.unwrap();
     assert_eq!(done.provider, "fallback");
-    assert_eq!(done.model, bodies::Flavor::DeepSeek.answering_model());
+    assert_eq!(
+        done.response.model,
+        bodies::Flavor::DeepSeek.answering_model()
+    );
     assert!(
         start.elapsed() < Duration::from_secs(1),
         "did not sleep a wait that cannot fit"

@@ -54,7 +54,7 @@ pub fn proposed(done: &Completion) -> ProposedCall {
             done.provider, done.response
         )
     });
-    ProposedCall::from_tool_call(call, Some(&done.provider), Some(&done.model))
+    ProposedCall::from_tool_call(call, Some(&done.provider), Some(&done.response.model))
         .expect("valid tool call")
 }
 

@@ -244,7 +244,8 @@ impl Cast {
         let (c1, tc1) = self.ask_and_approve(&task, task_start, &messages).await?;
 
         // 2. The write gate sends it; the confirmation is lost.
-        let call1 = ProposedCall::from_tool_call(&tc1, Some(&c1.provider), Some(&c1.model))?;
+        let call1 =
+            ProposedCall::from_tool_call(&tc1, Some(&c1.provider), Some(&c1.response.model))?;
         let out1 = self.perform(&call1, &task, &executor).await?;
         self.narrate_first_dispatch(&out1).await?;
 
@@ -341,7 +342,8 @@ impl Cast {
             ),
             None,
         );
-        let call2 = ProposedCall::from_tool_call(&tc2, Some(&c2.provider), Some(&c2.model))?;
+        let call2 =
+            ProposedCall::from_tool_call(&tc2, Some(&c2.provider), Some(&c2.response.model))?;
         let before = self.dest.action_requests().await;
         let out2 = self.perform(&call2, task, executor).await?;
         let answered_at = self.clock.now();

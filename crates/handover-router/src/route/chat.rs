@@ -25,8 +25,6 @@ impl Router {
         let (response, run) = (walked.answered.value, walked.run);
         Ok(Completion {
             provider: walked.target.provider().to_owned(),
-            model: response.model.clone(),
-            usage: response.usage.clone(),
             cost: walked.answered.cost,
             response,
             attempts: run.attempts,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use handover_providers::{Capability, ChatResponse, ErrorClass, Usage};
+use handover_providers::{Capability, ChatResponse, ErrorClass};
 
 use crate::budget::{Exhausted, Spent};
 
@@ -111,16 +111,16 @@ pub struct Partial {
 }
 
 /// A task's answer.
+///
+/// The model that answered and its usage are the answer's own
+/// (`response.model`, `response.usage`): one copy, not a second one here
+/// that every call would build and drop.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
     /// The answer, whole, from one provider.
     pub response: ChatResponse,
     /// Provider that answered.
     pub provider: String,
-    /// Model that answered, as the provider reported it.
-    pub model: String,
-    /// Its usage.
-    pub usage: Option<Usage>,
     /// Its cost in USD, if the provider has prices.
     pub cost: Option<f64>,
     /// Every attempt of this call, in order (failed ones are attempts, not completions).

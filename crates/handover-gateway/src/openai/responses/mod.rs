@@ -137,7 +137,8 @@ pub(crate) async fn create(
     }
     match super::chat::call(&state, &task, request).await? {
         Ok(c) => {
-            let body = response_object(&id, now_secs(), &echo, &c.model, Some(&c.response));
+            let body =
+                response_object(&id, now_secs(), &echo, &c.response.model, Some(&c.response));
             let mut resp = axum::Json(body).into_response();
             let h = resp.headers_mut();
             h.insert(
