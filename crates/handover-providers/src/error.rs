@@ -62,6 +62,10 @@ pub struct ApiFailure {
     pub code: Option<String>,
     /// Provider error `type` (`"invalid_request_error"`, ...).
     pub kind: Option<String>,
+    /// Provider error `param`: the request parameter it blames
+    /// (`"messages[0].content"`), when it named one. Kept so a gateway can
+    /// relay it: clients branch on it as on `code`.
+    pub param: Option<String>,
     /// Provider message, with the API key redacted if the provider echoed it.
     pub message: String,
     /// Parsed `Retry-After` / `retry-after-ms`.
