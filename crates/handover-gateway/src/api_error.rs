@@ -23,11 +23,21 @@ pub(crate) struct ApiError {
     pub kind: &'static str,
     /// Stable code (`invalid_json`, `model_not_found`, `stale_claim`, ...).
     pub code: &'static str,
+    /// A provider's own `code`, relayed in the body in place of `code`
+    /// (see [`ApiError::relaying`]); `code` stays the gateway's account.
+    /// Boxed: every handler's `Result` carries this type, and it is rare.
+    relayed_code: Option<Box<Relayed>>,
     /// The offending parameter or field, if one.
     pub param: Option<String>,
     /// Human-readable explanation.
     pub message: String,
     headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// See [`ApiError::relaying`].
+#[derive(Debug, Clone)]
+struct Relayed {
+    code: String,
 }
 
 impl ApiError {
@@ -42,6 +52,7 @@ impl ApiError {
             status,
             kind,
             code,
+            relayed_code: None,
             param: None,
             message: message.into(),
             headers: Vec::new(),
@@ -66,6 +77,25 @@ impl ApiError {
     /// Names the offending parameter.
     pub(crate) fn with_param(mut self, param: impl Into<String>) -> Self {
         self.param = Some(param.into());
+        self
+    }
+
+    /// Carries a provider's definitive client error as the provider
+    /// described it: its `code` in place of the gateway's and its `param`,
+    /// each only where it gave one. OpenAI clients and agent frameworks
+    /// branch on `code` (`context_length_exceeded`: trim the history). A
+    /// code that is only digits (some OpenAI-compatible servers repeat the
+    /// HTTP status there) names nothing and is not relayed.
+    pub(crate) fn relaying(mut self, code: Option<&str>, param: Option<&str>) -> Self {
+        if let Some(code) = code.filter(|c| !c.is_empty() && !c.bytes().all(|b| b.is_ascii_digit()))
+        {
+            self.relayed_code = Some(Box::new(Relayed {
+                code: code.to_owned(),
+            }));
+        }
+        if let Some(param) = param {
+            self.param = Some(param.to_owned());
+        }
         self
     }
 
@@ -164,7 +194,7 @@ impl ApiError {
             "message": self.message,
             "type": self.kind,
             "param": self.param,
-            "code": self.code,
+            "code": self.relayed_code.as_ref().map_or(self.code, |r| r.code.as_str()),
         }})
     }
 }

@@ -84,7 +84,13 @@ pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         return Ok(value);
     }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut *de).map_err(to_api_error)?;
+    let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
+        if e.inner().is_syntax() && nested_too_deep(bytes, e.inner()) {
+            too_deep()
+        } else {
+            to_api_error(e)
+        }
+    })?;
     de.end().map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -94,6 +100,61 @@ pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         )
     })?;
     Ok(value)
+}
+
+/// How deep serde_json lets arrays and objects nest: its recursion limit
+/// (128) counts the body's own outermost value, so the 128th opening
+/// bracket is refused.
+const MAX_NESTING: usize = 127;
+
+/// Whether `err` is serde_json refusing a body nested past
+/// [`MAX_NESTING`]. serde_json gives that refusal no kind of its own (it is
+/// a syntax error like any other, known only by its message), so this
+/// finds where `bytes` first opens a bracket too deep and compares it with
+/// where serde_json stopped: the same place means that is why. Only a
+/// body that failed to parse is scanned, once.
+fn nested_too_deep(bytes: &[u8], err: &serde_json::Error) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let (mut line, mut column) = (1usize, 0usize);
+    for &b in bytes {
+        // serde_json's position: 1-based line, 1-based byte column.
+        if b == b'\n' {
+            line += 1;
+            column = 0;
+        } else {
+            column += 1;
+        }
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return (line, column) == (err.line(), err.column());
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A body nested past what the gateway parses (400 naming the body).
+fn too_deep() -> ApiError {
+    ApiError::invalid(
+        "invalid_field",
+        "body",
+        format!("body: arrays and objects nested deeper than {MAX_NESTING} levels"),
+    )
 }
 
 /// Converts an already parsed JSON value into `T`, naming the path of the problem.
@@ -129,5 +190,46 @@ fn to_api_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
         } else {
             err.with_param(path)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(bytes: &[u8]) -> String {
+        match parse::<serde_json::Value>(bytes) {
+            Ok(_) => "parsed".to_owned(),
+            Err(e) => format!("{} {:?} {}", e.code, e.param, e.message),
+        }
+    }
+
+    /// serde_json's limit, found where it stops: the deepest body it takes
+    /// parses, one level more is named as too deep (arrays and objects,
+    /// after a string holding brackets and quotes, on a second line), and
+    /// a body broken before it gets that far stays malformed JSON.
+    #[test]
+    fn too_deep_is_told_apart_from_malformed() {
+        let arrays = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert_eq!(message(arrays(MAX_NESTING).as_bytes()), "parsed");
+        let deep =
+            "invalid_field Some(\"body\") body: arrays and objects nested deeper than 127 levels";
+        assert_eq!(message(arrays(MAX_NESTING + 1).as_bytes()), deep);
+        assert_eq!(message(arrays(1000).as_bytes()), deep);
+        let objects = |n: usize| {
+            format!(
+                "{{\"\u{e9}[\\\"{{\":\n {}1{}}}",
+                "{\"b\":".repeat(n - 1),
+                "}".repeat(n - 1)
+            )
+        };
+        assert_eq!(message(objects(MAX_NESTING).as_bytes()), "parsed");
+        assert_eq!(message(objects(MAX_NESTING + 1).as_bytes()), deep);
+        let broken = format!("{{\"a\": nope, \"b\": {}", arrays(200));
+        assert!(
+            message(broken.as_bytes()).starts_with("invalid_json None malformed JSON body"),
+            "{}",
+            message(broken.as_bytes())
+        );
     }
 }

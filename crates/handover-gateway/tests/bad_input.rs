@@ -50,6 +50,23 @@ fn chat(model: &str) -> Vec<u8> {
         .into_bytes()
 }
 
+fn chat_with_n(n: Value) -> Vec<u8> {
+    json!({"model": "default", "messages": [{"role": "user", "content": "hi"}], "n": n})
+        .to_string()
+        .into_bytes()
+}
+
+/// A request whose `metadata` nests 200 arrays deep: valid JSON that
+/// serde_json will not parse (at most 127 levels).
+fn too_deep() -> Vec<u8> {
+    format!(
+        r#"{{"model": "default", "input": "hi", "messages": [{{"role": "user", "content": "hi"}}], "metadata": {}{}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    )
+    .into_bytes()
+}
+
 /// (name, token, body, expected status, expected error code)
 type ChatCase = (
     &'static str,
@@ -160,6 +177,41 @@ async fn bad_chat_requests_are_refused_before_anything_is_sent() {
             "unsupported_parameter",
         ),
         (
+            "n of 0",
+            Some(CLIENT_A),
+            chat_with_n(json!(0)),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "negative n",
+            Some(CLIENT_A),
+            chat_with_n(json!(-1)),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "fractional n",
+            Some(CLIENT_A),
+            chat_with_n(json!(1.5)),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "n as text",
+            Some(CLIENT_A),
+            chat_with_n(json!("2")),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "nested past the parser's limit",
+            Some(CLIENT_A),
+            too_deep(),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
             "empty messages",
             Some(CLIENT_A),
             json!({"model": "default", "messages": []})
@@ -189,6 +241,33 @@ async fn bad_chat_requests_are_refused_before_anything_is_sent() {
     )
     .await;
     assert_eq!(body["error"]["param"], "messages[0].role", "{body}");
+    // What is wrong is said, naming what is wrong: an `n` that is no
+    // number of choices, a body nested too deep (not "malformed").
+    for (body, param, message) in [
+        (chat_with_n(json!(0)), "n", "n must be at least 1"),
+        (chat_with_n(json!(-1)), "n", "n must be at least 1"),
+        (
+            chat_with_n(json!(1.5)),
+            "n",
+            "n must be a whole number, at least 1",
+        ),
+        (
+            too_deep(),
+            "body",
+            "body: arrays and objects nested deeper than 127 levels",
+        ),
+    ] {
+        for path in ["/v1/chat/completions", "/v1/responses"] {
+            if path == "/v1/responses" && param == "n" {
+                continue;
+            }
+            let (st, got) = send(&gw, path, Some(CLIENT_A), body.clone(), None).await;
+            assert_eq!(st, StatusCode::BAD_REQUEST, "{path}: {got}");
+            assert_eq!(got["error"]["param"], param, "{path}: {got}");
+            assert_eq!(got["error"]["message"], message, "{path}: {got}");
+            assert_eq!(got["error"]["type"], "invalid_request_error", "{got}");
+        }
+    }
     assert_eq!(
         provider.requests().await,
         0,

@@ -87,8 +87,7 @@ fn class_from_status(status: u16) -> ErrorClass {
 
 /// Classifies an error with status `status` and error object `err`.
 pub(crate) fn classify(status: u16, err: &WireError) -> ErrorClass {
-    let code = err.code_str();
-    let by_code = code.as_deref().and_then(class_from_code);
+    let by_code = err.code.as_deref().and_then(class_from_code);
     let by_type = err.r#type.as_deref().and_then(class_from_type);
     let by_msg = err.message.as_deref().and_then(class_from_message);
     let by_status = class_from_status(status);
@@ -130,11 +129,16 @@ pub(crate) fn failure_from(
     key: Option<&SecretString>,
 ) -> ApiFailure {
     let class = classify(status, &err);
+    // Code and parameter are relayed to clients (the gateway's error
+    // envelope) as well as the message: a provider echoing the key in any
+    // of them must not pass it on.
+    let relayed = |t: Option<String>| t.map(|t| redact(t, key));
     ApiFailure {
         class,
         status,
-        code: err.code_str(),
+        code: relayed(err.code),
         kind: err.r#type.clone(),
+        param: relayed(err.param),
         message: redact(err.message.unwrap_or_default(), key),
         retry_after,
     }
@@ -199,6 +203,7 @@ mod tests {
             message: Some(msg.into()),
             r#type: kind.map(Into::into),
             code: code.map(Into::into),
+            param: None,
         }
     }
 
@@ -360,6 +365,28 @@ mod tests {
             d > Duration::from_secs(110) && d <= Duration::from_secs(120),
             "{d:?}"
         );
+    }
+
+    #[test]
+    fn param_and_code_are_kept_and_redacted() {
+        let key = SecretString::from("sk-sentinel-123");
+        let f = api_failure(
+            400,
+            br#"{"error":{"message":"too long","type":"invalid_request_error","param":"messages[0].content","code":"context_length_exceeded"}}"#,
+            None,
+            Some(&key),
+        );
+        assert_eq!(f.param.as_deref(), Some("messages[0].content"));
+        assert_eq!(f.code.as_deref(), Some("context_length_exceeded"));
+        // An odd `param` (not text) is dropped, not the whole error object.
+        let f = api_failure(
+            400,
+            br#"{"error":{"message":"bad","param":["n"],"code":"sk-sentinel-123"}}"#,
+            None,
+            Some(&key),
+        );
+        assert_eq!((f.param, f.message.as_str()), (None, "bad"));
+        assert_eq!(f.code.as_deref(), Some("[REDACTED]"));
     }
 
     #[test]

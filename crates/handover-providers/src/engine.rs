@@ -171,7 +171,7 @@ impl Engine {
             Err(e) => {
                 let _g = span.enter();
                 telemetry::record_error(&span, &e);
-                tracing::debug!(error = %e, class = e.class().as_str(), "chat attempt failed");
+                tracing::debug!(error = %e.for_log(), class = e.class().as_str(), "chat attempt failed");
                 Err(e)
             }
         }
@@ -192,7 +192,7 @@ impl Engine {
             Err(e) => {
                 let _g = span.enter();
                 telemetry::record_error(&span, &e);
-                tracing::debug!(error = %e, class = e.class().as_str(), "chat stream attempt failed");
+                tracing::debug!(error = %e.for_log(), class = e.class().as_str(), "chat stream attempt failed");
                 return Err(e);
             }
         };

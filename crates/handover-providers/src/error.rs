@@ -62,6 +62,10 @@ pub struct ApiFailure {
     pub code: Option<String>,
     /// Provider error `type` (`"invalid_request_error"`, ...).
     pub kind: Option<String>,
+    /// Provider error `param`: the request parameter it blames
+    /// (`"messages[0].content"`), when it named one. Kept so a gateway can
+    /// relay it: clients branch on it as on `code`.
+    pub param: Option<String>,
     /// Provider message, with the API key redacted if the provider echoed it.
     pub message: String,
     /// Parsed `Retry-After` / `retry-after-ms`.
@@ -292,6 +296,48 @@ impl ProviderError {
         match self {
             ProviderError::Api { failure, .. } => Some(failure),
             _ => None,
+        }
+    }
+
+    /// The error as a log line may carry it: without the provider's own
+    /// words. A provider's error message often quotes the request (the
+    /// prompt, a parameter's value) and a malformed event's detail can
+    /// quote what the model wrote; the caller gets both in the error, a log
+    /// gets the class, status, code and request id.
+    pub(crate) fn for_log(&self) -> ForLog<'_> {
+        ForLog(self)
+    }
+}
+
+/// See [`ProviderError::for_log`].
+pub(crate) struct ForLog<'e>(&'e ProviderError);
+
+impl fmt::Display for ForLog<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            ProviderError::Api {
+                provider,
+                failure,
+                events,
+                request_id,
+            } => {
+                write!(
+                    f,
+                    "provider {provider}: {} error (status {}",
+                    failure.class, failure.status
+                )?;
+                if let Some(code) = &failure.code {
+                    write!(f, ", code {code}")?;
+                }
+                if let Some(id) = request_id {
+                    write!(f, ", request id {id}")?;
+                }
+                write!(f, ") after {events} data events")
+            }
+            ProviderError::MalformedStream {
+                provider, events, ..
+            } => write!(f, "provider {provider}: malformed stream event #{events}"),
+            other => fmt::Display::fmt(other, f),
         }
     }
 }

@@ -113,7 +113,7 @@ impl SseState {
         self.done = true;
         telemetry::record_error(&self.span, &err);
         self.record_progress(None);
-        tracing::debug!(error = %err, "stream ended with an error");
+        tracing::debug!(error = %err.for_log(), "stream ended with an error");
         Some(Err(err))
     }
 
@@ -250,7 +250,7 @@ impl SseState {
                     events: self.data_events,
                     detail,
                 };
-                tracing::debug!(error = %err, "malformed stream event");
+                tracing::debug!(error = %err.for_log(), "malformed stream event");
                 Some(Err(err))
             }
             Decoded::Error(error) => {

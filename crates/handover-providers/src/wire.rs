@@ -390,8 +390,32 @@ pub(crate) struct WireError {
     pub(crate) message: Option<String>,
     #[serde(default)]
     pub(crate) r#type: Option<String>,
-    #[serde(default)]
-    pub(crate) code: Option<Value>,
+    /// The code as text (a number becomes its decimal form); kept as text
+    /// when read, which also keeps this error small.
+    #[serde(default, deserialize_with = "code_text")]
+    pub(crate) code: Option<String>,
+    /// The request parameter the provider blames (OpenAI's `param`). Read
+    /// as any value and kept only as text, so an odd one cannot make the
+    /// whole error unreadable.
+    #[serde(default, deserialize_with = "text_or_none")]
+    pub(crate) param: Option<String>,
+}
+
+/// A code: text as is, a number in its decimal form, anything else none.
+fn code_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => Some(s),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    })
+}
+
+/// A value kept only if it is non-empty text.
+fn text_or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) if !s.is_empty() => Some(s),
+        _ => None,
+    })
 }
 
 impl WireError {
@@ -403,15 +427,6 @@ impl WireError {
                 ..WireError::default()
             },
             other => serde_json::from_value(other).unwrap_or_default(),
-        }
-    }
-
-    /// The code as text (numbers become their decimal form).
-    pub(crate) fn code_str(&self) -> Option<String> {
-        match &self.code {
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(Value::Number(n)) => Some(n.to_string()),
-            _ => None,
         }
     }
 }

@@ -249,3 +249,92 @@ fn key_from_missing_env_var_names_the_variable_only() {
     );
     assert!(!err.was_sent());
 }
+
+/// A provider's error text often quotes the request (OpenAI's
+/// context-length message, a validation error echoing a value): the caller
+/// gets it in the error, the logs (TRACE, captured) only the class, status,
+/// code and request id.
+#[tokio::test]
+async fn provider_error_text_never_reaches_the_logs() {
+    const PROMPT: &str = "my card is 4111-1111-1111-1111 PROMPT-SENTINEL-93ab";
+    let (logs, _guard) = support::capture_logs();
+    let kind = ProviderKind::OpenAi;
+    let quoted = format!("Invalid 'messages[0].content': {PROMPT:?} is too long");
+    let servers = vec![
+        // An HTTP error, for a whole answer and a stream alike.
+        mock(
+            ResponseTemplate::new(400)
+                .insert_header("x-request-id", "req_prompt_1")
+                .set_body_json(bodies::error(
+                    &quoted,
+                    Some("invalid_request_error"),
+                    Some("string_above_max_length"),
+                )),
+        )
+        .await,
+        // An error that is not JSON: its text is the message.
+        mock(ResponseTemplate::new(500).set_body_string(format!("upstream choked on {PROMPT}")))
+            .await,
+        // An error event inside a stream.
+        mock(sse(format!(
+            "data: {}\n\n",
+            bodies::error(&quoted, Some("server_error"), None)
+        )))
+        .await,
+        // A chunk of the wrong shape: the decoder's detail quotes it.
+        mock(sse(format!(
+            "data: {}\n\n",
+            json!({"id": "x", "choices": PROMPT})
+        )))
+        .await,
+    ];
+    let mut errors = Vec::new();
+    for server in &servers {
+        let p = AnyProvider::new(settings(kind, &format!("{}/v1", server.uri()))).unwrap();
+        let req = ChatRequest::new(vec![Message::user(PROMPT)]);
+        if let Err(e) = p.chat(&req, &CallOptions::default()).await {
+            errors.push(e);
+        }
+        match p.chat_stream(&req, &CallOptions::default()).await {
+            Err(e) => errors.push(e),
+            Ok(mut s) => {
+                while let Some(item) = s.next().await {
+                    if let Err(e) = item {
+                        errors.push(e);
+                    }
+                }
+            }
+        }
+    }
+    let classes: std::collections::HashSet<&str> =
+        errors.iter().map(|e| e.class().as_str()).collect();
+    for want in [
+        "context_length",
+        "server_error",
+        "decode",
+        "malformed_stream",
+    ] {
+        assert!(classes.contains(want), "missing {want} in {classes:?}");
+    }
+    // The caller is told what the provider said.
+    assert!(
+        errors.iter().any(|e| e.to_string().contains(PROMPT)),
+        "{errors:?}"
+    );
+
+    let text = logs.text();
+    for want in [
+        "chat attempt failed",
+        "chat stream attempt failed",
+        "stream ended with an error",
+        "malformed stream event",
+        "context_length error (status 400, code string_above_max_length, request id req_prompt_1)",
+        "server_error error (status 500)",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in {text}");
+    }
+    assert!(
+        !text.contains("PROMPT-SENTINEL"),
+        "logs quote the prompt: {text}"
+    );
+}

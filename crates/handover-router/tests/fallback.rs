@@ -237,7 +237,7 @@ async fn context_length_moves_on_and_content_filter_fails() {
         .chat(&r.task("default").unwrap(), &hello())
         .await
         .unwrap_err();
-    let FailureReason::Failed { class, message } = &err.task_failure().unwrap().reason else {
+    let FailureReason::Failed { class, message, .. } = &err.task_failure().unwrap().reason else {
         panic!("{err}")
     };
     assert_eq!(*class, ErrorClass::ContentFiltered);

@@ -219,12 +219,21 @@ pub(crate) fn router_error(e: &RouterError) -> ApiError {
                     "internal_error",
                 ),
             };
-            let err = ApiError::new(status, kind, code, message).with_header(
-                "x-handover-attempts",
-                attempts_header(&f.attempts, &f.skipped),
-            );
+            let mut err = ApiError::new(status, kind, code, message);
+            // A call that tried and passed over nothing (its task's budget
+            // was spent before it) has no attempts to list: no header, as
+            // for a call refused before routing, never an empty one.
+            if !f.attempts.is_empty() || !f.skipped.is_empty() {
+                let attempts = attempts_header(&f.attempts, &f.skipped);
+                err = err.with_header("x-handover-attempts", attempts);
+            }
             match &f.reason {
                 FailureReason::Unsupported { parameter, .. } => err.with_param(parameter.clone()),
+                // The provider's own 4xx (invalid request, context length,
+                // content filter): its code and param, as it gave them.
+                FailureReason::Failed { code, param, .. } if status == StatusCode::BAD_REQUEST => {
+                    err.relaying(code.as_deref(), param.as_deref())
+                }
                 _ => err,
             }
         }

@@ -3,7 +3,8 @@
 //! tool field is kept and reaches the provider as sent. The gateway reads
 //! only `model` (a policy or alias), `stream` and `stream_options`, and
 //! refuses `n` above 1: several choices would be several proposals for one
-//! operation, and the write gate takes one answer.
+//! operation, and the write gate takes one answer. An `n` that is no number
+//! of choices (0, negative, fractional, not a number) is invalid.
 
 use handover_providers::ChatRequest;
 use serde::Deserialize;
@@ -189,17 +190,30 @@ fn finish(e: Envelope, request: ChatRequest) -> Result<Parsed, ApiError> {
     })
 }
 
+/// `n`, the number of choices: absent or `null` is one. A value that is no
+/// number of choices (below 1, not a whole number) is invalid, as OpenAI
+/// answers it; a valid one above 1 is a limit of the gateway's, said so.
 fn refuse_unsupported(r: &ChatRequest) -> Result<(), ApiError> {
-    if r.extra
-        .get("n")
-        .is_some_and(|n| !n.is_null() && n.as_u64() != Some(1))
-    {
-        return Err(unsupported(
+    let Some(n) = r.extra.get("n").filter(|n| !n.is_null()) else {
+        return Ok(());
+    };
+    match (n.as_u64(), n.as_i64()) {
+        (Some(1), _) => Ok(()),
+        (Some(0), _) | (None, Some(_)) => Err(ApiError::invalid(
+            "invalid_field",
+            "n",
+            "n must be at least 1",
+        )),
+        (Some(_), _) => Err(unsupported(
             "n",
             "only one choice per request (each choice would propose its own tool calls)",
-        ));
+        )),
+        (None, None) => Err(ApiError::invalid(
+            "invalid_field",
+            "n",
+            "n must be a whole number, at least 1",
+        )),
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -232,6 +246,10 @@ mod tests {
             r#"{"model":"m","messages":[{"role":"bogus","content":"x"}]}"#,
             r#"{"model":"m","stream":"yes","messages":[{"role":"user","content":"x"}]}"#,
             r#"{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":0,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":-3,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":1.5,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":null,"messages":[{"role":"user","content":"x"}]}"#,
             r#"[1,2]"#,
             r#"{"model":"m","messages":[{"role":"user","content":"x"}]} trailing"#,
             r#"{"model":"m","messages":[{"#,

@@ -12,7 +12,8 @@ use super::stream::{Encoder, SseText, json};
 /// `x-handover-attempts`: every attempt of the call as `provider=result`,
 /// in order, then every skipped provider as `provider=skipped_<reason>`, in
 /// chain order (`primary=overloaded, fallback=answered`,
-/// `down=skipped_breaker_open`).
+/// `down=skipped_breaker_open`). A failed call with neither gets no header
+/// (see `chat::router_error`); an answered one always has its answer.
 pub(crate) fn attempts_header(attempts: &[Attempt], skipped: &[Skip]) -> HeaderValue {
     let attempts = attempts.iter().map(|a| {
         let result = match a.result {

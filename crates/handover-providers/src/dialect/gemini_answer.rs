@@ -244,11 +244,12 @@ pub(crate) fn wire_error(e: GoogleError) -> WireError {
     let reason = detail(&e, "google.rpc.ErrorInfo")
         .and_then(|d| d.get("reason"))
         .and_then(Value::as_str)
-        .map(|r| Value::String(r.to_owned()));
+        .map(str::to_owned);
     WireError {
         message: e.message,
         r#type: e.status,
         code: reason,
+        param: None,
     }
 }
 

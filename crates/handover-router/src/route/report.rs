@@ -145,6 +145,13 @@ pub enum FailureReason {
         class: ErrorClass,
         /// The provider's message (never contains keys).
         message: String,
+        /// The provider's error `code`, when it sent one: what OpenAI
+        /// clients branch on (`context_length_exceeded`), relayed by the
+        /// gateway.
+        code: Option<String>,
+        /// The request parameter the provider blamed (its `param`), when
+        /// it named one.
+        param: Option<String>,
     },
     /// Every provider in the chain failed or was skipped (the failure's
     /// attempts and skips say which and why).
@@ -214,7 +221,7 @@ impl std::fmt::Display for TaskFailure {
                 "the store of the task's shared budget could not be reached; nothing more was sent",
             )?,
             FailureReason::Budget(e) => write!(f, "task budget exhausted ({})", e.as_str())?,
-            FailureReason::Failed { class, message } => write!(f, "{class}: {message}")?,
+            FailureReason::Failed { class, message, .. } => write!(f, "{class}: {message}")?,
             FailureReason::ChainExhausted => f.write_str("no provider in the chain answered")?,
             FailureReason::NoAllowedProvider { data_class } => write!(
                 f,

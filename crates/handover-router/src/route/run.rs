@@ -189,6 +189,8 @@ impl<'t> Run<'t> {
             ClassAction::Fail => Err(Leave::Stop(FailureReason::Failed {
                 class,
                 message: err.to_string(),
+                code: err.provider_code().map(str::to_owned),
+                param: err.api_failure().and_then(|f| f.param.clone()),
             })),
             ClassAction::Next => Err(Leave::Next),
             ClassAction::Retry if tries >= self.task.policy.max_attempts_per_provider => {

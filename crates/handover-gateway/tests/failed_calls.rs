@@ -1,0 +1,162 @@
+//! What a failed call's answer carries, over real HTTP against testkit
+//! providers: a provider's definitive client error reaches the client with
+//! the provider's own `code` and `param` (chat, streamed chat, Responses),
+//! and a call that tried nothing lists no attempts rather than an empty
+//! list. Requests are counted at the mock providers.
+
+mod support;
+
+use handover_testkit::{Flavor, MockProvider, Reply};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::{CLIENT_A, Running};
+
+/// A policy over `chain` with `lines` (limits, `[policies.NAME.on]`) added.
+fn policy(name: &str, chain: &str, lines: &str) -> String {
+    format!(
+        "\n[policies.{name}]\nchain = [\"{chain}\"]\ndeadline = \"20s\"\ncommit_point = \"first_token\"\n{lines}\n\
+         [policies.{name}.backoff]\ninitial = \"1ms\"\nmax = \"2ms\"\n"
+    )
+}
+
+/// `POST path` with `body` (and an `x-handover-task` when given).
+async fn post(gw: &Running, path: &str, body: Value, task: Option<&str>) -> reqwest::Response {
+    let mut req = gw.http.post(gw.url(path)).bearer_auth(CLIENT_A).json(&body);
+    if let Some(task) = task {
+        req = req.header("x-handover-task", task);
+    }
+    req.send().await.unwrap()
+}
+
+fn chat(model: &str, stream: bool) -> Value {
+    json!({"model": model, "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
+}
+
+fn responses(model: &str) -> Value {
+    json!({"model": model, "input": "hi"})
+}
+
+fn provider_error(message: &str, param: Value, code: Value) -> Reply {
+    Reply::status(
+        400,
+        json!({"error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": code,
+        }}),
+    )
+}
+
+#[tokio::test]
+async fn a_providers_client_error_keeps_its_code_and_param() {
+    // OpenAI's context-length refusal, with a policy that fails on it
+    // (the default moves on to a fallback that may have a longer context).
+    let long = MockProvider::start(Flavor::OpenAi).await;
+    long.set_default(provider_error(
+        "This model's maximum context length is 8192 tokens.",
+        json!("messages[0].content"),
+        json!("context_length_exceeded"),
+    ));
+    // Invalid requests: with a code of the provider's own, naming a
+    // parameter without a code, and one whose code only repeats the
+    // status (as some OpenAI-compatible servers send it).
+    let picky = MockProvider::start(Flavor::OpenAi).await;
+    picky.script([
+        provider_error(
+            "temperature must be at most 2",
+            json!("temperature"),
+            json!("invalid_value"),
+        ),
+        provider_error("tools[0] is not a tool", json!("tools[0]"), Value::Null),
+        provider_error("invalid request", Value::Null, json!(400)),
+    ]);
+    let mut c = support::provider("long", &long.base_url());
+    c.push_str(&support::provider("picky", &picky.base_url()));
+    c.push_str(&policy(
+        "default",
+        "long",
+        "[policies.default.on]\ncontext_length = \"fail\"",
+    ));
+    c.push_str(&policy("picky", "picky", ""));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let gw = Running::start(&c).await;
+
+    let calls = [
+        ("/v1/chat/completions", chat("default", false)),
+        ("/v1/chat/completions", chat("default", true)),
+        ("/v1/responses", responses("default")),
+    ];
+    for (path, body) in calls {
+        let resp = post(&gw, path, body.clone(), None).await;
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{path} {body}");
+        assert_eq!(resp.headers()["x-should-retry"], "false");
+        assert_eq!(resp.headers()["x-handover-attempts"], "long=context_length");
+        let got: Value = resp.json().await.unwrap();
+        let e = &got["error"];
+        assert_eq!(e["code"], "context_length_exceeded", "{path}: {got}");
+        assert_eq!(e["param"], "messages[0].content", "{path}: {got}");
+        assert_eq!(e["type"], "invalid_request_error", "{path}: {got}");
+    }
+    assert_eq!(long.requests().await, 3, "one request per call, no retry");
+
+    // Where the provider gave no usable code, the gateway's own stays;
+    // the parameter it named is relayed either way.
+    for (param, code) in [
+        (json!("temperature"), "invalid_value"),
+        (json!("tools[0]"), "invalid_request"),
+        (Value::Null, "invalid_request"),
+    ] {
+        let resp = post(&gw, "/v1/chat/completions", chat("picky", false), None).await;
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+        let got: Value = resp.json().await.unwrap();
+        assert_eq!(got["error"]["code"], code, "{got}");
+        assert_eq!(got["error"]["param"], param, "{got}");
+    }
+    assert_eq!(picky.requests().await, 3);
+}
+
+#[tokio::test]
+async fn a_call_that_tried_nothing_lists_no_attempts() {
+    let p = MockProvider::start(Flavor::OpenAi).await;
+    p.set_default(Reply::text("the one answer"));
+    let mut c = support::provider("p", &p.base_url());
+    c.push_str(&policy("tasked", "p", "max_requests = 1"));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let gw = Running::start(&c).await;
+
+    let resp = post(
+        &gw,
+        "/v1/chat/completions",
+        chat("tasked", false),
+        Some("t-1"),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["x-handover-attempts"], "p=answered");
+
+    // The task's one request is spent: later calls are refused before
+    // anything is tried, and say so without an empty attempts header.
+    let calls = [
+        ("/v1/chat/completions", chat("tasked", false)),
+        ("/v1/chat/completions", chat("tasked", true)),
+        ("/v1/responses", responses("tasked")),
+    ];
+    for (path, body) in calls {
+        let resp = post(&gw, path, body.clone(), Some("t-1")).await;
+        assert_eq!(resp.status(), StatusCode::BAD_GATEWAY, "{path} {body}");
+        assert_eq!(resp.headers()["x-should-retry"], "false");
+        assert_eq!(
+            resp.headers().get("x-handover-attempts"),
+            None,
+            "{path} {body}"
+        );
+        let got: Value = resp.json().await.unwrap();
+        assert_eq!(got["error"]["code"], "budget_exhausted", "{path}: {got}");
+    }
+    assert_eq!(
+        p.requests().await,
+        1,
+        "nothing sent after the budget ran out"
+    );
+}
