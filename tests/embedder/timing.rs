@@ -64,7 +64,9 @@ async fn an_executor_that_never_answers_is_unresolved_at_its_timeout() {
 #[tokio::test(start_paused = true)]
 async fn an_answer_within_the_timeout_is_recorded_whatever_the_lease() {
     for actions in [
-        "[actions.ship]\nlease = \"1s\"\ntimeout = \"10s\"\n",
+        // The shortest lease the configuration allows: the timeout itself
+        // (a shorter one is refused at load).
+        "[actions.ship]\nlease = \"10s\"\ntimeout = \"10s\"\n",
         // The defaults: a 30 s lease and a 30 s executor timeout.
         "",
     ] {
@@ -73,7 +75,7 @@ async fn an_answer_within_the_timeout_is_recorded_whatever_the_lease() {
             .gate()
             .request("tenant-1", "K-1", "ship", &json!({"n": 1}))
             .unwrap();
-        let answer_at = if actions.is_empty() { 29_990 } else { 2_000 };
+        let answer_at = if actions.is_empty() { 29_990 } else { 9_990 };
         let slow = move |_ctx: DispatchContext| async move {
             #[allow(clippy::disallowed_methods)] // paused time: the destination takes this long
             tokio::time::sleep(Duration::from_millis(answer_at)).await;

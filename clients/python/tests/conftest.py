@@ -72,6 +72,7 @@ block = "scope"
 [actions.cancel_order]      # a short lease: a vanished holder is found out quickly
 block = "operation"
 lease = "1s"
+timeout = "1s"              # the lease must cover the destination call
 
 [actions.book_room]         # the agent runs the lookup (pull API); absence proves nothing for an hour
 block = "operation"

@@ -200,6 +200,26 @@ fn check_refuses_what_serve_refuses_naming_the_path() {
             ),
             "telemetry.export_timeout: duration \"500000000000y\" is too long",
         ),
+        // A claim that could lapse while the destination call still runs.
+        (
+            base(
+                "",
+                "http://127.0.0.1:9/v1",
+                &format!("{client}[actions.ship]\nlease = \"1s\"\ntimeout = \"10s\"\n"),
+            ),
+            "actions.ship.lease: 1s is shorter than actions.ship.timeout = 10s",
+        ),
+        // A lookup that could confirm from another operation's record.
+        (
+            base(
+                "",
+                "http://127.0.0.1:9/v1",
+                &format!(
+                    "{client}[actions.ship.lookup]\nvisibility_lag = \"1s\"\nurl = \"http://127.0.0.1:9/shipments?order={{params.order}}\"\n"
+                ),
+            ),
+            "actions.ship.lookup.url: must name the operation",
+        ),
     ];
     for (i, (text, expected)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("case{i}.toml"));
@@ -300,5 +320,47 @@ fn the_api_a_provider_is_called_through_is_shown_and_checked() {
     assert!(
         err.contains(r#"providers.az.api: kind "gemini" has one API"#),
         "{err}"
+    );
+}
+
+/// A file without `[gateway]` is valid (the library, `chat` and `mcp` do
+/// not need one), but `serve` cannot run it: a client token has no default.
+/// `check` says so as a warning; `serve` refuses it, saying what to add.
+#[test]
+fn check_warns_that_serve_needs_a_gateway_section_and_serve_refuses_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no-gateway.toml");
+    std::fs::write(
+        &path,
+        "[ledger]\nbackend = \"memory\"\n[providers.p]\nkind = \"openai_compatible\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n[policies.default]\nchain = [\"p\"]\n",
+    )
+    .unwrap();
+    let out = run(&["check", "--config", path.to_str().unwrap()]);
+    let printed = ok(&out);
+    assert!(printed.contains("OK (1 warning(s))"), "{printed}");
+    assert!(
+        printed.contains("(none: `handover serve` refuses this file"),
+        "{printed}"
+    );
+    assert!(
+        stderr(&out).starts_with("warning: ")
+            && stderr(&out).contains(
+                "no-gateway.toml: no [gateway] section: `handover serve` refuses this file (it needs [gateway] with at least one [gateway.clients.NAME])"
+            ),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&[
+        "serve",
+        "--config",
+        path.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert!(!out.status.success(), "served without [gateway]");
+    assert!(
+        stderr(&out).contains("no [gateway] section: `handover serve` needs one, with at least one client ([gateway.clients.NAME]"),
+        "{}",
+        stderr(&out)
     );
 }

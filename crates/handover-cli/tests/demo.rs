@@ -226,3 +226,60 @@ async fn an_earlier_runs_unknown_operation_is_reported_apart_and_does_not_fail_t
         "{text}"
     );
 }
+
+/// The demo's story jumps ahead (the visibility lag, the reconciler's
+/// schedule) but is dated in the past: the ledger it leaves holds no time
+/// after the wall clock, run after run, and each run starts after what the
+/// previous one recorded.
+#[tokio::test]
+async fn the_demos_ledger_holds_no_time_ahead_of_the_wall_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("demo.db");
+    for _ in 0..3 {
+        demo_json(&path);
+    }
+    let now_ms = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    let ledger = SqliteLedger::open(&path, SqliteOptions::default())
+        .await
+        .unwrap();
+    let all = ledger.list(&ListFilter::default()).await.unwrap();
+    assert_eq!(all.len(), 3);
+    let mut previous_end = None;
+    for rec in &all {
+        let mut times = vec![rec.created_at, rec.updated_at];
+        times.extend(rec.state.decided_at());
+        for a in ledger.attempts(&rec.id).await.unwrap() {
+            times.push(a.sent_at);
+            times.extend(a.finished_at);
+        }
+        for t in &times {
+            assert!(
+                t.as_millis() <= now_ms,
+                "{} {}: {} is {} ms ahead of the wall clock",
+                rec.id.scope,
+                rec.id.key,
+                t.as_millis(),
+                t.as_millis() - now_ms
+            );
+        }
+        if let Some(end) = previous_end {
+            assert!(rec.created_at > end, "runs follow each other: {rec:?}");
+        }
+        previous_end = Some(rec.updated_at);
+    }
+    ledger.close().await;
+    // What a user sees: no operation created "in" some time from now.
+    let listed = ok(&run(&["ops", "list", "--ledger", path.to_str().unwrap()]));
+    // (an operation ahead of the wall clock shows its AGE as "in 30s").
+    assert!(!listed.contains("  in "), "{listed}");
+    assert!(
+        listed.contains("confirmed  8m") || listed.contains("confirmed  9m"),
+        "{listed}"
+    );
+}

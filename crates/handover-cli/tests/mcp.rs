@@ -170,7 +170,7 @@ fn the_lookup_tool_confirms_a_lost_answer_and_the_retry_replays_it() {
 fn kill_9_between_dispatch_and_answer_leaves_the_call_unresolved_after_restart() {
     use std::io::Write;
     let Some(python) = python() else { return };
-    let w = World::new(python, r#"lease = "1s""#);
+    let w = World::new(python, "lease = \"1s\"\ntimeout = \"1s\"");
     let fifo = applied_fifo(&w);
     let mut proxy = Command::new(env!("CARGO_BIN_EXE_handover"))
         .args(["mcp", "--config"])

@@ -261,7 +261,7 @@ fn origins_sessions_and_malformed_messages_are_checked() {
 #[test]
 fn kill_9_between_dispatch_and_answer_over_http_leaves_the_call_unresolved_after_restart() {
     let Some(python) = python() else { return };
-    let w = world(python, r#"lease = "1s""#, "");
+    let w = world(python, "lease = \"1s\"\ntimeout = \"1s\"", "");
     let fifo = applied_fifo(&w);
     let mut server = Listening::start_with(&w, "stall", &[("SHIPPING_APPLIED", &fifo)]);
     // The agent's call: the upstream applies it and stalls.

@@ -152,6 +152,34 @@ async fn resolve_needs_evidence_and_actor_and_refusals_change_nothing() {
         "alice",
     ]));
     assert!(err.contains("evidence"), "{err}");
+    // A field the decision has no place for is refused, never dropped (a
+    // confirmation records a result, a rejection a reason), as the
+    // gateway's admin endpoint refuses it.
+    for (decision, field, value) in [
+        ("--confirmed", "--reason", "seen in the carrier portal"),
+        ("--rejected", "--result", r#"{"shipment":"SHP-88"}"#),
+    ] {
+        let err = failed(&run(&[
+            "ops",
+            "resolve",
+            "--ledger",
+            p,
+            SCOPE,
+            "K-1",
+            decision,
+            field,
+            value,
+            "--evidence",
+            "x",
+            "--actor",
+            "alice",
+        ]));
+        assert!(
+            err.contains(&format!("'{field} ")) && err.contains("cannot be used with"),
+            "{err}"
+        );
+        assert_eq!(state_and_attempts(&path, "K-1").await, before, "{field}");
+    }
     // A result that cannot be recorded exactly as written: a member named
     // twice (which one counts?), a number a parser would round. Refused
     // naming where, as the gateway refuses the same text.

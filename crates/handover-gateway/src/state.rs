@@ -103,5 +103,7 @@ impl GatewayState {
 pub(crate) fn settings(config: &Config) -> Result<&GatewaySettings, GatewayError> {
     config
         .gateway()
-        .ok_or(GatewayError::NotConfigured("no [gateway] section"))
+        .ok_or(GatewayError::NotConfigured(
+            "no [gateway] section: `handover serve` needs one, with at least one client ([gateway.clients.NAME] with token_sha256 and scope); nothing else in it has to be set",
+        ))
 }

@@ -412,3 +412,73 @@ async fn a_list_page_size_outside_1_to_1000_is_refused_naming_limit() {
         assert_eq!(body["error"]["param"], "limit", "{path}: {body}");
     }
 }
+
+/// An operator's resolution keeps everything it was sent, or refuses it:
+/// a `reason` with `confirmed` (or a `result` with `rejected`) used to be
+/// dropped silently. Refused with 400 naming the field, nothing changed;
+/// what a resolution records (evidence, result or reason, the operator) is
+/// shown in the operation's JSON.
+#[tokio::test]
+async fn a_resolution_field_the_decision_has_no_place_for_is_refused_not_dropped() {
+    let gw = Running::start(&config()).await;
+    let cases = [
+        (
+            "K-20",
+            json!({"outcome": "confirmed", "reason": "seen in the carrier portal", "evidence": "portal S-20"}),
+            "reason",
+            json!({"outcome": "confirmed", "result": {"shipment": "S-20"}, "evidence": "seen in the carrier portal: S-20"}),
+        ),
+        (
+            "K-21",
+            json!({"outcome": "rejected", "reason": "not in the export", "result": {"shipment": "S-21"}, "evidence": "export 12:00"}),
+            "result",
+            json!({"outcome": "rejected", "reason": "not in the export", "evidence": "export 12:00"}),
+        ),
+    ];
+    let mut shown_all = String::new();
+    // One after the other: `block = "scope"` suspends a second shipment
+    // while the first is unknown.
+    for (key, misplaced, field, proper) in cases {
+        let (_, started) = begin(&gw, CLIENT_A, key, json!({"order": key})).await;
+        let e = epoch(&started);
+        post(
+            &gw,
+            CLIENT_A,
+            &format!("/v1/operations/{key}/dispatch"),
+            json!({"epoch": e}),
+        )
+        .await;
+        let (st, body) = post(
+            &gw,
+            CLIENT_A,
+            &format!("/v1/operations/{key}/outcome"),
+            json!({"epoch": e, "outcome": "unknown", "reason": "timeout after send"}),
+        )
+        .await;
+        assert_eq!(st, StatusCode::OK, "{body}");
+        let path = format!("/v1/admin/operations/tenant-a/{key}/resolve");
+        let (st, answer) = post(&gw, OPERATOR, &path, misplaced).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{answer}");
+        assert_eq!(answer["error"]["code"], "invalid_field", "{answer}");
+        assert_eq!(answer["error"]["param"], field, "{answer}");
+        let (_, shown) = get(&gw, CLIENT_A, &format!("/v1/operations/{key}")).await;
+        assert_eq!(shown["status"], "unknown", "nothing changed: {shown}");
+        // Said where it has a place, all of it is recorded and shown.
+        let (st, body) = post(&gw, OPERATOR, &path, proper).await;
+        assert_eq!(st, StatusCode::OK, "{body}");
+        let (_, shown) = get(&gw, CLIENT_A, &format!("/v1/operations/{key}")).await;
+        shown_all.push_str(&shown.to_string());
+    }
+    for needle in [
+        "seen in the carrier portal: S-20",
+        "\"shipment\":\"S-20\"",
+        "not in the export",
+        "export 12:00",
+        "operator:olga",
+    ] {
+        assert!(
+            shown_all.contains(needle),
+            "{needle} not shown: {shown_all}"
+        );
+    }
+}

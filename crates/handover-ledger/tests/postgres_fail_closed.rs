@@ -80,6 +80,26 @@ async fn closed_port_is_unavailable() {
     assert!(e.is_unavailable(), "{e}");
 }
 
+/// A server that refuses the connection (here: no such database) is
+/// unavailable, in the server's words: no driver wrapper, no "at line N"
+/// (a line of PostgreSQL's C source, which sqlx's text appends).
+#[tokio::test]
+async fn a_refused_connection_is_reported_in_the_servers_words() {
+    let Some(url) = pg::url() else { return };
+    let (server, _) = url.rsplit_once('/').expect("a URL with a database");
+    let e = PostgresLedger::connect(
+        &format!("{server}/handover_no_such_database"),
+        PostgresOptions::default(),
+    )
+    .await
+    .expect_err("no such database");
+    assert!(e.is_unavailable(), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "ledger store unavailable while connecting to PostgreSQL: database \"handover_no_such_database\" does not exist"
+    );
+}
+
 #[tokio::test]
 async fn bad_settings_name_the_field() {
     let e = PostgresLedger::connect(
@@ -299,6 +319,12 @@ async fn statement_timeout_is_unavailable() {
         .await
         .expect_err("lock wait exceeds the statement timeout");
     assert!(e.is_unavailable(), "{e}");
+    // The server's words, without sqlx's "error returned from database"
+    // and the "at line N" of PostgreSQL's own source.
+    assert_eq!(
+        e.to_string(),
+        "ledger store unavailable while writing an operation: canceling statement due to statement timeout"
+    );
     locker.release().await;
     let rec = ledger.get(req.id()).await.expect("get").expect("stored");
     assert_eq!(rec.state.kind(), StateKind::Claimed);

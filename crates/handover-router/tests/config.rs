@@ -736,3 +736,89 @@ otlp_endpoint = "http://otel:hunter4-secret@127.0.0.1:4318"
     }
     assert!(!e.contains("hunter"), "{e}");
 }
+
+/// A claim that can lapse while its destination call may still run invites
+/// a second claimant (the reconciler re-sending) and loses the answer:
+/// refused, naming both fields and values, wherever the lease comes from.
+#[test]
+fn a_lease_shorter_than_the_action_timeout_is_refused() {
+    let own = errors(&format!(
+        "{BASE}\n[actions.ship]\nlease = \"1s\"\ntimeout = \"10s\"\n"
+    ));
+    assert!(
+        own.contains("actions.ship.lease: 1s is shorter than actions.ship.timeout = 10s"),
+        "{own}"
+    );
+    let inherited = errors(&format!(
+        "[ledger]\nbackend = \"memory\"\nlease = \"45s\"\n{BASE}\n[actions.ship]\ntimeout = \"1m\"\n"
+    ));
+    assert!(
+        inherited.contains(
+            "actions.ship.lease: 45s (from ledger.lease) is shorter than actions.ship.timeout = 1m"
+        ),
+        "{inherited}"
+    );
+    let default_timeout = errors(&format!("{BASE}\n[actions.ship]\nlease = \"5s\"\n"));
+    assert!(
+        default_timeout.contains(
+            "actions.ship.lease: 5s is shorter than actions.ship.timeout (default) = 30s"
+        ),
+        "{default_timeout}"
+    );
+    // An action the file does not declare gets ledger.lease and the default timeout.
+    let undeclared = errors(&format!(
+        "[ledger]\nbackend = \"memory\"\nlease = \"10s\"\n{BASE}\n[actions.ship]\nlease = \"5s\"\ntimeout = \"5s\"\n"
+    ));
+    assert!(
+        undeclared.contains(
+            "ledger.lease: 10s is shorter than the timeout of an action the file does not declare = 30s"
+        ),
+        "{undeclared}"
+    );
+    // Equal is enough: the claim covers the whole call.
+    let ok = Config::parse(
+        &format!("{BASE}\n[actions.ship]\nlease = \"10s\"\ntimeout = \"10s\"\n"),
+        &all_set,
+    )
+    .unwrap();
+    assert_eq!(ok.action("ship").unwrap().lease, Duration::from_secs(10));
+}
+
+/// The reconciler confirms from the record the lookup URL returns; a URL
+/// that does not name the operation could return another operation's
+/// record (the same parameters approved under another key), `match` or not.
+#[test]
+fn a_lookup_url_that_does_not_name_the_operation_is_refused() {
+    for (url, with_match) in [
+        ("https://dest.example/shipments?order={params.order}", false),
+        ("https://dest.example/shipments?order={params.order}", true),
+        ("https://dest.example/shipments/{key}", false),
+        ("https://dest.example/shipments", false),
+    ] {
+        let matching = if with_match {
+            "[actions.ship.lookup.match]\norder = \"/order\"\n"
+        } else {
+            ""
+        };
+        let text = format!(
+            "{BASE}\n[actions.ship.lookup]\nvisibility_lag = \"30s\"\nurl = \"{url}\"\n{matching}"
+        );
+        let e = errors(&text);
+        assert!(
+            e.contains("actions.ship.lookup.url: must name the operation ({destination_key}, or both {scope} and {key})"),
+            "{url}: {e}"
+        );
+    }
+    for url in [
+        "https://dest.example/shipments?reference={destination_key}",
+        "https://dest.example/{scope}/shipments/{key}",
+    ] {
+        let text =
+            format!("{BASE}\n[actions.ship.lookup]\nvisibility_lag = \"30s\"\nurl = \"{url}\"\n");
+        let config = Config::parse(&text, &all_set).unwrap();
+        assert!(
+            config.action("ship").unwrap().http_lookup.is_some(),
+            "{url}"
+        );
+    }
+}

@@ -70,7 +70,13 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     for issue in missing.iter() {
         eprintln!("warning: {path}: {issue} (the router will refuse to start without it)");
     }
-    let warnings = missing.iter().count();
+    // Valid for the library, `chat` and `mcp`; `serve` refuses it at start
+    // (a client token has no default), so say so now, not at deploy time.
+    let no_gateway = config.gateway().is_none();
+    if no_gateway {
+        eprintln!("warning: {path}: {NO_GATEWAY}");
+    }
+    let warnings = missing.iter().count() + usize::from(no_gateway);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -103,6 +109,9 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         ExitCode::SUCCESS
     })
 }
+
+/// What `check` says of a file without `[gateway]`.
+const NO_GATEWAY: &str = "no [gateway] section: `handover serve` refuses this file (it needs [gateway] with at least one [gateway.clients.NAME]); the library, `handover chat` and `handover mcp` do not use it";
 
 fn d(d: Duration) -> String {
     humantime::format_duration(d).to_string()

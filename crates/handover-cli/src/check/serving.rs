@@ -10,7 +10,10 @@ use crate::term::Style;
 pub(super) fn gateway(out: &mut String, g: Option<&GatewaySettings>, s: Style) {
     let _ = writeln!(out, "\n{}", s.bold("gateway"));
     let Some(g) = g else {
-        let _ = writeln!(out, "  (none: `handover serve` needs a [gateway] section)");
+        let _ = writeln!(
+            out,
+            "  (none: `handover serve` refuses this file; it needs [gateway] with at least one [gateway.clients.NAME])"
+        );
         return;
     };
     let _ = writeln!(

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use handover::Config;
@@ -25,7 +26,34 @@ use super::timeline::{Actor, DemoClock, Timeline};
 use super::{Earlier, Report};
 use crate::term::rfc3339;
 
-const CLOCK: &str = "demo clock: follows real time during HTTP calls and jumps where the story waits (reconciler schedule, visibility lag)";
+const CLOCK: &str = "demo clock: starts minutes before now, follows real time during HTTP calls and jumps where the story waits (reconciler schedule, visibility lag), ending before now";
+
+/// How long before the wall clock the story starts. The story jumps ahead
+/// of real time (about 33 s: the 30 s visibility lag and two reconciler
+/// checks); starting it this far back keeps every time it records in the
+/// past, so `handover ops list` on the demo's ledger shows no operation
+/// created in the future. Each run starts after what earlier runs
+/// recorded, so about a dozen runs fit in this window at once.
+const START_BEFORE_NOW: Duration = Duration::from_secs(10 * 60);
+
+/// The latest a run may start before the wall clock: a bound on the
+/// story's simulated span (its at most four reconciler checks back off
+/// from 15 s to 1 m: under 3 min, with the lag).
+const LATEST_START_BEFORE_NOW: Duration = Duration::from_secs(5 * 60);
+
+/// When this run's story starts: [`START_BEFORE_NOW`] ago, after whatever
+/// an earlier run recorded (so time never runs backwards on the ledger),
+/// but never later than [`LATEST_START_BEFORE_NOW`] ago. When many runs
+/// in a few minutes crowd that window, staying in the past wins over
+/// following the earlier run: this run's times may then interleave with
+/// the previous one's, on other keys.
+fn story_start(now: Timestamp, latest_earlier: Option<Timestamp>) -> Timestamp {
+    let mut start = now.minus(START_BEFORE_NOW);
+    if let Some(t) = latest_earlier {
+        start = start.max(t.plus(Duration::from_secs(1)));
+    }
+    start.min(now.minus(LATEST_START_BEFORE_NOW))
+}
 
 fn tool() -> Tool {
     Tool::function(
@@ -47,7 +75,7 @@ fn tool() -> Tool {
 
 /// Opens the ledger and plays the story under a fresh key.
 pub(super) async fn play(path: &Path) -> anyhow::Result<Report> {
-    let clock = DemoClock::new(crate::term::now());
+    let clock = DemoClock::new(crate::term::now().minus(START_BEFORE_NOW));
     let ledger = Arc::new(
         SqliteLedger::open(
             path,
@@ -65,20 +93,18 @@ pub(super) async fn play(path: &Path) -> anyhow::Result<Report> {
             ..ListFilter::default()
         })
         .await?;
-    // Never let the demo clock run behind what an earlier run recorded
-    // (earlier runs moved their clock ahead of the wall clock).
-    if let Some(latest) = earlier.iter().map(|r| r.updated_at).max()
-        && latest >= clock.now()
-    {
-        clock.wait_until(latest.plus(std::time::Duration::from_secs(1)));
-    }
+    // Nothing of this run is recorded yet.
+    clock.start_at(story_start(
+        crate::term::now(),
+        earlier.iter().map(|r| r.updated_at).max(),
+    ));
     let (run, key) = fresh_key(ledger.as_ref(), earlier.len()).await?;
     let id = OperationId::new(SCOPE, &key)?;
 
     let primary = MockProvider::start(Flavor::OpenAi).await;
     let fallback = MockProvider::start(Flavor::DeepSeek).await;
     let dest = MockDestination::builder()
-        .visibility_lag(std::time::Duration::from_secs(30))
+        .visibility_lag(Duration::from_secs(30))
         .clock(Arc::new(clock.clone()))
         .start()
         .await;

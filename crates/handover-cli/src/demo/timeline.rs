@@ -4,11 +4,14 @@
 //! destination and the reconciler. It follows real time while HTTP calls
 //! run, and jumps forward where the story waits (the reconciler's next
 //! check, the destination's 30 s visibility lag), so the demo finishes in
-//! about a second while telling the story with realistic times.
+//! about a second while telling the story with realistic times. The story
+//! is dated in the past (see `story::START_BEFORE_NOW`), so the jumps end
+//! before the wall clock: the ledger it leaves holds no time ahead of real
+//! time.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use handover::ledger::{Clock, Timestamp};
@@ -63,7 +66,8 @@ pub(super) struct Event {
 pub(super) struct DemoClock {
     base: Timestamp,
     started: Instant,
-    jumped_ms: Arc<AtomicU64>,
+    /// The story's jumps, and the one move of [`start_at`](Self::start_at).
+    offset_ms: Arc<AtomicI64>,
 }
 
 impl DemoClock {
@@ -71,22 +75,35 @@ impl DemoClock {
         Self {
             base,
             started: Instant::now(),
-            jumped_ms: Arc::new(AtomicU64::new(0)),
+            offset_ms: Arc::new(AtomicI64::new(0)),
         }
+    }
+
+    /// Sets the time to `t`, earlier or later. Only before the story
+    /// records anything: afterwards time only moves forward.
+    pub(super) fn start_at(&self, t: Timestamp) {
+        let delta = t.as_millis() - self.now().as_millis();
+        self.offset_ms.fetch_add(delta, Ordering::SeqCst);
     }
 
     /// The story waits until `t` (no real waiting).
     pub(super) fn wait_until(&self, t: Timestamp) {
         let ahead = t.saturating_since(self.now());
-        let ms = u64::try_from(ahead.as_millis()).unwrap_or(u64::MAX);
-        self.jumped_ms.fetch_add(ms, Ordering::SeqCst);
+        let ms = i64::try_from(ahead.as_millis()).unwrap_or(i64::MAX);
+        self.offset_ms.fetch_add(ms, Ordering::SeqCst);
     }
 }
 
 impl Clock for DemoClock {
     fn now(&self) -> Timestamp {
-        let jumped = Duration::from_millis(self.jumped_ms.load(Ordering::SeqCst));
-        self.base.plus(self.started.elapsed() + jumped)
+        let elapsed = i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        let offset = self.offset_ms.load(Ordering::SeqCst);
+        Timestamp::from_millis(
+            self.base
+                .as_millis()
+                .saturating_add(elapsed)
+                .saturating_add(offset),
+        )
     }
 }
 

@@ -108,10 +108,13 @@ pub(crate) struct ResolveArgs {
     /// Who decides (required, recorded with the decision).
     #[arg(long, value_name = "NAME")]
     actor: Option<String>,
-    /// With --confirmed: the result to replay to retries, as JSON (default null).
+    /// With --confirmed: the result to replay to retries, as JSON (default
+    /// null). Refused with --rejected, which records a reason instead.
     #[arg(long, value_name = "JSON", conflicts_with = "rejected")]
     result: Option<String>,
-    /// With --rejected: why (default "not applied (operator)").
+    /// With --rejected: why, as retries are told (default "not applied
+    /// (operator)"). Refused with --confirmed: a confirmation records its
+    /// result, and what proves it goes in --evidence.
     #[arg(long, value_name = "TEXT", conflicts_with = "confirmed")]
     reason: Option<String>,
     /// Print the resulting record as JSON.

@@ -61,6 +61,24 @@ pub(crate) async fn resolve(
             "evidence: required to resolve an operation",
         ));
     }
+    // A confirmation records a result, a rejection a reason (what a retry
+    // is told); each with the evidence. A field the decision has no place
+    // for is refused rather than dropped, as `ops resolve` refuses it:
+    // the operator would believe it recorded.
+    let misplaced = match body.outcome {
+        Decision::Confirmed if body.reason.is_some() => Some((
+            "reason",
+            "reason: only for outcome \"rejected\"; a confirmation records its result and evidence (say why in evidence)",
+        )),
+        Decision::Rejected if body.result.is_some() => Some((
+            "result",
+            "result: only for outcome \"confirmed\"; a rejection records its reason and evidence",
+        )),
+        _ => None,
+    };
+    if let Some((field, message)) = misplaced {
+        return Err(ApiError::invalid("invalid_field", field, message));
+    }
     let outcome = match body.outcome {
         Decision::Confirmed => ResolvedAs::Confirmed {
             result: body.result.unwrap_or(Value::Null),

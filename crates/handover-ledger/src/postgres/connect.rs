@@ -8,6 +8,7 @@ use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, Executor, PgConnection};
 
 use super::conns::Conns;
+use super::error::{describe, describe_migration};
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::{LedgerError, ValidationError};
@@ -116,7 +117,7 @@ pub(super) async fn open(url: &str, opts: &PostgresOptions) -> Result<Conns, Led
     let mut conn = tokio::time::timeout(opts.connect_timeout, PgConnection::connect_with(&base))
         .await
         .map_err(|_| LedgerError::unavailable("connecting to PostgreSQL", "timed out"))?
-        .map_err(|e| LedgerError::unavailable("connecting to PostgreSQL", e))?;
+        .map_err(|e| LedgerError::unavailable("connecting to PostgreSQL", describe(&e)))?;
     if let Some(s) = &opts.schema {
         create_schema(&mut conn, s).await?;
     }
@@ -125,7 +126,7 @@ pub(super) async fn open(url: &str, opts: &PostgresOptions) -> Result<Conns, Led
     MIGRATOR
         .run(&mut conn)
         .await
-        .map_err(|e| LedgerError::unavailable("applying migrations", e))?;
+        .map_err(|e| LedgerError::unavailable("applying migrations", describe_migration(&e)))?;
     let _ = conn.close().await;
 
     let idle_in_tx = opts
@@ -160,7 +161,10 @@ async fn create_schema(conn: &mut PgConnection, schema: &str) -> Result<(), Ledg
         {
             Ok(())
         }
-        Err(e) => Err(LedgerError::unavailable("creating the ledger schema", e)),
+        Err(e) => Err(LedgerError::unavailable(
+            "creating the ledger schema",
+            describe(&e),
+        )),
     }
 }
 

@@ -17,6 +17,7 @@ use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgConnection};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
+use super::error::describe;
 use crate::error::LedgerError;
 
 /// At most `max` connections, idle ones reused.
@@ -49,11 +50,9 @@ impl Conns {
             let idle = self.idle.lock().map(|mut v| v.pop()).unwrap_or(None);
             let conn = match idle {
                 Some(c) => c,
-                None => self
-                    .options
-                    .connect()
-                    .await
-                    .map_err(|e| LedgerError::unavailable("connecting to PostgreSQL", e))?,
+                None => self.options.connect().await.map_err(|e| {
+                    LedgerError::unavailable("connecting to PostgreSQL", describe(&e))
+                })?,
             };
             Ok::<_, LedgerError>(Conn {
                 conn: Some(conn),

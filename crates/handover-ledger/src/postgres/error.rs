@@ -43,9 +43,34 @@ pub(super) fn map_err(context: &'static str, e: sqlx::Error) -> (LedgerError, Op
             // server rolled the transaction back; running it again is safe.
             let retry =
                 matches!(db.code().as_deref(), Some("40001" | "40P01")).then_some(Retry::Aborted);
-            (LedgerError::unavailable(context, &e), retry)
+            (LedgerError::unavailable(context, describe(&e)), retry)
         }
-        other => (LedgerError::unavailable(context, other), None),
+        other => (LedgerError::unavailable(context, describe(&other)), None),
+    }
+}
+
+/// A driver error as users read it. sqlx writes a server error as "error
+/// returned from database: MESSAGE at line N", where N is a line of the
+/// PostgreSQL server's own C source (the `L` field of the error): noise to
+/// anyone running Handover. We write the server's message alone, from the
+/// typed field; nothing here is parsed, and nothing classifies by this
+/// text (`map_err` reads the code).
+pub(super) fn describe(e: &sqlx::Error) -> String {
+    match e.as_database_error() {
+        Some(db) => db.message().to_owned(),
+        None => e.to_string(),
+    }
+}
+
+/// [`describe`] for the migrator's errors, which wrap a driver error.
+pub(super) fn describe_migration(e: &sqlx::migrate::MigrateError) -> String {
+    use sqlx::migrate::MigrateError;
+    match e {
+        MigrateError::Execute(inner) => describe(inner),
+        MigrateError::ExecuteMigration(inner, version) => {
+            format!("migration {version}: {}", describe(inner))
+        }
+        other => other.to_string(),
     }
 }
 

@@ -1,6 +1,8 @@
 //! `[actions.NAME]`: what the destination of a business action offers (the
 //! write contract): block width, lease, timeout, idempotency key, lookup.
 
+use std::time::Duration;
+
 use super::super::defaults as d;
 use super::super::duration::{parse, parse_or};
 use super::super::issues::ConfigIssues;
@@ -38,24 +40,71 @@ pub(super) fn validate(
         .as_mut()
         .and_then(|l| super::lookup::validate(issues, missing, env, &path, l));
     let lookup = raw.lookup.and_then(|l| lookup(issues, &path, l));
+    let lease = parse_or(
+        issues,
+        &format!("{path}.lease"),
+        raw.lease.as_deref(),
+        ledger.lease,
+    );
+    let timeout = parse_or(
+        issues,
+        &format!("{path}.timeout"),
+        raw.timeout.as_deref(),
+        d::ACTION_TIMEOUT,
+    );
+    // Both fields and values named, and where an unset one comes from.
+    let lease_text = if raw.lease.is_some() {
+        String::new()
+    } else {
+        " (from ledger.lease)".to_owned()
+    };
+    let timeout_text = if raw.timeout.is_some() {
+        format!("{path}.timeout")
+    } else {
+        format!("{path}.timeout (default)")
+    };
+    lease_covers_timeout(
+        issues,
+        &format!("{path}.lease"),
+        (lease, &lease_text),
+        (timeout, &timeout_text),
+    );
     ActionContract {
         name: name.to_owned(),
         block,
-        lease: parse_or(
-            issues,
-            &format!("{path}.lease"),
-            raw.lease.as_deref(),
-            ledger.lease,
-        ),
-        timeout: parse_or(
-            issues,
-            &format!("{path}.timeout"),
-            raw.timeout.as_deref(),
-            d::ACTION_TIMEOUT,
-        ),
+        lease,
+        timeout,
         idempotency,
         lookup,
         http_lookup,
+    }
+}
+
+/// A claim's lease must cover its destination call: a client of the
+/// operations API holds its claim for the lease alone while it sends, so a
+/// lease shorter than the call's timeout could lapse while the call may
+/// still run. The dispatched operation would then turn `unknown`, the
+/// client's answer would be refused as stale, and a reconciler with an
+/// idempotency contract could re-send while the first request is still in
+/// flight. (The write gate, which runs the executor itself, holds
+/// `timeout + lease` and is safe either way; the rule is for every door.)
+/// `lease_note` follows the lease's value (where it came from, if not
+/// from `path`); `timeout_field` names the timeout.
+pub(super) fn lease_covers_timeout(
+    issues: &mut ConfigIssues,
+    path: &str,
+    (lease, lease_note): (Duration, &str),
+    (timeout, timeout_field): (Duration, &str),
+) {
+    if lease < timeout {
+        issues.push(
+            path,
+            format!(
+                "{}{lease_note} is shorter than {timeout_field} = {}: the claim could expire while the destination call may still run (a client of the operations API holds it for the lease alone); set the lease to at least the timeout",
+                humantime::format_duration(lease),
+                humantime::format_duration(timeout),
+            ),
+        );
     }
 }
 

@@ -114,6 +114,15 @@ pub(super) fn validate(
             );
         }
     }
+    // The reconciler confirms from the record this URL returns, so the URL
+    // must ask for this operation's record. `match` only compares
+    // parameters, which another operation can share.
+    if !names_the_operation(&url) {
+        issues.push(
+            format!("{path}.url"),
+            "must name the operation ({destination_key}, or both {scope} and {key}): a record found by anything else (with or without lookup.match) may be another operation's, and would confirm this one",
+        );
+    }
     (issues.0.len() == before).then_some(HttpLookupSpec {
         method,
         url,
@@ -122,6 +131,24 @@ pub(super) fn validate(
         records,
         match_fields,
     })
+}
+
+/// Whether the URL asks for this operation's record by its identity: the
+/// destination key (derived from scope and key) or both scope and key.
+/// Parameters are not an identity: two identical actions approved under
+/// two keys are two operations with the same parameters. A template that
+/// does not parse answers `true`: `check_url` reports it.
+fn names_the_operation(url: &str) -> bool {
+    let mut names = Vec::new();
+    let parsed = fill(url, |name| {
+        names.push(name.to_owned());
+        Ok(String::new())
+    });
+    if parsed.is_err() {
+        return true; // reported by `check_url`
+    }
+    let has = |n: &str| names.iter().any(|x| x == n);
+    has("destination_key") || (has("scope") && has("key"))
 }
 
 fn check_url(issues: &mut ConfigIssues, path: &str, url: &str) {

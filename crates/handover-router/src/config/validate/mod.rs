@@ -53,6 +53,17 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
     let mut issues = ConfigIssues::default();
     let mut missing_keys = ConfigIssues::default();
     let ledger = ledger::validate(&mut issues, raw.ledger);
+    // An action the file does not declare runs with `ledger.lease` and the
+    // default timeout (`WriteGate::contract`): the same rule applies.
+    action::lease_covers_timeout(
+        &mut issues,
+        "ledger.lease",
+        (ledger.lease, ""),
+        (
+            super::defaults::ACTION_TIMEOUT,
+            "the timeout of an action the file does not declare",
+        ),
+    );
     let providers: BTreeMap<_, _> = raw
         .providers
         .into_iter()
