@@ -160,3 +160,66 @@ async fn a_call_that_tried_nothing_lists_no_attempts() {
         "nothing sent after the budget ran out"
     );
 }
+
+/// Under the default table a context-length refusal falls back (the next
+/// provider may have a longer context). When every provider asked refused
+/// the request for that one reason, the client gets that refusal — a 400
+/// `context_length_exceeded` its framework acts on by trimming — not a 502
+/// that says "try again later". A chain that also failed otherwise stays
+/// a 502.
+#[tokio::test]
+async fn a_chain_that_refused_the_request_alike_everywhere_answers_that_refusal() {
+    let too_long = || {
+        provider_error(
+            "This model's maximum context length is 8192 tokens.",
+            json!("messages"),
+            json!("context_length_exceeded"),
+        )
+    };
+    let (short, shorter, down) = (
+        MockProvider::start(Flavor::OpenAi).await,
+        MockProvider::start(Flavor::OpenAi).await,
+        MockProvider::start(Flavor::OpenAi).await,
+    );
+    short.set_default(too_long());
+    shorter.set_default(too_long());
+    down.set_default(Reply::status(
+        503,
+        json!({"error": {"message": "overloaded", "type": "server_error"}}),
+    ));
+    let mut c = support::provider("short", &short.base_url());
+    c.push_str(&support::provider("shorter", &shorter.base_url()));
+    c.push_str(&support::provider("down", &down.base_url()));
+    c.push_str(&policy("alike", "short\", \"shorter", ""));
+    c.push_str(&policy(
+        "mixed",
+        "short\", \"down",
+        "max_attempts_per_provider = 1",
+    ));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let gw = Running::start(&c).await;
+
+    let calls = [
+        ("/v1/chat/completions", chat("alike", false)),
+        ("/v1/chat/completions", chat("alike", true)),
+        ("/v1/responses", responses("alike")),
+    ];
+    for (path, body) in calls {
+        let resp = post(&gw, path, body, None).await;
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{path}");
+        assert_eq!(
+            resp.headers()["x-handover-attempts"],
+            "short=context_length, shorter=context_length"
+        );
+        let got: Value = resp.json().await.unwrap();
+        assert_eq!(got["error"]["code"], "context_length_exceeded", "{got}");
+        assert_eq!(got["error"]["type"], "invalid_request_error", "{got}");
+    }
+    assert_eq!((short.requests().await, shorter.requests().await), (3, 3));
+
+    let resp = post(&gw, "/v1/chat/completions", chat("mixed", false), None).await;
+    assert_eq!(resp.status(), StatusCode::BAD_GATEWAY);
+    let got: Value = resp.json().await.unwrap();
+    assert_eq!(got["error"]["code"], "all_providers_failed", "{got}");
+    assert_eq!(down.requests().await, 1);
+}

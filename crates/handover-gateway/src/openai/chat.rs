@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use handover_providers::{ChatRequest, ErrorClass, ProviderError};
 use handover_router::RouterError;
 use handover_router::budget::Exhausted;
-use handover_router::route::{Caller, Completion, FailureReason, Task};
+use handover_router::route::{Attempt, AttemptResult, Caller, Completion, FailureReason, Task};
 use tracing::{Instrument, Span};
 
 use super::request;
@@ -148,6 +148,31 @@ pub(crate) fn client_closed() -> StatusCode {
     StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST)
 }
 
+/// The answer to a provider's refusal of the request itself (a 400 the
+/// client must act on), if `class` is one.
+fn refused_request(class: ErrorClass) -> Option<(StatusCode, &'static str, &'static str)> {
+    let code = match class {
+        ErrorClass::InvalidRequest => "invalid_request",
+        ErrorClass::ContextLengthExceeded => "context_length_exceeded",
+        ErrorClass::ContentFiltered => "content_filter",
+        _ => return None,
+    };
+    Some((StatusCode::BAD_REQUEST, "invalid_request_error", code))
+}
+
+/// [`refused_request`] of the one class every attempt failed with, if the
+/// call made attempts and all of them were such a refusal, alike.
+fn same_refusal(attempts: &[Attempt]) -> Option<(StatusCode, &'static str, &'static str)> {
+    let mut classes = attempts.iter().map(|a| match a.result {
+        AttemptResult::Failed(class) => Some(class),
+        _ => None,
+    });
+    let first = classes.next()??;
+    classes
+        .all(|c| c == Some(first))
+        .then(|| refused_request(first))?
+}
+
 /// A failed call as an HTTP error (see `docs/gateway.md` for the table).
 pub(crate) fn router_error(e: &RouterError) -> ApiError {
     let message = e.to_string();
@@ -174,29 +199,21 @@ pub(crate) fn router_error(e: &RouterError) -> ApiError {
                 FailureReason::Budget(_) => {
                     (StatusCode::BAD_GATEWAY, "server_error", "budget_exhausted")
                 }
-                FailureReason::Failed { class, .. } => match class {
-                    ErrorClass::InvalidRequest => (
-                        StatusCode::BAD_REQUEST,
-                        "invalid_request_error",
-                        "invalid_request",
-                    ),
-                    ErrorClass::ContextLengthExceeded => (
-                        StatusCode::BAD_REQUEST,
-                        "invalid_request_error",
-                        "context_length_exceeded",
-                    ),
-                    ErrorClass::ContentFiltered => (
-                        StatusCode::BAD_REQUEST,
-                        "invalid_request_error",
-                        "content_filter",
-                    ),
-                    _ => (StatusCode::BAD_GATEWAY, "server_error", "provider_failed"),
-                },
-                FailureReason::ChainExhausted => (
+                FailureReason::Failed { class, .. } => refused_request(*class).unwrap_or((
+                    StatusCode::BAD_GATEWAY,
+                    "server_error",
+                    "provider_failed",
+                )),
+                // Every provider that was asked refused the request itself
+                // for one reason (e.g. each one's context is too short, a
+                // class the default table falls back from): the client's
+                // request is the problem, and agent frameworks act on the
+                // code (trim the history) where a 502 says "try later".
+                FailureReason::ChainExhausted => same_refusal(&f.attempts).unwrap_or((
                     StatusCode::BAD_GATEWAY,
                     "server_error",
                     "all_providers_failed",
-                ),
+                )),
                 FailureReason::NoAllowedProvider { .. } => (
                     StatusCode::FORBIDDEN,
                     "permission_error",
