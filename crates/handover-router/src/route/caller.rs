@@ -64,17 +64,22 @@ impl Caller {
     }
 }
 
-/// Runs `fut` unless `caller` leaves first (`None` then). Without a caller
-/// to watch, `fut` simply runs. Only for futures that may be dropped
-/// half-way (a semaphore wait, a sleep).
+/// Runs `fut` unless `caller` leaves first (`None` then, and also if it
+/// had left already). Without a caller to watch, `fut` simply runs. Only
+/// for futures that may be dropped half-way (a semaphore wait, a sleep).
 pub(crate) async fn unless_left<F: Future>(caller: Option<&Caller>, fut: F) -> Option<F::Output> {
     let Some(caller) = caller else {
         return Some(fut.await);
     };
+    if caller.has_left() {
+        return None;
+    }
+    // `fut` first: a slot free at once is taken without registering with
+    // the caller's `Notify` (a lock each way), which only a wait needs.
     tokio::select! {
         biased;
-        () = caller.gone() => None,
         out = fut => Some(out),
+        () = caller.gone() => None,
     }
 }
 

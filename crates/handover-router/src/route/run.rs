@@ -101,7 +101,9 @@ impl<'t> Run<'t> {
             .upstream
             .admission
             .acquire(failover, &self.task.budget);
-        let Some(acquired) = unless_left(self.task.caller.as_ref(), acquire).await else {
+        let acquired = unless_left(self.task.caller.as_ref(), acquire).await;
+        // A slot that came free as the caller left is not used either.
+        let Some(acquired) = acquired.filter(|_| !self.task.caller_left()) else {
             return Err(Leave::Stop(FailureReason::CallerLeft));
         };
         match acquired {
