@@ -93,11 +93,13 @@ pub(crate) async fn track(State(state): State<GatewayState>, req: Request, next:
     resp
 }
 
-/// A request whose client hung up before its answer's head: hyper drops
-/// the handler's future, so [`track`] never reaches its own line. Dropped
-/// unanswered, this writes the line and counts the request as 499 (the
-/// status nginx made common for it): without it a hang-up left no trace
-/// in the log or the metrics.
+/// A request dropped before its answer's head: its client hung up (hyper
+/// drops the handler's future), or the shutdown's grace elapsed and the
+/// gateway dropped its connection. [`track`] never reaches its own line
+/// then; dropped unanswered, this writes it and counts the request: 499
+/// for a hang-up (the status nginx made common for it), 503 for the
+/// shutdown. Without it such a request left no trace in the log or the
+/// metrics.
 struct Unanswered<'a> {
     route: &'a str,
     start: Instant,
@@ -111,15 +113,27 @@ impl Drop for Unanswered<'_> {
             return;
         }
         let latency = self.start.elapsed();
-        let status = crate::openai::chat::client_closed().as_u16();
-        self.span.in_scope(|| {
+        let latency_ms = latency.as_secs_f64() * 1e3;
+        let _entered = self.span.enter();
+        let status = if crate::conn::dropped_by_shutdown() {
+            let status = StatusCode::SERVICE_UNAVAILABLE.as_u16();
+            tracing::warn!(
+                target: "handover::request",
+                status,
+                latency_ms,
+                "request: dropped unanswered at shutdown (gateway.shutdown_grace elapsed)"
+            );
+            status
+        } else {
+            let status = crate::openai::chat::client_closed().as_u16();
             tracing::info!(
                 target: "handover::request",
                 status,
-                latency_ms = latency.as_secs_f64() * 1e3,
+                latency_ms,
                 "request: the client closed it before the answer"
             );
-        });
+            status
+        };
         record(self.route, status, latency);
     }
 }

@@ -62,3 +62,60 @@ async fn an_in_flight_request_finishes_after_the_shutdown_signal() {
     );
     (&mut gw.done).await.unwrap().expect("run returns cleanly");
 }
+
+/// A request still in flight when the shutdown's grace runs out is dropped
+/// by the gateway, not by its client: it is counted as 503 (and logged as
+/// dropped at shutdown), never as a 499 hang-up.
+#[tokio::test]
+async fn a_request_dropped_when_the_grace_runs_out_is_not_called_a_hang_up() {
+    let (url, mut arrivals) = held_provider().await;
+    let mut c = support::provider("held", &url);
+    c.push_str(&support::policy("default", &["held"], "first_token"));
+    let gateway = support::gateway_section_with("", "");
+    c.push_str(&gateway.replace("shutdown_grace = \"10s\"", "shutdown_grace = \"50ms\""));
+    let mut gw = Running::start(&c).await;
+    let http = gw.http.clone();
+    let url = gw.url("/v1/chat/completions");
+    let in_flight = tokio::spawn(async move {
+        http.post(url)
+            .bearer_auth(CLIENT_A)
+            .json(&json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+    });
+    let _never_released = arrivals
+        .recv()
+        .await
+        .expect("the request reached the provider");
+    gw.shutdown();
+    let done = tokio::time::timeout(std::time::Duration::from_secs(10), &mut gw.done).await;
+    done.expect("run returns once the grace elapsed")
+        .unwrap()
+        .unwrap();
+    assert!(
+        in_flight.await.unwrap().is_err(),
+        "the client got no answer"
+    );
+
+    // The recorder is the process's: a second gateway's /metrics shows it.
+    let mut other = Running::start(&c).await;
+    let text = other
+        .http
+        .get(other.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let route = "handover_gateway_requests_total{route=\"/v1/chat/completions\"";
+    assert!(
+        text.contains(&format!("{route},status=\"503\"}} 1")),
+        "{text}"
+    );
+    assert!(
+        !text.contains(&format!("{route},status=\"499\"}}")),
+        "{text}"
+    );
+    other.shutdown();
+}

@@ -23,6 +23,7 @@ pub(crate) mod body;
 mod io;
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -38,6 +39,23 @@ use self::io::{ConnState, HeaderDeadline};
 use handover_router::config::GatewaySettings;
 
 use crate::error::GatewayError;
+
+tokio::task_local! {
+    /// On every connection's task: set once the drain's grace has elapsed
+    /// and the gateway drops the connections still open. Read while a
+    /// request's future is dropped (tokio keeps a task-local set while the
+    /// scoped future drops), so a request cut off by the shutdown is not
+    /// reported as one whose client hung up.
+    static DROPPING: Arc<AtomicBool>;
+}
+
+/// Whether the request being dropped on this task is dropped by the
+/// gateway's shutdown (its grace elapsed), not by its client.
+pub(crate) fn dropped_by_shutdown() -> bool {
+    DROPPING
+        .try_with(|d| d.load(Ordering::Acquire))
+        .unwrap_or(false)
+}
 
 /// The answer to a connection over `max_connections`, in the gateway's
 /// usual error shape.
@@ -77,6 +95,7 @@ pub(crate) async fn run(
         .header_read_timeout(settings.idle_timeout)
         .keep_alive(true);
     let mut shutdown = std::pin::pin!(shutdown);
+    let dropping = Arc::new(AtomicBool::new(false));
     loop {
         let (tcp, peer) = tokio::select! {
             biased;
@@ -105,7 +124,8 @@ pub(crate) async fn run(
         let conn = serve_connection(tcp, &http, app.clone(), &settings, stop_rx.clone());
         // `map`, not `async move { conn.await; drop(slot) }`: an async block
         // would hold the connection future twice (captured, then awaited).
-        conns.spawn(futures::FutureExt::map(conn, move |()| drop(slot)));
+        let conn = futures::FutureExt::map(conn, move |()| drop(slot));
+        conns.spawn(DROPPING.scope(dropping.clone(), conn));
     }
     drop(listener);
     let open = conns.len();
@@ -120,6 +140,7 @@ pub(crate) async fn run(
             left = conns.len(),
             "shutdown grace elapsed; dropping the remaining connections"
         );
+        dropping.store(true, Ordering::Release);
         conns.shutdown().await;
     }
     Ok(())
