@@ -861,6 +861,14 @@ fn a_lookup_url_must_send_what_names_the_operation() {
             "{url}: {e}"
         );
     }
+    // A dot segment written in the path is removed before sending.
+    let dots = errors(&lookup(
+        "http://127.0.0.1:9200/v1/../shipments/{destination_key}",
+    ));
+    assert!(
+        dots.contains("actions.ship.lookup.url: a path segment is '.' or '..'"),
+        "{dots}"
+    );
     // Misplaced names are said to be misplaced.
     let host = errors(&lookup("https://{destination_key}.shipments.example/v1"));
     assert!(host.contains("sit in the userinfo or the host"), "{host}");

@@ -35,6 +35,28 @@ pub(crate) fn fill(
     Ok(out)
 }
 
+/// Why a filled lookup URL would not be sent as written, or `None`: a path
+/// segment that is `.` or `..` (spelled with `%2e` too) is removed by the
+/// URL's parser, taking the segment before it along for `..`. A scope or
+/// key may be `..` (it is visible ASCII, and `.` is left as it is by the
+/// percent-encoding, since `%2e` means the same), so `/shipments/{key}`
+/// would ask for `/`: the un-narrowed answer could confirm the operation
+/// from another one's record. Checked on the template at validation (a
+/// dot segment written in the file) and on every filled URL before it is
+/// sent (one from a value); a lookup refused this way proves nothing and
+/// the operation stays unknown.
+pub(crate) fn dot_segment(filled: &str) -> Option<&'static str> {
+    let rest = filled.split_once("://").map_or(filled, |(_, r)| r);
+    let rest = &rest[rest.find(['/', '\\', '?', '#']).unwrap_or(rest.len())..];
+    let path = &rest[..rest.find(['?', '#']).unwrap_or(rest.len())];
+    path.split(['/', '\\'])
+        .any(|segment| {
+            let s = segment.to_ascii_lowercase().replace("%2e", ".");
+            s == "." || s == ".."
+        })
+        .then_some("a path segment is '.' or '..', which the URL's parser removes (with the segment before it for '..'), so the request would not ask for this operation's record")
+}
+
 /// Whether `name` is a placeholder the template language knows.
 pub(crate) fn known_placeholder(name: &str) -> bool {
     matches!(name, "destination_key" | "scope" | "key")
@@ -196,7 +218,7 @@ fn check_url(issues: &mut ConfigIssues, path: &str, url: &str) {
         Err(e) => Some(e),
         Ok(u) => match reqwest::Url::parse(&u) {
             Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {
-                super::provider::credentials(&parsed)
+                super::provider::credentials(&parsed).or_else(|| dot_segment(&u).map(Into::into))
             }
             Ok(_) => Some("must be an http:// or https:// URL".to_owned()),
             Err(e) => Some(format!("not a URL: {e}")),
