@@ -32,11 +32,19 @@ pub(crate) struct McpArgs {
 pub(crate) async fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     let config = handover::Config::load(&args.config)
         .with_context(|| format!("{}", args.config.display()))?;
+    let listen = args.listen.or_else(|| config.mcp().and_then(|m| m.listen));
+    // Refused before the ledger opens and anything listens: an address
+    // given with --listen is not in the file, so loading did not check it.
+    if listen.is_some() {
+        config
+            .mcp_http_gateway()
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("{}", args.config.display()))?;
+    }
     let handover = handover::Handover::open(&config)
         .await
         .context("while opening the ledger")?;
     let proxy = handover_mcp::McpProxy::new(&handover, args.server.as_deref())?;
-    let listen = args.listen.or_else(|| config.mcp().and_then(|m| m.listen));
     let Some(listen) = listen else {
         let served = proxy.serve_stdio().await;
         // Closed, not dropped, so a SQLite ledger's file holds every record.

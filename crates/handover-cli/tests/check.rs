@@ -323,8 +323,8 @@ fn the_api_a_provider_is_called_through_is_shown_and_checked() {
     );
 }
 
-/// A file without `[gateway]` is valid (the library, `chat` and `mcp` do
-/// not need one), but `serve` cannot run it: a client token has no default.
+/// A file without `[gateway]` is valid (the library, `chat` and `mcp` on
+/// stdio do not need one), but `serve` cannot run it: a client token has no default.
 /// `check` says so as a warning; `serve` refuses it, saying what to add.
 #[test]
 fn check_warns_that_serve_needs_a_gateway_section_and_serve_refuses_without_one() {
@@ -363,4 +363,43 @@ fn check_warns_that_serve_needs_a_gateway_section_and_serve_refuses_without_one(
         "{}",
         stderr(&out)
     );
+}
+
+/// MCP over HTTP knows a caller by its `[gateway.clients.NAME]` token, so
+/// `[mcp] listen` without `[gateway]` is an error for `check` (not an OK
+/// with a warning), and `handover mcp` refuses it, or an address given with
+/// `--listen`, before it listens or says it does.
+#[test]
+fn mcp_over_http_without_a_gateway_is_refused_by_check_and_before_mcp_listens() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdio = "[ledger]\nbackend = \"memory\"\n[mcp.servers.up]\ncommand = \"true\"\n";
+    let why = "serving MCP over HTTP needs [gateway] with at least one [gateway.clients.NAME] bearer token (they decide each caller's scope)";
+    let (err, file) = check_text(
+        dir.path(),
+        &stdio.replace(
+            "[mcp.servers.up]",
+            "[mcp]\nlisten = \"127.0.0.1:8790\"\n[mcp.servers.up]",
+        ),
+    );
+    assert!(err.contains(&format!("{file}: mcp.listen: {why}")), "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let out = run(&["mcp", "--config", &file]);
+    let err = failed(&out);
+    assert!(err.contains(&format!("mcp.listen: {why}")), "{err}");
+    assert!(!err.contains("listening"), "{err}");
+
+    // Without listen the file is fine (stdio); --listen is refused alike.
+    let path = dir.path().join("stdio.toml");
+    std::fs::write(&path, stdio).unwrap();
+    ok(&run(&["check", "--config", path.to_str().unwrap()]));
+    let out = run(&[
+        "mcp",
+        "--config",
+        path.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let err = failed(&out);
+    assert!(err.contains(why), "{err}");
+    assert!(!err.contains("listening"), "{err}");
 }

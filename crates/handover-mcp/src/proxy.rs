@@ -84,11 +84,9 @@ impl McpProxy {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), McpError> {
         let config = self.handover.config();
-        let gateway = config.gateway().ok_or_else(|| {
-            McpError::Config(
-                "serving MCP over HTTP needs [gateway.clients.NAME] bearer tokens (they decide each caller's scope)".into(),
-            )
-        })?;
+        let gateway = config
+            .mcp_http_gateway()
+            .map_err(|why| McpError::Config(why.into()))?;
         let tokens =
             handover_gateway::ClientTokens::from_config(config).map_err(McpError::Serve)?;
         let http = crate::http::Http::new(self.clone(), tokens, gateway.keepalive);

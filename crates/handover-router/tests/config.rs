@@ -822,3 +822,68 @@ fn a_lookup_url_that_does_not_name_the_operation_is_refused() {
         );
     }
 }
+
+/// Only the path and the query are sent and narrow the answer: a fragment
+/// never leaves the client (the destination answers the URL without it, and
+/// the reconciler would confirm from another operation's record), and the
+/// userinfo or host choose where to ask, not which record. Each is refused,
+/// naming the field and saying why; the path and query forms are accepted.
+#[test]
+fn a_lookup_url_must_send_what_names_the_operation() {
+    let lookup = |url: &str| {
+        format!("{BASE}\n[actions.ship.lookup]\nvisibility_lag = \"30s\"\nurl = \"{url}\"\n")
+    };
+    for url in [
+        "http://127.0.0.1:9200/shipments#{destination_key}",
+        "http://127.0.0.1:9200/shipments#{scope}/{key}",
+        // A fragment is refused even when the path names the operation.
+        "http://127.0.0.1:9200/shipments/{destination_key}#top",
+        "http://127.0.0.1:9200/shipments?ref={destination_key}#",
+    ] {
+        let e = errors(&lookup(url));
+        assert!(
+            e.contains("actions.ship.lookup.url: has a fragment ('#'): a fragment is never sent"),
+            "{url}: {e}"
+        );
+    }
+    for url in [
+        "https://{destination_key}.shipments.example/v1/shipments",
+        "https://{scope}.{key}.shipments.example/v1/shipments",
+        "https://{scope}.shipments.example/v1/{key}",
+        "https://{destination_key}@shipments.example/v1/shipments",
+        "https://{scope}:{key}@shipments.example/v1/shipments",
+    ] {
+        let e = errors(&lookup(url));
+        assert!(
+            e.contains(
+                "actions.ship.lookup.url: must name the operation ({destination_key}, or both {scope} and {key}) in its path or query"
+            ),
+            "{url}: {e}"
+        );
+    }
+    // A dot segment written in the path is removed before sending.
+    let dots = errors(&lookup(
+        "http://127.0.0.1:9200/v1/../shipments/{destination_key}",
+    ));
+    assert!(
+        dots.contains("actions.ship.lookup.url: a path segment is '.' or '..'"),
+        "{dots}"
+    );
+    // Misplaced names are said to be misplaced.
+    let host = errors(&lookup("https://{destination_key}.shipments.example/v1"));
+    assert!(host.contains("sit in the userinfo or the host"), "{host}");
+    for url in [
+        "http://127.0.0.1:9200/shipments/{destination_key}",
+        "http://127.0.0.1:9200/shipments?reference={destination_key}",
+        "http://127.0.0.1:9200/shipments?scope={scope}&key={key}",
+        "http://127.0.0.1:9200/{scope}/shipments?key={key}",
+        // A host chosen by the scope is fine while the path names the operation.
+        "https://{scope}.shipments.example/v1/{destination_key}",
+    ] {
+        let config = Config::parse(&lookup(url), &all_set).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(
+            config.action("ship").unwrap().http_lookup.is_some(),
+            "{url}"
+        );
+    }
+}

@@ -587,3 +587,44 @@ async fn a_redirected_lookup_fails_and_is_not_read_as_no_record() {
     );
     assert!(elsewhere.received_requests().await.unwrap().is_empty());
 }
+
+/// A key (or scope) may be `.` or `..`; in a path segment the URL's parser
+/// would remove it (and, for `..`, the segment before), so
+/// `/{scope}/shipments/{key}` would ask for `/tenant-1/` and the answer
+/// could confirm the operation from another one's record. Such a lookup
+/// fails before anything is sent (the operation stays unknown); a value
+/// that only contains dots is sent as it is.
+#[tokio::test]
+async fn a_key_that_is_a_dot_segment_is_not_sent_in_a_lookup_path() {
+    use handover_router::reconcile::{HttpLookup, Lookup};
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let dest = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"order": "O-1"})))
+        .mount(&dest)
+        .await;
+    let config = config(&format!(
+        "[actions.ship.lookup]\nvisibility_lag = \"1s\"\nurl = \"{}/{{scope}}/shipments/{{key}}\"\n",
+        dest.uri()
+    ));
+    let lookups = HttpLookup::from_config(&config, &|_| None).unwrap();
+    let (_, lookup) = lookups.into_iter().find(|(a, _)| a == "ship").unwrap();
+    let ctx = |key: &str| LookupContext {
+        operation: handover_ledger::OperationId::new("tenant-1", key).unwrap(),
+        action: handover_ledger::ActionName::new("ship").unwrap(),
+        params: json!({"order": "O-1"}),
+        destination_key: "ho1-abc".into(),
+    };
+    for key in ["..", "."] {
+        let answer = lookup.lookup(ctx(key)).await;
+        let e = answer.expect_err(key);
+        assert!(e.contains("'.' or '..'"), "{key}: {e}");
+    }
+    assert!(dest.received_requests().await.unwrap().is_empty());
+    lookup.lookup(ctx("...")).await.unwrap();
+    let sent = dest.received_requests().await.unwrap();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].url.path(), "/tenant-1/shipments/...");
+}

@@ -111,7 +111,7 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// What `check` says of a file without `[gateway]`.
-const NO_GATEWAY: &str = "no [gateway] section: `handover serve` refuses this file (it needs [gateway] with at least one [gateway.clients.NAME]); the library, `handover chat` and `handover mcp` do not use it";
+const NO_GATEWAY: &str = "no [gateway] section: `handover serve` refuses this file (it needs [gateway] with at least one [gateway.clients.NAME]); the library, `handover chat` and `handover mcp` on stdio do not use it (`handover mcp --listen` refuses it too)";
 
 fn d(d: Duration) -> String {
     humantime::format_duration(d).to_string()

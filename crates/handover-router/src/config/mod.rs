@@ -141,6 +141,14 @@ impl Config {
         self.0.gateway.as_ref()
     }
 
+    /// The `[gateway]` that serving MCP over HTTP (`handover mcp --listen`,
+    /// or `[mcp] listen`) needs for its callers' bearer tokens, or why it
+    /// cannot be served. A file with `mcp.listen` and no `[gateway]` does not
+    /// load; this is the same rule for an address given on the command line.
+    pub fn mcp_http_gateway(&self) -> Result<&GatewaySettings, &'static str> {
+        self.gateway().ok_or(validate::mcp::HTTP_NEEDS_GATEWAY)
+    }
+
     /// `[mcp]` settings (upstream servers and guarded tools), if the file
     /// declares MCP servers or MCP actions.
     pub fn mcp(&self) -> Option<&McpSettings> {

@@ -21,7 +21,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 
 use super::{FoundRecord, Lookup, LookupContext};
-use crate::config::validate::lookup::fill;
+use crate::config::validate::lookup::{dot_segment, fill};
 use crate::config::{Config, ConfigIssues, HttpLookupSpec, LookupHeader};
 use crate::error::RouterError;
 
@@ -145,6 +145,9 @@ impl HttpLookup {
     fn request(&self, ctx: &LookupContext) -> Result<reqwest::RequestBuilder, String> {
         let url = fill(&self.0.url, |name| placeholder(ctx, name))
             .map_err(|e| format!("lookup URL: {e}"))?;
+        if let Some(why) = dot_segment(&url) {
+            return Err(format!("lookup URL, filled for this operation: {why}"));
+        }
         let mut req = self.0.client.request(self.0.method.clone(), url);
         for (name, header) in &self.0.headers {
             let value = match header {

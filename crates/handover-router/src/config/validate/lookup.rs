@@ -35,6 +35,28 @@ pub(crate) fn fill(
     Ok(out)
 }
 
+/// Why a filled lookup URL would not be sent as written, or `None`: a path
+/// segment that is `.` or `..` (spelled with `%2e` too) is removed by the
+/// URL's parser, taking the segment before it along for `..`. A scope or
+/// key may be `..` (it is visible ASCII, and `.` is left as it is by the
+/// percent-encoding, since `%2e` means the same), so `/shipments/{key}`
+/// would ask for `/`: the un-narrowed answer could confirm the operation
+/// from another one's record. Checked on the template at validation (a
+/// dot segment written in the file) and on every filled URL before it is
+/// sent (one from a value); a lookup refused this way proves nothing and
+/// the operation stays unknown.
+pub(crate) fn dot_segment(filled: &str) -> Option<&'static str> {
+    let rest = filled.split_once("://").map_or(filled, |(_, r)| r);
+    let rest = &rest[rest.find(['/', '\\', '?', '#']).unwrap_or(rest.len())..];
+    let path = &rest[..rest.find(['?', '#']).unwrap_or(rest.len())];
+    path.split(['/', '\\'])
+        .any(|segment| {
+            let s = segment.to_ascii_lowercase().replace("%2e", ".");
+            s == "." || s == ".."
+        })
+        .then_some("a path segment is '.' or '..', which the URL's parser removes (with the segment before it for '..'), so the request would not ask for this operation's record")
+}
+
 /// Whether `name` is a placeholder the template language knows.
 pub(crate) fn known_placeholder(name: &str) -> bool {
     matches!(name, "destination_key" | "scope" | "key")
@@ -117,11 +139,8 @@ pub(super) fn validate(
     // The reconciler confirms from the record this URL returns, so the URL
     // must ask for this operation's record. `match` only compares
     // parameters, which another operation can share.
-    if !names_the_operation(&url) {
-        issues.push(
-            format!("{path}.url"),
-            "must name the operation ({destination_key}, or both {scope} and {key}): a record found by anything else (with or without lookup.match) may be another operation's, and would confirm this one",
-        );
+    if let Some(why) = operation_not_named(&url) {
+        issues.push(format!("{path}.url"), why);
     }
     (issues.0.len() == before).then_some(HttpLookupSpec {
         method,
@@ -133,22 +152,56 @@ pub(super) fn validate(
     })
 }
 
-/// Whether the URL asks for this operation's record by its identity: the
-/// destination key (derived from scope and key) or both scope and key.
-/// Parameters are not an identity: two identical actions approved under
-/// two keys are two operations with the same parameters. A template that
-/// does not parse answers `true`: `check_url` reports it.
-fn names_the_operation(url: &str) -> bool {
+/// Why the URL does not ask the destination for this operation's record
+/// by its identity, or `None` when it does. The identity is the destination
+/// key (derived from scope and key) or both scope and key; parameters are
+/// not one (two identical actions approved under two keys are two
+/// operations with the same parameters). Only what is sent can narrow the
+/// answer: the path and the query. A fragment is never sent (the
+/// destination would answer the URL without it), and a placeholder in the
+/// userinfo or the host picks where to ask, not which record. A template
+/// that does not parse answers `None`: `check_url` reports it.
+fn operation_not_named(url: &str) -> Option<String> {
+    // Each placeholder filled with its own marker (lowercase letters and
+    // digits, which a URL's parser keeps as they are, in a host too), so
+    // the parsed URL shows where each one landed.
     let mut names = Vec::new();
-    let parsed = fill(url, |name| {
+    let filled = fill(url, |name| {
         names.push(name.to_owned());
-        Ok(String::new())
-    });
-    if parsed.is_err() {
-        return true; // reported by `check_url`
+        Ok(marker(names.len() - 1))
+    })
+    .ok()?;
+    let parsed = reqwest::Url::parse(&filled).ok()?;
+    if parsed.fragment().is_some() {
+        return Some(
+            "has a fragment ('#'): a fragment is never sent, so the destination would answer the URL without it (and a record found that way may be another operation's); put {destination_key}, or both {scope} and {key}, in the path or the query".to_owned(),
+        );
     }
-    let has = |n: &str| names.iter().any(|x| x == n);
-    has("destination_key") || (has("scope") && has("key"))
+    let sent = |n: &str| {
+        names.iter().enumerate().any(|(i, x)| {
+            x == n && {
+                let m = marker(i);
+                parsed.path().contains(&m) || parsed.query().is_some_and(|q| q.contains(&m))
+            }
+        })
+    };
+    if sent("destination_key") || (sent("scope") && sent("key")) {
+        return None;
+    }
+    let named = |n: &str| names.iter().any(|x| x == n);
+    let elsewhere = if named("destination_key") || (named("scope") && named("key")) {
+        " (here they sit in the userinfo or the host, which choose where to ask, not which record)"
+    } else {
+        ""
+    };
+    Some(format!(
+        "must name the operation ({{destination_key}}, or both {{scope}} and {{key}}) in its path or query{elsewhere}: a record found by anything else (with or without lookup.match) may be another operation's, and would confirm this one"
+    ))
+}
+
+/// The marker standing for the `i`th placeholder in `operation_not_named`.
+fn marker(i: usize) -> String {
+    format!("x0handover{i}ph0x")
 }
 
 fn check_url(issues: &mut ConfigIssues, path: &str, url: &str) {
@@ -165,7 +218,7 @@ fn check_url(issues: &mut ConfigIssues, path: &str, url: &str) {
         Err(e) => Some(e),
         Ok(u) => match reqwest::Url::parse(&u) {
             Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {
-                super::provider::credentials(&parsed)
+                super::provider::credentials(&parsed).or_else(|| dot_segment(&u).map(Into::into))
             }
             Ok(_) => Some("must be an http:// or https:// URL".to_owned()),
             Err(e) => Some(format!("not a URL: {e}")),

@@ -17,10 +17,19 @@ pub(super) struct ActionMcp {
     pub(super) lookup_arguments: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
+/// Why MCP cannot be served over HTTP without `[gateway]`: a caller is
+/// known by its `[gateway.clients.NAME]` bearer token, which decides the
+/// scope of its operations (and `[gateway]` sets the connection limits and
+/// deadlines). Said by validation for `mcp.listen` and by
+/// [`Config::mcp_http_gateway`](crate::Config::mcp_http_gateway) for
+/// `handover mcp --listen`, so both refuse alike and before anything listens.
+pub(crate) const HTTP_NEEDS_GATEWAY: &str = "serving MCP over HTTP needs [gateway] with at least one [gateway.clients.NAME] bearer token (they decide each caller's scope); add them, or leave listen unset to serve stdio";
+
 pub(super) fn validate(
     issues: &mut ConfigIssues,
     raw: Option<RawMcp>,
     actions: BTreeMap<String, ActionMcp>,
+    has_gateway: bool,
 ) -> Option<McpSettings> {
     let any_binding = actions.values().any(|a| a.binding.is_some());
     let raw = match raw {
@@ -44,6 +53,9 @@ pub(super) fn validate(
             })
             .ok()
     });
+    if listen.is_some() && !has_gateway {
+        issues.push("mcp.listen", HTTP_NEEDS_GATEWAY);
+    }
     for (i, o) in raw.allowed_origins.iter().enumerate() {
         if !(o.starts_with("http://") || o.starts_with("https://")) || o.ends_with('/') {
             issues.push(

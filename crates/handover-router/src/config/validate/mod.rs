@@ -19,7 +19,7 @@ mod action;
 mod gateway;
 mod ledger;
 pub(crate) mod lookup;
-mod mcp;
+pub(crate) mod mcp;
 mod policy;
 mod provider;
 mod routes;
@@ -99,7 +99,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
             (name, a)
         })
         .collect();
-    let mcp = mcp::validate(&mut issues, raw.mcp, action_mcp);
+    let mcp = mcp::validate(&mut issues, raw.mcp, action_mcp, raw.gateway.is_some());
     let gateway = raw
         .gateway
         .map(|g| gateway::validate(&mut issues, &providers, &policies, g));
