@@ -37,7 +37,11 @@ pub(crate) struct ApiError {
 /// See [`ApiError::relaying`].
 #[derive(Debug, Clone)]
 struct Relayed {
-    code: String,
+    /// The provider's code, shown in place of the gateway's.
+    code: Option<String>,
+    /// Whether `param` is the provider's (named in the chat request the
+    /// gateway sent, which a Responses client never saw).
+    param: bool,
 }
 
 impl ApiError {
@@ -83,20 +87,42 @@ impl ApiError {
     /// Carries a provider's definitive client error as the provider
     /// described it: its `code` in place of the gateway's and its `param`,
     /// each only where it gave one. OpenAI clients and agent frameworks
-    /// branch on `code` (`context_length_exceeded`: trim the history). A
-    /// code that is only digits (some OpenAI-compatible servers repeat the
-    /// HTTP status there) names nothing and is not relayed.
+    /// branch on `code` (`context_length_exceeded`: trim the history).
+    /// What is relayable (an identifier code, a short param) is decided
+    /// where the provider's body is read (`handover_providers::ApiFailure`):
+    /// both arrive here bounded and redacted.
     pub(crate) fn relaying(mut self, code: Option<&str>, param: Option<&str>) -> Self {
-        if let Some(code) = code.filter(|c| !c.is_empty() && !c.bytes().all(|b| b.is_ascii_digit()))
-        {
+        if code.is_some() || param.is_some() {
             self.relayed_code = Some(Box::new(Relayed {
-                code: code.to_owned(),
+                code: code.map(str::to_owned),
+                param: param.is_some(),
             }));
         }
         if let Some(param) = param {
             self.param = Some(param.to_owned());
         }
         self
+    }
+
+    /// Renames a relayed provider `param` with `rename` (the request the
+    /// provider saw is not the one the client sent), dropping it where
+    /// `rename` knows no name. The gateway's own params are left alone.
+    pub(crate) fn renaming_relayed_param(
+        mut self,
+        rename: impl FnOnce(&str) -> Option<&'static str>,
+    ) -> Self {
+        if self.relayed_code.as_ref().is_some_and(|r| r.param) {
+            self.param = self.param.as_deref().and_then(rename).map(str::to_owned);
+        }
+        self
+    }
+
+    /// The code the body carries: the provider's where relayed, else ours.
+    pub(crate) fn wire_code(&self) -> &str {
+        self.relayed_code
+            .as_ref()
+            .and_then(|r| r.code.as_deref())
+            .unwrap_or(self.code)
     }
 
     /// Adds a response header.
@@ -188,13 +214,14 @@ impl ApiError {
         )
     }
 
-    /// The JSON body.
+    /// The JSON body; also a chat stream's error event, so a failure
+    /// reads the same before and after the SSE head went out.
     pub(crate) fn body(&self) -> serde_json::Value {
         serde_json::json!({"error": {
             "message": self.message,
             "type": self.kind,
             "param": self.param,
-            "code": self.relayed_code.as_ref().map_or(self.code, |r| r.code.as_str()),
+            "code": self.wire_code(),
         }})
     }
 }

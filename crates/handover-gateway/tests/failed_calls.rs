@@ -70,6 +70,10 @@ async fn a_providers_client_error_keeps_its_code_and_param() {
         ),
         provider_error("tools[0] is not a tool", json!("tools[0]"), Value::Null),
         provider_error("invalid request", Value::Null, json!(400)),
+        // A code that is a document, a code that is prose quoting the
+        // prompt, a param that is no name: none of it is relayed.
+        provider_error("bad", json!("p".repeat(300)), json!("c".repeat(60 * 1024))),
+        provider_error("bad", json!("a\nb"), json!("SECRET-PROMPT-123 is too long")),
     ]);
     let mut c = support::provider("long", &long.base_url());
     c.push_str(&support::provider("picky", &picky.base_url()));
@@ -95,7 +99,13 @@ async fn a_providers_client_error_keeps_its_code_and_param() {
         let got: Value = resp.json().await.unwrap();
         let e = &got["error"];
         assert_eq!(e["code"], "context_length_exceeded", "{path}: {got}");
-        assert_eq!(e["param"], "messages[0].content", "{path}: {got}");
+        // The Responses client sent `input`, never `messages`.
+        let param = if path == "/v1/responses" {
+            "input"
+        } else {
+            "messages[0].content"
+        };
+        assert_eq!(e["param"], param, "{path}: {got}");
         assert_eq!(e["type"], "invalid_request_error", "{path}: {got}");
     }
     assert_eq!(long.requests().await, 3, "one request per call, no retry");
@@ -106,14 +116,19 @@ async fn a_providers_client_error_keeps_its_code_and_param() {
         (json!("temperature"), "invalid_value"),
         (json!("tools[0]"), "invalid_request"),
         (Value::Null, "invalid_request"),
+        (Value::Null, "invalid_request"),
+        (Value::Null, "invalid_request"),
     ] {
         let resp = post(&gw, "/v1/chat/completions", chat("picky", false), None).await;
         assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
-        let got: Value = resp.json().await.unwrap();
+        let text = resp.text().await.unwrap();
+        assert!(text.len() < 2048, "{} bytes: {:.200}", text.len(), text);
+        assert!(!text.contains("SECRET-PROMPT"), "{text}");
+        let got: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(got["error"]["code"], code, "{got}");
         assert_eq!(got["error"]["param"], param, "{got}");
     }
-    assert_eq!(picky.requests().await, 3);
+    assert_eq!(picky.requests().await, 5);
 }
 
 #[tokio::test]
@@ -222,4 +237,128 @@ async fn a_chain_that_refused_the_request_alike_everywhere_answers_that_refusal(
     let got: Value = resp.json().await.unwrap();
     assert_eq!(got["error"]["code"], "all_providers_failed", "{got}");
     assert_eq!(down.requests().await, 1);
+}
+
+/// A Responses call is sent to providers as a chat request: a `param` the
+/// provider names is a chat field the client never sent. It is renamed to
+/// the Responses field it came from, or dropped where there is none, on
+/// the plain and the streamed path alike.
+#[tokio::test]
+async fn a_providers_param_reaches_a_responses_client_by_its_responses_name() {
+    let p = MockProvider::start(Flavor::OpenAi).await;
+    let refusals = [
+        ("max_completion_tokens", json!("max_output_tokens")),
+        ("max_tokens", json!("max_output_tokens")),
+        ("messages[1].content", json!("input")),
+        ("temperature", json!("temperature")),
+        ("frequency_penalty", Value::Null),
+        ("stop", Value::Null),
+    ];
+    let script = refusals.iter().flat_map(|(param, _)| {
+        let r = || provider_error("bad value", json!(param), json!("invalid_value"));
+        [r(), r()]
+    });
+    p.script(script);
+    let mut c = support::provider("p", &p.base_url());
+    c.push_str(&policy("default", "p", ""));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let gw = Running::start(&c).await;
+
+    for (sent, want) in &refusals {
+        for stream in [false, true] {
+            let body = json!({"model": "default", "input": "hi", "stream": stream});
+            let resp = post(&gw, "/v1/responses", body, None).await;
+            assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{sent}");
+            let got: Value = resp.json().await.unwrap();
+            assert_eq!(
+                &got["error"]["param"], want,
+                "{sent} (stream {stream}): {got}"
+            );
+            assert_eq!(got["error"]["code"], "invalid_value", "{got}");
+        }
+    }
+    assert_eq!(p.requests().await, 2 * refusals.len());
+
+    // The chat path keeps the provider's name: it is the client's.
+    p.set_default(provider_error(
+        "bad",
+        json!("max_completion_tokens"),
+        json!("invalid_value"),
+    ));
+    let resp = post(&gw, "/v1/chat/completions", chat("default", false), None).await;
+    let got: Value = resp.json().await.unwrap();
+    assert_eq!(got["error"]["param"], "max_completion_tokens", "{got}");
+}
+
+/// A streamed call whose every provider refused it, after the keep-alive
+/// interval (the SSE head already went out): its error event carries the
+/// type, code and param the plain answer would have, not `server_error`.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_after_the_sse_head_reads_as_the_plain_answer() {
+    use handover_testkit::{Plan, TcpProvider};
+    use std::time::Duration;
+    let too_long = || {
+        Plan::json(
+            400,
+            &json!({"error": {
+                "message": "This model's maximum context length is 8192 tokens.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }}),
+        )
+        .delayed(Duration::from_secs(3))
+    };
+    let (a, b) = (
+        TcpProvider::start(Flavor::OpenAi).await.unwrap(),
+        TcpProvider::start(Flavor::OpenAi).await.unwrap(),
+    );
+    a.set_default(too_long());
+    b.set_default(too_long());
+    let mut c = support::provider("a", a.base_url());
+    c.push_str(&support::provider("b", b.base_url()));
+    c.push_str(&policy("default", "a\", \"b", ""));
+    c.push_str(&support::gateway_section(1 << 20, "1s", ""));
+    let gw = Running::start_in_memory(&c).await;
+
+    let plain = post(&gw, "/v1/chat/completions", chat("default", false), None).await;
+    assert_eq!(plain.status(), StatusCode::BAD_REQUEST);
+    let plain: Value = plain.json().await.unwrap();
+
+    let resp = post(&gw, "/v1/chat/completions", chat("default", true), None).await;
+    assert_eq!(resp.status(), StatusCode::OK, "the SSE head went out first");
+    let text = resp.text().await.unwrap();
+    assert!(text.starts_with(": keep-alive"), "{text}");
+    let event = text
+        .split("\n\n")
+        .find_map(|ev| ev.strip_prefix("data: "))
+        .expect("an error event");
+    let event: Value = serde_json::from_str(event).unwrap();
+    for field in ["type", "code", "param"] {
+        assert_eq!(
+            event["error"][field], plain["error"][field],
+            "{field}: {event}"
+        );
+    }
+    assert_eq!(event["error"]["type"], "invalid_request_error", "{event}");
+    assert_eq!(event["error"]["code"], "context_length_exceeded", "{event}");
+    assert!(!text.contains("[DONE]"), "{text}");
+    assert_eq!((a.requests(), b.requests()), (2, 2));
+
+    // The Responses stream's error event carries the same code and param
+    // (none here: a chain refused alike answers with the gateway's code).
+    let body = json!({"model": "default", "input": "hi", "stream": true});
+    let text = post(&gw, "/v1/responses", body, None)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let event = text
+        .split("\n\n")
+        .find(|ev| ev.starts_with("event: error"))
+        .and_then(|ev| ev.lines().find_map(|l| l.strip_prefix("data: ")))
+        .unwrap_or_else(|| panic!("no error event in {text}"));
+    let event: Value = serde_json::from_str(event).unwrap();
+    assert_eq!(event["code"], "context_length_exceeded", "{event}");
+    assert_eq!(event["param"], plain["error"]["param"], "{event}");
 }

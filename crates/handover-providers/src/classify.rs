@@ -104,7 +104,12 @@ pub(crate) fn classify(status: u16, err: &WireError) -> ErrorClass {
     }
 }
 
-/// Builds the failure for an HTTP error response.
+/// How much of a body that is no JSON error object becomes the message.
+const MESSAGE_BYTES: usize = 512;
+
+/// Builds the failure for an HTTP error response. `body` may have been cut
+/// at the error body limit (see `transport.rs`), possibly inside an echoed
+/// key.
 pub(crate) fn api_failure(
     status: u16,
     body: &[u8],
@@ -113,15 +118,27 @@ pub(crate) fn api_failure(
 ) -> ApiFailure {
     let err = match serde_json::from_slice::<WireErrorEnvelope>(body) {
         Ok(env) => env.error,
-        Err(_) => WireError {
-            message: Some(truncate(&String::from_utf8_lossy(body), 512)),
-            ..WireError::default()
-        },
+        Err(_) => {
+            // Redact first, cut after: a key straddling the cut would be
+            // matched by neither, and the prefix before the cut is most of
+            // the key. A body cut before it reached us can end in part of
+            // the key, as the cut text can: both tails are redacted.
+            let text = redact_cut(String::from_utf8_lossy(body).into_owned(), key);
+            WireError {
+                message: Some(redact_cut(truncate(&text, MESSAGE_BYTES), key)),
+                ..WireError::default()
+            }
+        }
     };
     failure_from(status, err, retry_after, key)
 }
 
 /// Builds the failure for an error object (HTTP body or in-stream event).
+///
+/// The one place a provider's `code` and `param` are read. Both are relayed
+/// to clients (the gateway's error envelope) and the code is logged, so
+/// each is kept only where it is what it claims to be; the classification
+/// has seen the code as sent.
 pub(crate) fn failure_from(
     status: u16,
     err: WireError,
@@ -129,19 +146,45 @@ pub(crate) fn failure_from(
     key: Option<&SecretString>,
 ) -> ApiFailure {
     let class = classify(status, &err);
-    // Code and parameter are relayed to clients (the gateway's error
-    // envelope) as well as the message: a provider echoing the key in any
-    // of them must not pass it on.
-    let relayed = |t: Option<String>| t.map(|t| redact(t, key));
     ApiFailure {
         class,
         status,
-        code: relayed(err.code),
+        code: err.code.filter(|c| relayable_code(c, key)),
         kind: err.r#type.clone(),
-        param: relayed(err.param),
+        param: err
+            .param
+            .map(|p| redact(p, key))
+            .filter(|p| relayable_param(p)),
         message: redact(err.message.unwrap_or_default(), key),
         retry_after,
     }
+}
+
+/// The longest provider `code` kept.
+const CODE_BYTES: usize = 64;
+/// The longest provider `param` kept.
+const PARAM_BYTES: usize = 256;
+
+/// A code clients can branch on: an identifier (1-64 ASCII letters,
+/// digits, `_`, `-`, `.`, at least one letter). Anything else is not a
+/// code: prose that may quote the prompt ("... is too long"), a number
+/// (`400`, `1.5`: some servers repeat the status there), a 100 KB blob.
+/// A code holding the key is no code either.
+fn relayable_code(code: &str, key: Option<&SecretString>) -> bool {
+    (1..=CODE_BYTES).contains(&code.len())
+        && code
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        && code.bytes().any(|b| b.is_ascii_alphabetic())
+        && !key
+            .map(|k| k.expose_secret())
+            .is_some_and(|k| !k.is_empty() && code.contains(k))
+}
+
+/// A parameter name or path (`messages[0].content`), not a document: at
+/// most 256 bytes, no control characters.
+fn relayable_param(param: &str) -> bool {
+    param.len() <= PARAM_BYTES && !param.chars().any(char::is_control)
 }
 
 fn truncate(s: &str, max: usize) -> String {
@@ -158,6 +201,29 @@ pub(crate) fn redact(text: String, key: Option<&SecretString>) -> String {
         Some(k) if text.contains(k) => text.replace(k, "[REDACTED]"),
         _ => text,
     }
+}
+
+/// The shortest key prefix taken for the key at the end of cut text:
+/// shorter tails are too likely to be the provider's own words.
+const KEY_PREFIX_BYTES: usize = 8;
+
+/// [`redact`] for text that may have been cut: also removes a tail that is
+/// the start of the key ([`KEY_PREFIX_BYTES`] or more of it).
+pub(crate) fn redact_cut(text: String, key: Option<&SecretString>) -> String {
+    let mut text = redact(text, key);
+    let Some(k) = key.map(|k| k.expose_secret()).filter(|k| !k.is_empty()) else {
+        return text;
+    };
+    let longest = k.len().min(text.len());
+    let min = KEY_PREFIX_BYTES.min(k.len());
+    if let Some(n) = (min..=longest)
+        .rev()
+        .find(|&n| k.is_char_boundary(n) && text.ends_with(&k[..n]))
+    {
+        text.truncate(text.len() - n);
+        text.push_str("[REDACTED]");
+    }
+    text
 }
 
 /// `retry-after-ms` (OpenAI), else `Retry-After` as seconds or an HTTP date.
@@ -386,7 +452,7 @@ mod tests {
             Some(&key),
         );
         assert_eq!((f.param, f.message.as_str()), (None, "bad"));
-        assert_eq!(f.code.as_deref(), Some("[REDACTED]"));
+        assert_eq!(f.code, None, "a code holding the key is dropped");
     }
 
     #[test]
@@ -401,5 +467,16 @@ mod tests {
         assert_eq!(f.class, ErrorClass::Auth);
         assert!(!f.message.contains("sk-sentinel-123"));
         assert!(f.message.contains("[REDACTED]"));
+    }
+
+    #[test]
+    fn a_cut_text_ending_in_the_start_of_the_key_loses_that_tail() {
+        let key = SecretString::from("sk-sentinel-1234567");
+        let cut = |t: &str| redact_cut(t.to_owned(), Some(&key));
+        assert_eq!(cut("body sk-sentin"), "body [REDACTED]");
+        assert_eq!(cut("body sk-sentinel-1234567 x"), "body [REDACTED] x");
+        // Shorter than 8 bytes of it: the provider's own words.
+        assert_eq!(cut("body sk-sent"), "body sk-sent");
+        assert_eq!(cut("sk-s"), "sk-s");
     }
 }

@@ -58,13 +58,17 @@ pub struct ApiFailure {
     pub class: ErrorClass,
     /// HTTP status (for in-stream errors: the stream's status, usually 200).
     pub status: u16,
-    /// Provider error `code` (`"rate_limit_exceeded"`, `"insufficient_quota"`, ...).
+    /// Provider error `code` (`"rate_limit_exceeded"`, `"insufficient_quota"`, ...),
+    /// kept only if it is an identifier (1-64 ASCII letters, digits, `_`,
+    /// `-`, `.`, with a letter): a code is relayed to clients and logged,
+    /// and prose there can quote the prompt. Classification saw it as sent.
     pub code: Option<String>,
     /// Provider error `type` (`"invalid_request_error"`, ...).
     pub kind: Option<String>,
     /// Provider error `param`: the request parameter it blames
     /// (`"messages[0].content"`), when it named one. Kept so a gateway can
-    /// relay it: clients branch on it as on `code`.
+    /// relay it: clients branch on it as on `code`. Kept only up to 256
+    /// bytes without control characters, the API key redacted.
     pub param: Option<String>,
     /// Provider message, with the API key redacted if the provider echoed it.
     pub message: String,
@@ -175,6 +179,18 @@ pub enum ProviderError {
         #[source]
         source: serde_json::Error,
     },
+    /// A 2xx body was larger than the gateway reads (32 MiB): refused
+    /// unread past the limit, classed as [`ErrorClass::Decode`] (no answer
+    /// could be read from it).
+    #[error("provider {provider}: response body larger than {limit} bytes (status {status})")]
+    BodyTooLarge {
+        /// Configured provider name.
+        provider: String,
+        /// The response's HTTP status.
+        status: u16,
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// Anything unclassified. Not retryable.
     #[error("provider {provider}: {detail}")]
     Other {
@@ -206,7 +222,7 @@ impl ProviderError {
             ProviderError::Api { failure, .. } => failure.class,
             ProviderError::StreamInterrupted { .. } => ErrorClass::StreamInterrupted,
             ProviderError::MalformedStream { .. } => ErrorClass::MalformedStream,
-            ProviderError::Decode { .. } => ErrorClass::Decode,
+            ProviderError::Decode { .. } | ProviderError::BodyTooLarge { .. } => ErrorClass::Decode,
         }
     }
 
@@ -245,6 +261,7 @@ impl ProviderError {
         match self {
             ProviderError::Api { failure, .. } => Some(failure.status),
             ProviderError::ConnectionLost { status, .. } => *status,
+            ProviderError::BodyTooLarge { status, .. } => Some(*status),
             _ => None,
         }
     }

@@ -4,10 +4,18 @@
 //! Nothing here retries. hyper may re-dispatch a request on a fresh
 //! connection only when a pooled connection closed before the request was
 //! written, so at most one request reaches the server per call.
+//!
+//! Bodies are read with a cap, as SSE events are (`sse::MAX_EVENT_BYTES`):
+//! a provider (or whatever answers at its URL) cannot make the gateway
+//! hold an unbounded body in memory. An answer past [`ANSWER_BODY_BYTES`]
+//! fails as [`ProviderError::BodyTooLarge`] (class `decode`); an error
+//! body is read to [`ERROR_BODY_BYTES`] and the rest left unread: the
+//! status has already said what happened, and the message clients get is
+//! short anyway.
 
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
 use secrecy::SecretString;
 use tokio::time::{Instant, timeout_at};
@@ -19,6 +27,15 @@ use crate::{
     gate::{SendCounter, SendInfo},
     settings::Timeouts,
 };
+
+/// The largest 2xx body read: generous for any chat answer (the largest
+/// output windows are a few MB of JSON), small enough to refuse a runaway.
+pub(crate) const ANSWER_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// How much of an error body is read. Error objects are a few hundred
+/// bytes; the code and param kept from them are bounded smaller still
+/// (see `classify::failure_from`).
+pub(crate) const ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// Per-provider, shared by every call.
 pub(crate) struct Endpoint {
@@ -44,6 +61,12 @@ impl Call {
     pub(crate) fn total_deadline(&self) -> Instant {
         self.started + self.timeouts.total
     }
+}
+
+/// A body read up to a limit: all of it, or the limit's worth.
+enum Capped {
+    Whole(Bytes),
+    Cut(Bytes),
 }
 
 /// A response whose status was 2xx.
@@ -102,7 +125,12 @@ impl Endpoint {
             });
         }
         let retry_after = classify::retry_after(response.headers());
-        let body = self.read_body(call, response, status).await?;
+        let body = match self
+            .read_capped(call, response, status, ERROR_BODY_BYTES)
+            .await?
+        {
+            Capped::Whole(body) | Capped::Cut(body) => body,
+        };
         Err(ProviderError::Api {
             provider: self.provider.to_string(),
             failure: Box::new(
@@ -114,21 +142,56 @@ impl Endpoint {
         })
     }
 
-    /// Reads a whole body within the call's total deadline.
+    /// Reads a whole 2xx body within the call's total deadline, refusing
+    /// one past [`ANSWER_BODY_BYTES`].
     pub(crate) async fn read_body(
         &self,
         call: &Call,
         response: reqwest::Response,
         status: u16,
     ) -> Result<Bytes, ProviderError> {
-        match timeout_at(call.total_deadline(), response.bytes()).await {
+        match self
+            .read_capped(call, response, status, ANSWER_BODY_BYTES)
+            .await?
+        {
+            Capped::Whole(body) => Ok(body),
+            Capped::Cut(_) => Err(ProviderError::BodyTooLarge {
+                provider: self.provider.to_string(),
+                status,
+                limit: ANSWER_BODY_BYTES,
+            }),
+        }
+    }
+
+    /// Reads at most `limit` bytes of a body within the call's total
+    /// deadline; a longer body is cut there and the rest never read.
+    async fn read_capped(
+        &self,
+        call: &Call,
+        mut response: reqwest::Response,
+        status: u16,
+        limit: usize,
+    ) -> Result<Capped, ProviderError> {
+        let read = async {
+            let mut buf = BytesMut::new();
+            while let Some(chunk) = response.chunk().await? {
+                let room = limit - buf.len();
+                if chunk.len() > room {
+                    buf.extend_from_slice(&chunk[..room]);
+                    return Ok(Capped::Cut(buf.freeze()));
+                }
+                buf.extend_from_slice(&chunk);
+            }
+            Ok(Capped::Whole(buf.freeze()))
+        };
+        match timeout_at(call.total_deadline(), read).await {
             Err(_) => Err(self.timeout(TimeoutPhase::Total, call.timeouts.total)),
             Ok(Err(source)) => Err(ProviderError::ConnectionLost {
                 provider: self.provider.to_string(),
                 status: Some(status),
                 source,
             }),
-            Ok(Ok(b)) => Ok(b),
+            Ok(Ok(body)) => Ok(body),
         }
     }
 

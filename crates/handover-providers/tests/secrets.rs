@@ -272,6 +272,13 @@ async fn provider_error_text_never_reaches_the_logs() {
                 )),
         )
         .await,
+        // A "code" that is prose quoting the prompt: no code, not logged.
+        mock(ResponseTemplate::new(400).set_body_json(bodies::error(
+            "too long",
+            Some("invalid_request_error"),
+            Some(&format!("{PROMPT} is too long")),
+        )))
+        .await,
         // An error that is not JSON: its text is the message.
         mock(ResponseTemplate::new(500).set_body_string(format!("upstream choked on {PROMPT}")))
             .await,
@@ -337,4 +344,52 @@ async fn provider_error_text_never_reaches_the_logs() {
         !text.contains("PROMPT-SENTINEL"),
         "logs quote the prompt: {text}"
     );
+}
+
+/// Every 8-byte window of `key` found in `text`.
+fn key_pieces<'k>(key: &'k str, text: &str) -> Vec<&'k str> {
+    (0..=key.len() - 8)
+        .map(|i| &key[i..i + 8])
+        .filter(|piece| text.contains(piece))
+        .collect()
+}
+
+/// A provider echoing the key in an error body that is not JSON: the body
+/// is cut to a short message, and the key never survives in part, wherever
+/// it sits — before, across or after the cut, or across the error body
+/// read limit.
+#[tokio::test]
+async fn a_key_echoed_across_the_message_cut_never_leaks_in_part() {
+    const KEY: &str = "sk-proj-Zq8mW3vR7tK2pL9xN4cB6hJ1fD5gS0aE";
+    assert_eq!(KEY.len(), 40);
+    let offsets = [
+        0, 100, 470, 473, 480, 500, 504, 505, 511, 512, 600, 65_520, 70_000,
+    ];
+    for at in offsets {
+        let server = mock(
+            ResponseTemplate::new(400).set_body_string(format!("{}{KEY} trailing", "x".repeat(at))),
+        )
+        .await;
+        let p = AnyProvider::new(
+            settings(ProviderKind::OpenAi, &format!("{}/v1", server.uri()))
+                .with_api_key(SecretString::from(KEY)),
+        )
+        .unwrap();
+        let errors = run_all(&p, &CallOptions::default()).await;
+        assert_eq!(errors.len(), 2, "offset {at}: {errors:?}");
+        for e in &errors {
+            let f = e.api_failure().expect("an API error");
+            assert!(f.message.len() <= 512 + "[REDACTED]".len(), "offset {at}");
+            for text in [
+                f.message.as_str(),
+                f.code.as_deref().unwrap_or(""),
+                f.param.as_deref().unwrap_or(""),
+                &e.to_string(),
+                &format!("{e:?}"),
+            ] {
+                let found = key_pieces(KEY, text);
+                assert!(found.is_empty(), "offset {at}: {found:?} in {text:?}");
+            }
+        }
+    }
 }

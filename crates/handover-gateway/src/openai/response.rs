@@ -5,9 +5,10 @@ use axum::http::HeaderValue;
 use handover_providers::{Passthrough, StreamEvent};
 use handover_router::route::{Attempt, AttemptResult, Skip};
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::stream::{Encoder, SseText, json};
+use crate::api_error::ApiError;
 
 /// `x-handover-attempts`: every attempt of the call as `provider=result`,
 /// in order, then every skipped provider as `provider=skipped_<reason>`, in
@@ -371,11 +372,10 @@ impl Encoder for Chunker {
         out.done();
     }
 
-    /// An OpenAI-style error event, which the SDKs raise as `APIError`.
-    fn error(&mut self, message: String, code: &str, out: &mut SseText) {
-        out.data(
-            &json!({"error": {"message": message, "type": "server_error", "param": null, "code": code}}),
-        );
+    /// An OpenAI-style error event, which the SDKs raise as `APIError`:
+    /// the plain answer's body, its type, code and param included.
+    fn error(&mut self, err: &ApiError, out: &mut SseText) {
+        out.data(&err.body());
     }
 }
 
@@ -408,6 +408,8 @@ fn members_text(fields: Map<String, Value>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn chunker() -> Chunker {

@@ -20,7 +20,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::http::HeaderValue;
+use axum::http::{HeaderValue, StatusCode};
 use futures::{Stream, StreamExt};
 use handover_providers::StreamEvent;
 use handover_router::RouterError;
@@ -28,7 +28,8 @@ use handover_router::route::{Caller, RoutedStream};
 use tokio::time::{Instant, Sleep};
 use tracing::Span;
 
-use super::chat::router_error;
+use crate::api_error::ApiError;
+
 use super::response::{attempts_header, header_value};
 use super::stream::{Encoder, SseText};
 
@@ -148,11 +149,11 @@ impl<E: Encoder + Unpin> SseBody<E> {
                 Poll::Pending => return,
                 Poll::Ready(Ok(stream)) => self.start(stream),
                 Poll::Ready(Err(e)) => {
-                    let code = router_error(&e).code;
+                    let err = E::failure(&e);
                     // The response head (and its access line) went out
                     // while the router waited: this is how the call ended.
-                    tracing::info!(target: "handover::request", code, "stream failed before its answer");
-                    self.encoder.error(e.to_string(), code, &mut self.text);
+                    tracing::info!(target: "handover::request", code = err.code, "stream failed before its answer");
+                    self.encoder.error(&err, &mut self.text);
                     self.phase = Phase::Done;
                     return;
                 }
@@ -187,7 +188,13 @@ impl<E: Encoder + Unpin> SseBody<E> {
                         events = broken.events,
                         "stream broken after its commit point"
                     );
-                    encoder.error(broken.to_string(), "stream_broken", text);
+                    let err = ApiError::new(
+                        StatusCode::BAD_GATEWAY,
+                        "server_error",
+                        "stream_broken",
+                        broken.to_string(),
+                    );
+                    encoder.error(&err, text);
                     false
                 }
                 None => {

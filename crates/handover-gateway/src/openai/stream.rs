@@ -16,6 +16,7 @@ use axum::body::Body;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use handover_providers::{ChatRequest, StreamEvent};
+use handover_router::RouterError;
 use handover_router::route::{Caller, Task};
 use serde::Serialize;
 use serde_json::Value;
@@ -23,6 +24,7 @@ use tracing::Span;
 
 use super::chat::router_error;
 use super::sse_body::SseBody;
+use crate::api_error::ApiError;
 use crate::state::GatewayState;
 
 /// Turns the router's stream events into one API's SSE events (chat
@@ -40,8 +42,17 @@ pub(crate) trait Encoder: Send + 'static {
     fn event(&mut self, ev: StreamEvent, out: &mut SseText);
     /// The events that close a complete answer.
     fn complete(&mut self, out: &mut SseText);
-    /// The event for a failure (before or after the commit point).
-    fn error(&mut self, message: String, code: &str, out: &mut SseText);
+    /// The event for a failure (before or after the commit point): the
+    /// error the plain path would answer, as an event.
+    fn error(&mut self, err: &ApiError, out: &mut SseText);
+    /// A failed call as this API's error ([`router_error`], with the
+    /// names this API's client sent).
+    fn failure(e: &RouterError) -> ApiError
+    where
+        Self: Sized,
+    {
+        router_error(e)
+    }
 }
 
 /// Server-sent events as the bytes of the response body, written back to
@@ -115,7 +126,7 @@ pub(crate) async fn respond<E: Encoder + Unpin>(
             }
             resp
         }
-        Ok(Err(e)) => router_error(&e).with_remaining(&task).into_response(),
+        Ok(Err(e)) => E::failure(&e).with_remaining(&task).into_response(),
         // Still waiting: start the response and let keep-alives flow.
         Err(_) => sse(body),
     }
@@ -138,7 +149,6 @@ mod tests {
     use std::time::Duration;
 
     use futures::StreamExt;
-    use handover_router::RouterError;
     use tokio::sync::oneshot;
 
     use super::super::response::Chunker;

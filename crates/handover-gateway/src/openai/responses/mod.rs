@@ -28,12 +28,43 @@ use handover_providers::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::chat::{now_secs, router_error, start};
+use super::chat::{now_secs, start};
 use crate::api_error::ApiError;
 use crate::auth::Client;
 use crate::body::{RawBody, from_value};
 use crate::state::GatewayState;
 use output::{Echo, ResponsesEncoder, response_object};
+
+/// A failed call as the Responses client should read it: the chat
+/// answer's error, with a provider's `param` renamed to the field of
+/// this request it came from (the provider saw the translated chat
+/// request), or dropped where no field of this API corresponds.
+pub(super) fn router_error(e: &handover_router::RouterError) -> ApiError {
+    super::chat::router_error(e).renaming_relayed_param(responses_param)
+}
+
+/// The Responses name of a chat request's `param` (see [`translate`]).
+fn responses_param(chat: &str) -> Option<&'static str> {
+    let top = chat.split(['.', '[']).next().unwrap_or(chat);
+    Some(match top {
+        "max_completion_tokens" | "max_tokens" => "max_output_tokens",
+        // Instructions become a system message, so an index into
+        // `messages` is no index into `input`: the field only.
+        "messages" => "input",
+        "temperature" => "temperature",
+        "top_p" => "top_p",
+        "model" => "model",
+        "user" => "user",
+        "parallel_tool_calls" => "parallel_tool_calls",
+        "service_tier" => "service_tier",
+        "top_logprobs" => "top_logprobs",
+        "reasoning_effort" => "reasoning.effort",
+        "logprobs" => "top_logprobs",
+        "tools" => "tools",
+        "tool_choice" => "tool_choice",
+        _ => return None,
+    })
+}
 
 /// The request fields of the subset; any other field is refused by name.
 #[derive(Deserialize)]

@@ -7,6 +7,8 @@ use handover_providers::{ChatResponse, FinishReason, StreamAssembler, StreamEven
 use serde_json::{Value, json};
 
 use super::super::stream::{Encoder, SseText};
+use crate::api_error::ApiError;
+use handover_router::RouterError;
 
 /// The request fields a `response` object repeats.
 #[derive(Debug, Clone)]
@@ -317,11 +319,15 @@ impl Encoder for ResponsesEncoder {
         self.ev(out, "response.completed", json!({"response": response}));
     }
 
-    fn error(&mut self, message: String, code: &str, out: &mut SseText) {
+    fn error(&mut self, err: &ApiError, out: &mut SseText) {
         self.ev(
             out,
             "error",
-            json!({"code": code, "message": message, "param": null}),
+            json!({"code": err.wire_code(), "message": err.message, "param": err.param}),
         );
+    }
+
+    fn failure(e: &RouterError) -> ApiError {
+        super::router_error(e)
     }
 }
