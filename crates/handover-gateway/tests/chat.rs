@@ -98,15 +98,7 @@ async fn a_503_falls_back_and_the_answer_names_who_answered() {
         .collect();
     assert_eq!(ids, vec![json!("default"), json!("gpt-4o-mini")]);
 
-    let metrics = gw
-        .http
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = gw.metrics().await;
     assert!(
         metrics.contains("handover_gateway_requests_total"),
         "{metrics}"

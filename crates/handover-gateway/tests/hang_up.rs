@@ -52,15 +52,7 @@ async fn send_raw(gw: &Running, path: &str, body: &serde_json::Value) -> TcpStre
 async fn metric_reaches_one(gw: &Running, series: &str) {
     let seen = tokio::time::timeout(DEADLINE, async {
         loop {
-            let text = gw
-                .http
-                .get(gw.url("/metrics"))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
+            let text = gw.metrics().await;
             let value = text
                 .lines()
                 .find_map(|l| l.strip_prefix(series))

@@ -6,6 +6,16 @@ mod support;
 use serde_json::{Value, json};
 use support::{CLIENT_A, Running, held_provider};
 
+/// A chat request as client A, in flight on a task of its own.
+fn send_chat(gw: &Running) -> tokio::task::JoinHandle<reqwest::Result<reqwest::Response>> {
+    let req = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(CLIENT_A)
+        .json(&json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}));
+    tokio::spawn(req.send())
+}
+
 #[tokio::test]
 async fn an_in_flight_request_finishes_after_the_shutdown_signal() {
     let (url, mut arrivals) = held_provider().await;
@@ -14,15 +24,7 @@ async fn an_in_flight_request_finishes_after_the_shutdown_signal() {
     c.push_str(&support::gateway_section(1 << 20, "5s", ""));
     let mut gw = Running::start(&c).await;
 
-    let http = gw.http.clone();
-    let url = gw.url("/v1/chat/completions");
-    let in_flight = tokio::spawn(async move {
-        http.post(url)
-            .bearer_auth(CLIENT_A)
-            .json(&json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}))
-            .send()
-            .await
-    });
+    let in_flight = send_chat(&gw);
     let release = arrivals
         .recv()
         .await
@@ -74,15 +76,7 @@ async fn a_request_dropped_when_the_grace_runs_out_is_not_called_a_hang_up() {
     let gateway = support::gateway_section_with("", "");
     c.push_str(&gateway.replace("shutdown_grace = \"10s\"", "shutdown_grace = \"50ms\""));
     let mut gw = Running::start(&c).await;
-    let http = gw.http.clone();
-    let url = gw.url("/v1/chat/completions");
-    let in_flight = tokio::spawn(async move {
-        http.post(url)
-            .bearer_auth(CLIENT_A)
-            .json(&json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}))
-            .send()
-            .await
-    });
+    let in_flight = send_chat(&gw);
     let _never_released = arrivals
         .recv()
         .await
@@ -99,15 +93,7 @@ async fn a_request_dropped_when_the_grace_runs_out_is_not_called_a_hang_up() {
 
     // The recorder is the process's: a second gateway's /metrics shows it.
     let mut other = Running::start(&c).await;
-    let text = other
-        .http
-        .get(other.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = other.metrics().await;
     let route = "handover_gateway_requests_total{route=\"/v1/chat/completions\"";
     assert!(
         text.contains(&format!("{route},status=\"503\"}} 1")),

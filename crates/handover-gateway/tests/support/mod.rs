@@ -91,6 +91,13 @@ impl Running {
         (resp.status(), resp.json().await.unwrap())
     }
 
+    /// The text of `GET /metrics` (the process's recorder: every gateway
+    /// of a test binary shows the same series).
+    pub(crate) async fn metrics(&self) -> String {
+        let resp = self.http.get(self.url("/metrics")).send().await.unwrap();
+        resp.text().await.unwrap()
+    }
+
     /// `GET /v1/operations/{key}` as client A (which must find it).
     pub(crate) async fn operation(&self, key: &str) -> serde_json::Value {
         let resp = self
