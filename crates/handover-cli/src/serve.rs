@@ -30,7 +30,14 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let grace = config.gateway().map(|g| g.shutdown_grace);
     let exporter = config.telemetry().map(crate::otlp::start).transpose()?;
     let flush = config.telemetry().map(|t| t.export_timeout);
-    let gateway = handover_gateway::Gateway::bind(config, args.listen).await?;
+    // A problem in the file names the file, as `Config::load`'s errors do.
+    let gateway = match handover_gateway::Gateway::bind(config, args.listen).await {
+        Ok(g) => g,
+        Err(e) if e.is_config() => {
+            return Err(anyhow::Error::new(e).context(format!("{}", args.config.display())));
+        }
+        Err(e) => return Err(e.into()),
+    };
     eprintln!(
         "handover serve: listening on http://{} (SIGTERM or Ctrl-C finishes in-flight requests and stops)",
         gateway.local_addr()?

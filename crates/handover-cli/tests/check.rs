@@ -363,6 +363,11 @@ fn check_warns_that_serve_needs_a_gateway_section_and_serve_refuses_without_one(
         "{}",
         stderr(&out)
     );
+    assert!(
+        stderr(&out).contains("no-gateway.toml"),
+        "the refusal names the file: {}",
+        stderr(&out)
+    );
 }
 
 /// MCP over HTTP knows a caller by its `[gateway.clients.NAME]` token, so
