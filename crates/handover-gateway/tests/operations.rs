@@ -457,10 +457,18 @@ async fn a_resolution_field_the_decision_has_no_place_for_is_refused_not_dropped
         .await;
         assert_eq!(st, StatusCode::OK, "{body}");
         let path = format!("/v1/admin/operations/tenant-a/{key}/resolve");
-        let (st, answer) = post(&gw, OPERATOR, &path, misplaced).await;
-        assert_eq!(st, StatusCode::BAD_REQUEST, "{answer}");
-        assert_eq!(answer["error"]["code"], "invalid_field", "{answer}");
-        assert_eq!(answer["error"]["param"], field, "{answer}");
+        // A field in the wrong place, and a required one missing: each
+        // refusal names its field.
+        let missing = [
+            (json!({"outcome": "confirmed", "result": {}}), "evidence"),
+            (json!({"evidence": "portal"}), "outcome"),
+        ];
+        for (bad, field) in std::iter::once((misplaced, field)).chain(missing) {
+            let (st, answer) = post(&gw, OPERATOR, &path, bad).await;
+            assert_eq!(st, StatusCode::BAD_REQUEST, "{answer}");
+            assert_eq!(answer["error"]["code"], "invalid_field", "{answer}");
+            assert_eq!(answer["error"]["param"], field, "{answer}");
+        }
         let (_, shown) = get(&gw, CLIENT_A, &format!("/v1/operations/{key}")).await;
         assert_eq!(shown["status"], "unknown", "nothing changed: {shown}");
         // Said where it has a place, all of it is recorded and shown.

@@ -54,6 +54,13 @@ pub(crate) async fn resolve(
 ) -> Result<Response, ApiError> {
     let Path((scope, key)) = path.map_err(path_error)?;
     let id = path_id(&scope, &key)?;
+    let Some(decision) = body.outcome else {
+        return Err(ApiError::invalid(
+            "invalid_field",
+            "outcome",
+            "outcome: required, \"confirmed\" or \"rejected\"",
+        ));
+    };
     if body.evidence.trim().is_empty() {
         return Err(ApiError::invalid(
             "invalid_field",
@@ -65,7 +72,7 @@ pub(crate) async fn resolve(
     // is told); each with the evidence. A field the decision has no place
     // for is refused rather than dropped, as `ops resolve` refuses it:
     // the operator would believe it recorded.
-    let misplaced = match body.outcome {
+    let misplaced = match decision {
         Decision::Confirmed if body.reason.is_some() => Some((
             "reason",
             "reason: only for outcome \"rejected\"; a confirmation records its result and evidence (say why in evidence)",
@@ -79,7 +86,7 @@ pub(crate) async fn resolve(
     if let Some((field, message)) = misplaced {
         return Err(ApiError::invalid("invalid_field", field, message));
     }
-    let outcome = match body.outcome {
+    let outcome = match decision {
         Decision::Confirmed => ResolvedAs::Confirmed {
             result: body.result.unwrap_or(Value::Null),
         },

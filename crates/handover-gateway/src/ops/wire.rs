@@ -86,9 +86,13 @@ pub(crate) enum Decision {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ResolveBody {
-    pub(crate) outcome: Decision,
+    /// Required; optional here so that its absence is refused naming it
+    /// (serde names a missing field only in its message).
+    pub(crate) outcome: Option<Decision>,
     pub(crate) result: Option<Value>,
     pub(crate) reason: Option<String>,
+    /// Required, not empty; absent reads as empty, refused naming it.
+    #[serde(default)]
     pub(crate) evidence: String,
 }
 
