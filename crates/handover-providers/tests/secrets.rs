@@ -2,10 +2,11 @@
 //! Debug) or Debug output, on every error path — including providers that
 //! echo the key back in bodies and events.
 //!
-//! The log capture is a thread's default subscriber, so this binary holds
-//! only tests that capture or emit no spans: a test emitting spans on
-//! another thread at the same time can leave tracing's per-callsite
-//! interest cached as "never" and the capture empty.
+//! The log capture is a thread's default subscriber, and a test emitting
+//! spans on another thread at the same time (or capturing with a
+//! subscriber of its own) can leave tracing's per-callsite interest cached
+//! as "never" and a capture empty. So every test here that calls a
+//! provider holds [`SERIAL`]: they run one at a time.
 
 mod support;
 
@@ -22,6 +23,9 @@ use support::{Case, CountingGate, bodies, raw};
 use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
 
 const SENTINEL: &str = "sk-SENTINEL-7f3c9e1b4d";
+
+/// Held by every test that calls a provider (see the module docs).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn settings(kind: impl Into<Case>, base: &str) -> ProviderSettings {
     let case = kind.into();
@@ -72,6 +76,7 @@ async fn run_all(p: &AnyProvider, opts: &CallOptions) -> Vec<ProviderError> {
 
 #[tokio::test]
 async fn sentinel_key_never_leaks() {
+    let _serial = SERIAL.lock().await;
     let (logs, _guard) = support::capture_logs();
     let echo = format!("Incorrect API key provided: {SENTINEL}");
     let kind = ProviderKind::OpenAi;
@@ -256,6 +261,7 @@ fn key_from_missing_env_var_names_the_variable_only() {
 /// code and request id.
 #[tokio::test]
 async fn provider_error_text_never_reaches_the_logs() {
+    let _serial = SERIAL.lock().await;
     const PROMPT: &str = "my card is 4111-1111-1111-1111 PROMPT-SENTINEL-93ab";
     let (logs, _guard) = support::capture_logs();
     let kind = ProviderKind::OpenAi;
@@ -360,6 +366,7 @@ fn key_pieces<'k>(key: &'k str, text: &str) -> Vec<&'k str> {
 /// read limit.
 #[tokio::test]
 async fn a_key_echoed_across_the_message_cut_never_leaks_in_part() {
+    let _serial = SERIAL.lock().await;
     const KEY: &str = "sk-proj-Zq8mW3vR7tK2pL9xN4cB6hJ1fD5gS0aE";
     assert_eq!(KEY.len(), 40);
     let offsets = [
