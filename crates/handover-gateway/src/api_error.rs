@@ -23,10 +23,11 @@ pub(crate) struct ApiError {
     pub kind: &'static str,
     /// Stable code (`invalid_json`, `model_not_found`, `stale_claim`, ...).
     pub code: &'static str,
-    /// A provider's own `code`, relayed in the body in place of `code`
-    /// (see [`ApiError::relaying`]); `code` stays the gateway's account.
+    /// What a provider's error gave of its own (see [`ApiError::relaying`]):
+    /// its `code`, shown in the body in place of `code` (which stays the
+    /// gateway's account), and whether `param` is the provider's.
     /// Boxed: every handler's `Result` carries this type, and it is rare.
-    relayed_code: Option<Box<Relayed>>,
+    relayed: Option<Box<Relayed>>,
     /// The offending parameter or field, if one.
     pub param: Option<String>,
     /// Human-readable explanation.
@@ -56,7 +57,7 @@ impl ApiError {
             status,
             kind,
             code,
-            relayed_code: None,
+            relayed: None,
             param: None,
             message: message.into(),
             headers: Vec::new(),
@@ -93,7 +94,7 @@ impl ApiError {
     /// both arrive here bounded and redacted.
     pub(crate) fn relaying(mut self, code: Option<&str>, param: Option<&str>) -> Self {
         if code.is_some() || param.is_some() {
-            self.relayed_code = Some(Box::new(Relayed {
+            self.relayed = Some(Box::new(Relayed {
                 code: code.map(str::to_owned),
                 param: param.is_some(),
             }));
@@ -111,7 +112,7 @@ impl ApiError {
         mut self,
         rename: impl FnOnce(&str) -> Option<&'static str>,
     ) -> Self {
-        if self.relayed_code.as_ref().is_some_and(|r| r.param) {
+        if self.relayed.as_ref().is_some_and(|r| r.param) {
             self.param = self.param.as_deref().and_then(rename).map(str::to_owned);
         }
         self
@@ -119,7 +120,7 @@ impl ApiError {
 
     /// The code the body carries: the provider's where relayed, else ours.
     pub(crate) fn wire_code(&self) -> &str {
-        self.relayed_code
+        self.relayed
             .as_ref()
             .and_then(|r| r.code.as_deref())
             .unwrap_or(self.code)

@@ -54,9 +54,9 @@ pub(super) fn validate(
     );
     // Both fields and values named, and where an unset one comes from.
     let lease_text = if raw.lease.is_some() {
-        String::new()
+        ""
     } else {
-        " (from ledger.lease)".to_owned()
+        " (from ledger.lease)"
     };
     let timeout_text = if raw.timeout.is_some() {
         format!("{path}.timeout")
@@ -66,7 +66,7 @@ pub(super) fn validate(
     lease_covers_timeout(
         issues,
         &format!("{path}.lease"),
-        (lease, &lease_text),
+        (lease, lease_text),
         (timeout, &timeout_text),
     );
     ActionContract {
