@@ -7,6 +7,13 @@ use std::path::{Path, PathBuf};
 
 use support::*;
 
+/// `handover serve` on `path`, on any free port: only for files it must
+/// refuse before binding (a file it accepts would serve until killed).
+fn serve(path: &Path) -> std::process::Output {
+    let config = path.to_str().unwrap();
+    run(&["serve", "--config", config, "--listen", "127.0.0.1:0"])
+}
+
 fn config_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config")
 }
@@ -229,13 +236,7 @@ fn check_refuses_what_serve_refuses_naming_the_path() {
         let err = stderr(&out);
         assert!(err.contains(expected), "case {i}: {err}");
         // And `serve` refuses it the same way, before binding anything.
-        let out = run(&[
-            "serve",
-            "--config",
-            path.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ]);
+        let out = serve(&path);
         assert!(!out.status.success(), "case {i} was served");
         assert!(
             stderr(&out).contains(expected),
@@ -350,13 +351,7 @@ fn check_warns_that_serve_needs_a_gateway_section_and_serve_refuses_without_one(
         "{}",
         stderr(&out)
     );
-    let out = run(&[
-        "serve",
-        "--config",
-        path.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-    ]);
+    let out = serve(&path);
     assert!(!out.status.success(), "served without [gateway]");
     assert!(
         stderr(&out).contains("no [gateway] section: `handover serve` needs one, with at least one client ([gateway.clients.NAME]"),
