@@ -3,9 +3,11 @@
 use std::pin::Pin;
 
 use futures::{Stream, StreamExt};
+use serde_json::{Map, Value};
 
 use crate::{
     error::ProviderError,
+    fields::Fields,
     request::ToolCall,
     types::{ChatResponse, FinishReason, Passthrough, StreamEvent, Usage},
 };
@@ -33,8 +35,54 @@ pub struct StreamAssembler {
     finish: Option<FinishReason>,
     usage: Option<Usage>,
     model: Option<String>,
-    passthrough: Passthrough,
+    passthrough: Merged,
     events: usize,
+}
+
+/// A stream's pass-through fields so far, as values: a later chunk's text
+/// pieces (`refusal`) and list pieces (`logprobs.content`,
+/// `logprobs.refusal`) are appended, its other fields take the later value.
+/// Kept as values while merging so a long stream of `logprobs` pieces is
+/// not parsed again with every chunk.
+#[derive(Debug, Default, Clone)]
+struct Merged {
+    top: Map<String, Value>,
+    choice: Map<String, Value>,
+    message: Map<String, Value>,
+}
+
+impl Merged {
+    fn add(&mut self, later: Passthrough) {
+        for (into, from) in [
+            (&mut self.top, later.top),
+            (&mut self.choice, later.choice),
+            (&mut self.message, later.message),
+        ] {
+            merge_map(into, from.to_map());
+        }
+    }
+
+    fn into_passthrough(self) -> Passthrough {
+        Passthrough {
+            top: Fields::from(self.top),
+            choice: Fields::from(self.choice),
+            message: Fields::from(self.message),
+        }
+    }
+}
+
+fn merge_map(into: &mut Map<String, Value>, from: Map<String, Value>) {
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(Value::String(a)), Value::String(b)) if k == "refusal" => a.push_str(&b),
+            (Some(Value::Array(a)), Value::Array(b)) => a.extend(b),
+            (Some(Value::Object(a)), Value::Object(b)) if k == "logprobs" => merge_map(a, b),
+            (Some(_), Value::Null) => {}
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
 }
 
 impl StreamAssembler {
@@ -76,7 +124,7 @@ impl StreamAssembler {
             }
             StreamEvent::Usage(u) => self.usage = Some(u),
             StreamEvent::Finish { reason } => self.finish = Some(reason),
-            StreamEvent::Passthrough(p) => self.passthrough.merge(p),
+            StreamEvent::Passthrough(p) => self.passthrough.add(p),
         }
     }
 
@@ -104,7 +152,7 @@ impl StreamAssembler {
             usage: self.usage,
             model: self.model.unwrap_or_else(|| requested_model.to_owned()),
             request_id,
-            passthrough: self.passthrough,
+            passthrough: self.passthrough.into_passthrough(),
         }
     }
 }

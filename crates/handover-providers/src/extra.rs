@@ -60,6 +60,16 @@ impl<'de> Extra<'de> for Map<String, Value> {
     }
 }
 
+/// Kept as their JSON text (answers: a drop-in passes them on as they
+/// came, and a value is validated, not built).
+impl<'de> Extra<'de> for crate::fields::Fields {
+    fn keep<A: MapAccess<'de>>(&mut self, key: Text<'de>, map: &mut A) -> Result<(), A::Error> {
+        let v = map.next_value::<Box<RawValue>>()?;
+        self.insert_raw(key.0, v);
+        Ok(())
+    }
+}
+
 /// Kept as the JSON text they came as, borrowed from the input (stream
 /// chunks: most of their unread keys repeat the last chunk's or are
 /// `null`, and are compared or dropped without being parsed into values).

@@ -53,6 +53,7 @@ mod dialect;
 mod engine;
 mod error;
 mod extra;
+mod fields;
 mod gate;
 mod openai_json;
 mod provider;
@@ -69,6 +70,7 @@ pub use api::OpenAiApi;
 pub use assemble::{ChatStream, StreamAssembler, assemble};
 pub use capability::{Capability, Need};
 pub use error::{ApiFailure, ErrorClass, ProviderError, TimeoutPhase, UnknownErrorClass};
+pub use fields::Fields;
 pub use gate::{CallOptions, SendCounter, SendInfo, SendRefused};
 pub use provider::{
     AnthropicProvider, AnyProvider, DeepSeekProvider, GeminiProvider, OpenAiCompatibleProvider,

@@ -12,13 +12,17 @@
 //! order they came in.
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::value::RawValue;
 
-use crate::types::{ChatResponse, Usage};
+use crate::{
+    fields::Fields,
+    types::{ChatResponse, Usage},
+};
 
 /// One member's value.
 enum Member<'a> {
-    Value(&'a Value),
+    /// The provider's, as it sent it.
+    Raw(&'a RawValue),
     Str(&'a str),
     U64(u64),
     Null,
@@ -31,9 +35,9 @@ enum Member<'a> {
 struct Members<'a>(Vec<(&'a str, Member<'a>)>);
 
 impl<'a> Members<'a> {
-    fn of(provider: &'a Map<String, Value>) -> Self {
+    fn of(provider: &'a Fields) -> Self {
         let mut members = Vec::with_capacity(provider.len() + 6);
-        members.extend(provider.iter().map(|(k, v)| (k.as_str(), Member::Value(v))));
+        members.extend(provider.iter().map(|(k, v)| (k, Member::Raw(v))));
         Self(members)
     }
 
@@ -60,7 +64,7 @@ impl<'a> Members<'a> {
             json(out, k);
             out.push(b':');
             match m {
-                Member::Value(v) => json(out, v),
+                Member::Raw(v) => out.extend_from_slice(v.get().as_bytes()),
                 Member::Str(s) => json(out, s),
                 Member::U64(n) => json(out, &n),
                 Member::Null => out.extend_from_slice(b"null"),
@@ -99,16 +103,19 @@ pub(crate) fn usage(u: &Usage, out: &mut Vec<u8>) {
 /// The OpenAI `chat.completion` object (see [`ChatResponse::into_openai`]).
 pub(crate) fn completion(r: &ChatResponse, default_id: &str, default_created: u64) -> Vec<u8> {
     let p = &r.passthrough;
-    let tool_calls = (!r.tool_calls.is_empty())
-        .then(|| serde_json::to_value(&r.tool_calls).unwrap_or(Value::Null));
+    let tool_calls = (!r.tool_calls.is_empty()).then(|| {
+        let mut text = Vec::with_capacity(128);
+        json(&mut text, &r.tool_calls);
+        text
+    });
     let mut message = Members::of(&p.message);
     message.or("role", Member::Str("assistant"));
     message.set(
         "content",
         r.content.as_deref().map_or(Member::Null, Member::Str),
     );
-    if let Some(calls) = &tool_calls {
-        message.set("tool_calls", Member::Value(calls));
+    if let Some(calls) = tool_calls {
+        message.set("tool_calls", Member::Text(calls));
     }
     if let Some(reasoning) = &r.reasoning_content {
         message.set("reasoning_content", Member::Str(reasoning));
@@ -148,15 +155,16 @@ pub(crate) fn completion(r: &ChatResponse, default_id: &str, default_created: u6
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{Map, Value, json};
+    use serde_json::{Value, json};
 
     use crate::ToolCall;
+    use crate::fields::Fields;
     use crate::types::{ChatResponse, FinishReason, Passthrough, Usage};
 
     /// The `Value`-building code this writer replaced (stop 28), kept as
     /// the reference the text must match byte for byte.
     fn reference_usage(u: &Usage) -> Value {
-        let mut v = u.extra.clone();
+        let mut v = u.extra.to_map();
         v.insert("prompt_tokens".into(), u.input_tokens.into());
         v.insert("completion_tokens".into(), u.output_tokens.into());
         v.entry("total_tokens")
@@ -173,11 +181,11 @@ mod tests {
     }
 
     fn reference(r: ChatResponse, default_id: &str, default_created: u64) -> Value {
-        let Passthrough {
-            mut top,
-            mut choice,
-            mut message,
-        } = r.passthrough;
+        let (mut top, mut choice, mut message) = (
+            r.passthrough.top.to_map(),
+            r.passthrough.choice.to_map(),
+            r.passthrough.message.to_map(),
+        );
         message.entry("role").or_insert_with(|| "assistant".into());
         message.insert("content".into(), r.content.map_or(Value::Null, Value::from));
         if !r.tool_calls.is_empty() {
@@ -210,11 +218,11 @@ mod tests {
         Value::Object(top)
     }
 
-    fn map(v: Value) -> Map<String, Value> {
+    fn map(v: Value) -> Fields {
         let Value::Object(m) = v else {
             panic!("not an object")
         };
-        m
+        m.into()
     }
 
     fn answers() -> Vec<ChatResponse> {
@@ -242,7 +250,7 @@ mod tests {
                 output_tokens: 30,
                 reasoning_tokens: Some(7),
                 cached_input_tokens: Some(4),
-                extra: Map::new(),
+                extra: Fields::new(),
             }),
             model: "deepseek-reasoner".into(),
             request_id: Some("req-1".into()),

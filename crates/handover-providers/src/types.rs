@@ -2,9 +2,9 @@
 //! are kept verbatim ([`Passthrough`], [`Usage::extra`]) so the gateway can
 //! hand the answering provider's response on whole.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::request::ToolCall;
+use crate::{fields::Fields, request::ToolCall};
 
 /// Why the model stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -58,7 +58,7 @@ pub struct Usage {
     /// Every usage field other than `prompt_tokens` and
     /// `completion_tokens`, verbatim (`total_tokens`, `*_details`,
     /// DeepSeek's cache counters, ...).
-    pub extra: Map<String, Value>,
+    pub extra: Fields,
 }
 
 impl Usage {
@@ -86,42 +86,19 @@ impl Usage {
 pub struct Passthrough {
     /// Top-level fields other than `model`, `choices` and `usage` (`id`,
     /// `object`, `created`, `system_fingerprint`, `service_tier`, ...).
-    pub top: Map<String, Value>,
+    pub top: Fields,
     /// Fields of the first choice other than its message (or delta) and
     /// `finish_reason` (`index`, `logprobs`, ...).
-    pub choice: Map<String, Value>,
+    pub choice: Fields,
     /// Fields of the message (or delta) other than content, tool calls and
     /// reasoning (`role`, `refusal`, `annotations`, `audio`, ...).
-    pub message: Map<String, Value>,
+    pub message: Fields,
 }
 
 impl Passthrough {
     /// Whether nothing is kept.
     pub fn is_empty(&self) -> bool {
         self.top.is_empty() && self.choice.is_empty() && self.message.is_empty()
-    }
-
-    /// Adds a later chunk's fields: text pieces (`refusal`) and list pieces
-    /// (`logprobs.content`, `logprobs.refusal`) are appended, other fields
-    /// take the later value.
-    pub fn merge(&mut self, later: Passthrough) {
-        merge_map(&mut self.top, later.top);
-        merge_map(&mut self.choice, later.choice);
-        merge_map(&mut self.message, later.message);
-    }
-}
-
-fn merge_map(into: &mut Map<String, Value>, from: Map<String, Value>) {
-    for (k, v) in from {
-        match (into.get_mut(&k), v) {
-            (Some(Value::String(a)), Value::String(b)) if k == "refusal" => a.push_str(&b),
-            (Some(Value::Array(a)), Value::Array(b)) => a.extend(b),
-            (Some(Value::Object(a)), Value::Object(b)) if k == "logprobs" => merge_map(a, b),
-            (Some(_), Value::Null) => {}
-            (_, v) => {
-                into.insert(k, v);
-            }
-        }
     }
 }
 

@@ -2,11 +2,12 @@
 //! request serialisation and response / chunk / error decoding. Pure: no I/O.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::{
     dialect::reported_model,
     extra::{RawExtra, Text, keep_extra},
+    fields::Fields,
     request::{ChatRequest, Role, ToolCall},
     settings::{ProviderKind, ReasoningPassback},
     types::{ChatResponse, FinishReason, Passthrough, StreamEvent, Usage},
@@ -89,7 +90,7 @@ pub(crate) struct WireResponse {
     model: Option<String>,
     choices: Vec<WireChoice>,
     usage: Option<WireUsage>,
-    extra: Map<String, Value>,
+    extra: Fields,
 }
 keep_extra!(WireResponse {
     model: Option<String>,
@@ -101,7 +102,7 @@ keep_extra!(WireResponse {
 struct WireChoice {
     message: Option<WireMessageIn>,
     finish_reason: Option<String>,
-    extra: Map<String, Value>,
+    extra: Fields,
 }
 keep_extra!(WireChoice {
     message | "delta": Option<WireMessageIn>,
@@ -113,7 +114,7 @@ struct WireMessageIn {
     content: Option<String>,
     reasoning_content: Option<String>,
     tool_calls: Vec<WireToolCallIn>,
-    extra: Map<String, Value>,
+    extra: Fields,
 }
 keep_extra!(WireMessageIn {
     content: Option<String>,
@@ -142,7 +143,7 @@ struct WireFunctionIn {
 struct WireUsage {
     prompt_tokens: u64,
     completion_tokens: u64,
-    extra: Map<String, Value>,
+    extra: Fields,
 }
 keep_extra!(WireUsage {
     prompt_tokens: u64,
@@ -151,31 +152,48 @@ keep_extra!(WireUsage {
 
 impl From<WireUsage> for Usage {
     fn from(u: WireUsage) -> Self {
-        let count = |outer: &str, inner: &str| {
+        let details = |outer: &str| {
             u.extra
                 .get(outer)
-                .and_then(|d| d.get(inner))
-                .and_then(Value::as_u64)
+                .and_then(|d| serde_json::from_str::<Details>(d.get()).ok())
+                .unwrap_or_default()
+        };
+        let count = |key: &str| {
+            u.extra
+                .get(key)
+                .and_then(|n| serde_json::from_str::<u64>(n.get()).ok())
         };
         Usage {
             input_tokens: u.prompt_tokens,
             output_tokens: u.completion_tokens,
-            reasoning_tokens: count("completion_tokens_details", "reasoning_tokens"),
+            reasoning_tokens: details("completion_tokens_details").reasoning_tokens,
             // DeepSeek reports cache hits at the top level.
-            cached_input_tokens: count("prompt_tokens_details", "cached_tokens").or_else(|| {
-                u.extra
-                    .get("prompt_cache_hit_tokens")
-                    .and_then(Value::as_u64)
-            }),
+            cached_input_tokens: details("prompt_tokens_details")
+                .cached_tokens
+                .or_else(|| count("prompt_cache_hit_tokens")),
             extra: u.extra,
         }
     }
 }
 
+/// The counts Handover reads from a usage's `*_tokens_details` (others are
+/// skipped, not built; a count of another type reads as none).
+#[derive(Deserialize, Default)]
+struct Details {
+    #[serde(default, deserialize_with = "count_or_none")]
+    reasoning_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "count_or_none")]
+    cached_tokens: Option<u64>,
+}
+
+fn count_or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Ok(Value::deserialize(d)?.as_u64())
+}
+
 /// The first choice split into what Handover reads and what it passes on.
 fn split_choice(
     choices: Vec<WireChoice>,
-    top: Map<String, Value>,
+    top: Fields,
 ) -> (WireMessageIn, Option<String>, Passthrough) {
     let mut pass = Passthrough {
         top,
@@ -288,10 +306,10 @@ pub(crate) struct ChunkHistory {
 }
 
 impl ChunkHistory {
-    /// The chunk-level fields of `raw` that are new or changed, as values;
-    /// `object` (the chunk's type) and nulls say nothing new.
-    fn news(&mut self, raw: RawExtra<'_>) -> Map<String, Value> {
-        let mut news = Map::new();
+    /// The chunk-level fields of `raw` that are new or changed; `object`
+    /// (the chunk's type) and nulls say nothing new.
+    fn news(&mut self, raw: RawExtra<'_>) -> Fields {
+        let mut news = Fields::new();
         for (k, v) in raw {
             let text = v.get();
             if k == "object" || text == "null" {
@@ -302,21 +320,23 @@ impl ChunkHistory {
                 Some((_, last)) => text.clone_into(last),
                 None => self.top.push((k.to_string(), text.to_owned())),
             }
-            if let Ok(value) = serde_json::from_str(text) {
-                news.insert(k.into_owned(), value);
-            }
+            news.push_text(&k, text);
         }
         news
     }
 }
 
-/// Raw fields as values, leaving out nulls and the key `skip` (a choice's
-/// `index`, a delta's `role`: the gateway writes its own).
-fn values(raw: RawExtra<'_>, skip: &str) -> Map<String, Value> {
-    raw.into_iter()
+/// Raw fields leaving out nulls and the key `skip` (a choice's `index`, a
+/// delta's `role`: the gateway writes its own).
+fn kept(raw: RawExtra<'_>, skip: &str) -> Fields {
+    let mut kept = Fields::new();
+    for (k, v) in raw
+        .into_iter()
         .filter(|(k, v)| k != skip && v.get() != "null")
-        .filter_map(|(k, v)| Some((k.into_owned(), serde_json::from_str(v.get()).ok()?)))
-        .collect()
+    {
+        kept.push_text(&k, v.get());
+    }
+    kept
 }
 
 impl WireChunk<'_> {
@@ -338,8 +358,8 @@ impl WireChunk<'_> {
         };
         let pass = Passthrough {
             top,
-            choice: values(choice, "index"),
-            message: values(delta.extra, "role"),
+            choice: kept(choice, "index"),
+            message: kept(delta.extra, "role"),
         };
         if !pass.is_empty() {
             out.push(StreamEvent::Passthrough(pass));
@@ -444,7 +464,7 @@ mod tests {
 
     fn top(ev: &StreamEvent) -> Value {
         match ev {
-            StreamEvent::Passthrough(p) => Value::Object(p.top.clone()),
+            StreamEvent::Passthrough(p) => Value::Object(p.top.to_map()),
             other => panic!("not a passthrough: {other:?}"),
         }
     }
@@ -488,11 +508,11 @@ mod tests {
                 panic!("{evs:?}")
             };
             assert_eq!(
-                Value::Object(p.choice.clone()),
+                Value::Object(p.choice.to_map()),
                 serde_json::json!({"logprobs": {"content": []}})
             );
             assert_eq!(
-                Value::Object(p.message.clone()),
+                Value::Object(p.message.to_map()),
                 serde_json::json!({"refusal": "no"})
             );
             assert_eq!(evs.last(), Some(&StreamEvent::ContentDelta("x".into())));

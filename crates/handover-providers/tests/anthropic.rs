@@ -173,7 +173,10 @@ async fn answer_reads_thinking_tool_use_and_cache_usage() {
     assert_eq!(usage.input_tokens, 1030);
     assert_eq!(usage.cached_input_tokens, Some(900));
     assert_eq!(usage.output_tokens, 20);
-    assert_eq!(usage.extra["cache_creation_input_tokens"], 100);
+    assert_eq!(
+        usage.extra.value("cache_creation_input_tokens").unwrap(),
+        100
+    );
     let openai = resp.into_openai("fallback-id", 0);
     assert_eq!(openai["id"], "msg_01Aq9w938a90dw8q");
     assert_eq!(openai["choices"][0]["finish_reason"], "tool_calls");

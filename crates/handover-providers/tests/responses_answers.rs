@@ -173,9 +173,12 @@ async fn stream_events_carry_reasoning_refusals_logprobs_and_in_stream_errors() 
     let resp = bodies::r_streamed(&p, &req).await;
     assert_eq!(resp.content.as_deref(), Some("Hello Hi"));
     assert_eq!(resp.reasoning_content.as_deref(), Some("One.\n\nTwo."));
-    assert_eq!(resp.passthrough.message["refusal"], "No.");
-    assert_eq!(resp.passthrough.choice["logprobs"]["content"], lp);
-    assert_eq!(resp.passthrough.top["id"], bodies::R_ID);
+    assert_eq!(resp.passthrough.message.value("refusal").unwrap(), "No.");
+    assert_eq!(
+        resp.passthrough.choice.value("logprobs").unwrap()["content"],
+        lp
+    );
+    assert_eq!(resp.passthrough.top.value("id").unwrap(), bodies::R_ID);
     assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
 
     // A bare `error` event after some text breaks the stream, classified

@@ -2,10 +2,10 @@
 //! and the attempt headers.
 
 use axum::http::HeaderValue;
-use handover_providers::{Passthrough, StreamEvent};
+use handover_providers::{Fields, Passthrough, StreamEvent};
 use handover_router::route::{Attempt, AttemptResult, Skip};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::{Value, value::RawValue};
 
 use super::stream::{Encoder, SseText, json};
 use crate::api_error::ApiError;
@@ -51,7 +51,7 @@ pub(crate) struct Chunker {
     model: String,
     include_usage: bool,
     /// The provider's top-level chunk fields, repeated on every chunk.
-    top: Map<String, Value>,
+    top: Fields,
     /// Choice and delta fields of the provider's current chunk (its
     /// `logprobs`, a `refusal` piece), waiting for that chunk's delta so
     /// they leave in one chunk, as the provider sent them.
@@ -134,7 +134,7 @@ impl Chunker {
             created,
             model: String::new(),
             include_usage,
-            top: Map::new(),
+            top: Fields::new(),
             pending: None,
             shared: None,
         }
@@ -187,10 +187,10 @@ impl Chunker {
     /// Takes in the provider's chunk-level fields; the shared text is
     /// rebuilt only if one of them changed (the provider's stream passes
     /// on only fields that are new or changed, and most repeat theirs).
-    fn extend_top(&mut self, fields: Map<String, Value>) {
-        for (k, v) in fields {
-            if self.top.get(&k) != Some(&v) {
-                self.top.insert(k, v);
+    fn extend_top(&mut self, fields: &Fields) {
+        for (k, v) in fields.iter() {
+            if self.top.get(k).map(RawValue::get) != Some(v.get()) {
+                self.top.insert_raw(k, v.to_owned());
                 self.shared = None;
             }
         }
@@ -228,14 +228,14 @@ fn write_choice(buf: &mut Vec<u8>, delta: Delta<'_>, finish: Option<&str>, extra
     if ours("logprobs") {
         choice.member("logprobs", &Value::Null);
     }
-    for (k, v) in &extra.choice {
+    for (k, v) in extra.choice.iter() {
         choice.member(k, v);
     }
     choice.close();
 }
 
 /// The delta object: ours, then the provider's delta fields `extra`.
-fn write_delta(buf: &mut Vec<u8>, delta: Delta<'_>, extra: &Map<String, Value>) {
+fn write_delta(buf: &mut Vec<u8>, delta: Delta<'_>, extra: &Fields) {
     let mut d = Obj::open(buf);
     let ours = |k: &str| !extra.contains_key(k);
     match delta {
@@ -273,7 +273,7 @@ fn write_delta(buf: &mut Vec<u8>, delta: Delta<'_>, extra: &Map<String, Value>) 
         }
         Delta::Call { .. } => {}
     }
-    for (k, v) in extra {
+    for (k, v) in extra.iter() {
         d.member(k, v);
     }
     d.close();
@@ -286,7 +286,7 @@ impl Encoder for Chunker {
         match ev {
             StreamEvent::Model(m) => self.set_model(m),
             StreamEvent::Passthrough(p) if p.choice.is_empty() && p.message.is_empty() => {
-                self.extend_top(p.top.clone());
+                self.extend_top(&p.top);
             }
             _ => return false,
         }
@@ -299,7 +299,7 @@ impl Encoder for Chunker {
     fn opening(&mut self, handover: &Value, out: &mut SseText) {
         // Ours wins over a provider field of the same name.
         let mut fields = shared_fields(&self.top, &self.id, self.created, &self.model);
-        fields.shift_remove("handover");
+        fields.remove("handover");
         let choice = (Delta::Role, None, Passthrough::default());
         Self::write(
             out,
@@ -320,10 +320,10 @@ impl Encoder for Chunker {
             StreamEvent::Model(m) => self.set_model(&m),
             StreamEvent::Passthrough(p) => {
                 self.flush(out);
-                self.extend_top(p.top);
+                self.extend_top(&p.top);
                 if !p.choice.is_empty() || !p.message.is_empty() {
                     self.pending = Some(Passthrough {
-                        top: Map::new(),
+                        top: Fields::new(),
                         ..p
                     });
                 }
@@ -382,26 +382,25 @@ impl Encoder for Chunker {
 /// The fields every chunk repeats (see [`Chunker::shared`]): the
 /// provider's chunk-level fields, our `id` and `created` unless it sent
 /// its own, and the `object` and `model` every chunk names.
-fn shared_fields(
-    top: &Map<String, Value>,
-    id: &str,
-    created: u64,
-    model: &str,
-) -> Map<String, Value> {
+fn shared_fields(top: &Fields, id: &str, created: u64, model: &str) -> Fields {
     let mut m = top.clone();
     // Members each chunk writes itself.
-    m.shift_remove("choices");
-    m.shift_remove("usage");
-    m.entry("id").or_insert_with(|| id.into());
-    m.insert("object".into(), "chat.completion.chunk".into());
-    m.entry("created").or_insert_with(|| created.into());
-    m.insert("model".into(), model.into());
+    m.remove("choices");
+    m.remove("usage");
+    if !m.contains_key("id") {
+        m.insert("id", &id.into());
+    }
+    m.insert("object", &"chat.completion.chunk".into());
+    if !m.contains_key("created") {
+        m.insert("created", &created.into());
+    }
+    m.insert("model", &model.into());
     m
 }
 
 /// `fields` as JSON members without the braces: `"a":1,"b":2`.
-fn members_text(fields: Map<String, Value>) -> String {
-    // A map of `Value`s always serializes.
+fn members_text(fields: Fields) -> String {
+    // Members of JSON text always serialize.
     let text = serde_json::to_string(&fields).unwrap_or_else(|_| "{}".into());
     text[1..text.len() - 1].to_owned()
 }
@@ -433,11 +432,11 @@ mod tests {
     #[test]
     fn a_chunk_carries_the_shared_fields_and_ours_win_in_the_opening() {
         let mut c = chunker();
-        let mut top = Map::new();
-        top.insert("id".into(), json!("chatcmpl-provider"));
-        top.insert("system_fingerprint".into(), json!("fp_1"));
-        top.insert("handover".into(), json!("theirs"));
-        c.extend_top(top);
+        let mut top = Fields::new();
+        top.insert("id", &json!("chatcmpl-provider"));
+        top.insert("system_fingerprint", &json!("fp_1"));
+        top.insert("handover", &json!("theirs"));
+        c.extend_top(&top);
         let mut out = SseText::default();
         c.opening(&json!({"provider": "p", "attempts": ""}), &mut out);
         c.event(StreamEvent::ContentDelta("hi \"you\"\n".into()), &mut out);
@@ -468,8 +467,8 @@ mod tests {
         };
         c.event(finish(), &mut out);
         assert_eq!(chunks(&mut out)[0]["id"], "chatcmpl-ours");
-        let mut top = Map::new();
-        top.insert("system_fingerprint".into(), json!("fp_2"));
+        let mut top = Fields::new();
+        top.insert("system_fingerprint", &json!("fp_2"));
         c.event(
             StreamEvent::Passthrough(Passthrough {
                 top,
@@ -494,8 +493,8 @@ mod tests {
         let mut out = SseText::default();
         let fields = |refusal: &str| {
             let mut p = Passthrough::default();
-            p.choice.insert("logprobs".into(), json!({"content": []}));
-            p.message.insert("refusal".into(), json!(refusal));
+            p.choice.insert("logprobs", &json!({"content": []}));
+            p.message.insert("refusal", &json!(refusal));
             StreamEvent::Passthrough(p)
         };
         c.event(fields("a"), &mut out);

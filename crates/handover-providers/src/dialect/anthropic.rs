@@ -147,7 +147,7 @@ impl WireMessage {
         }
         let mut passthrough = Passthrough::default();
         if let Some(id) = self.id {
-            passthrough.top.insert("id".into(), id.into());
+            passthrough.top.insert("id", &id.into());
         }
         ChatResponse {
             content,
@@ -191,6 +191,6 @@ pub(crate) fn usage(mut u: Map<String, Value>) -> Usage {
         output_tokens: output,
         reasoning_tokens: None,
         cached_input_tokens: read,
-        extra: u,
+        extra: u.into(),
     }
 }

@@ -97,7 +97,7 @@ impl MessageDecoder {
         }
         if let Some(id) = m.get("id").and_then(Value::as_str) {
             let mut pass = Passthrough::default();
-            pass.top.insert("id".into(), id.into());
+            pass.top.insert("id", &id.into());
             out.push(StreamEvent::Passthrough(pass));
         }
         if let Some(Value::Object(u)) = m.get("usage") {

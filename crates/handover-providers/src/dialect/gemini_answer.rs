@@ -126,7 +126,7 @@ impl WireAnswer {
         let finish = self.finish(!tool_calls.is_empty());
         let mut passthrough = Passthrough::default();
         if let Some(id) = &self.response_id {
-            passthrough.top.insert("id".into(), id.as_str().into());
+            passthrough.top.insert("id", &id.as_str().into());
         }
         ChatResponse {
             content,
@@ -206,7 +206,7 @@ pub(crate) fn usage(mut u: Map<String, Value>) -> Usage {
         output_tokens: output,
         reasoning_tokens: thoughts,
         cached_input_tokens: cached,
-        extra: u,
+        extra: u.into(),
     }
 }
 

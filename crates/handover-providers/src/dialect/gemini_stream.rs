@@ -59,7 +59,7 @@ impl ChunkDecoder {
         {
             self.id_seen = true;
             let mut pass = Passthrough::default();
-            pass.top.insert("id".into(), id.into());
+            pass.top.insert("id", &id.into());
             out.push(StreamEvent::Passthrough(pass));
         }
         for p in answer.parts() {

@@ -216,12 +216,12 @@ impl WireResponse {
         .map_err(|status| BodyError::Failed(failure(status, self.error.clone())))?;
         let mut passthrough = self.passthrough();
         if let Some(r) = out.refusal {
-            passthrough.message.insert("refusal".into(), r.into());
+            passthrough.message.insert("refusal", &r.into());
         }
         if !out.logprobs.is_empty() {
             passthrough.choice.insert(
-                "logprobs".into(),
-                json!({"content": out.logprobs, "refusal": null}),
+                "logprobs",
+                &json!({"content": out.logprobs, "refusal": null}),
             );
         }
         Ok(ChatResponse {
@@ -247,7 +247,7 @@ impl WireResponse {
         ];
         for (k, v) in top {
             if let Some(v) = v.filter(|v| !v.is_null()) {
-                pass.top.insert(k.into(), v);
+                pass.top.insert(k, &v);
             }
         }
         pass
@@ -322,6 +322,6 @@ pub(crate) fn usage(mut u: Map<String, Value>) -> Usage {
         output_tokens: output,
         reasoning_tokens: reasoning,
         cached_input_tokens: cached,
-        extra: u,
+        extra: u.into(),
     }
 }

@@ -65,7 +65,7 @@ impl StreamDecoder for EventDecoder {
             "response.refusal.delta" => {
                 if let Some(d) = text(&v, "delta") {
                     let mut pass = Passthrough::default();
-                    pass.message.insert("refusal".into(), d.into());
+                    pass.message.insert("refusal", &d.into());
                     out.push(StreamEvent::Passthrough(pass));
                 }
                 Decoded::Data
@@ -130,8 +130,7 @@ fn text_delta(v: &Value, out: &mut Vec<StreamEvent>) -> Decoded {
         .filter(|l| !l.is_empty())
     {
         let mut pass = Passthrough::default();
-        pass.choice
-            .insert("logprobs".into(), json!({"content": lp}));
+        pass.choice.insert("logprobs", &json!({"content": lp}));
         out.push(StreamEvent::Passthrough(pass));
     }
     if let Some(d) = text(v, "delta") {

@@ -51,13 +51,12 @@ fn output_items(id: &str, r: &ChatResponse) -> Vec<Value> {
         let annotations = r
             .passthrough
             .message
-            .get("annotations")
-            .filter(|a| a.is_array())
-            .cloned()
+            .value("annotations")
+            .filter(Value::is_array)
             .unwrap_or_else(|| json!([]));
         parts.push(text_part(t, annotations));
     }
-    if let Some(refusal) = r.passthrough.message.get("refusal").and_then(Value::as_str) {
+    if let Some(Value::String(refusal)) = r.passthrough.message.value("refusal") {
         parts.push(json!({"type": "refusal", "refusal": refusal}));
     }
     let mut items = Vec::new();
