@@ -28,6 +28,11 @@ use futures::Stream;
 /// The most one event (its pending line plus its data so far) may hold.
 pub(crate) const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
+/// How many body pieces one poll reads before it yields (an answer's
+/// events come a few per piece; only one event spanning many pieces gets
+/// here).
+const READS_PER_POLL: u32 = 64;
+
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Event {
@@ -54,6 +59,11 @@ pub(crate) struct SseStream<S> {
     buf: Vec<u8>,
     /// Start of the unparsed bytes in `buf`.
     pos: usize,
+    /// Where the search for the next line end resumes: the bytes from
+    /// `pos` to here hold none. Without it a long line read in many pieces
+    /// was searched again from its start after every piece (an 8 MB event
+    /// took time growing with the square of its size).
+    scanned: usize,
     started: bool,
     ended: bool,
     event: String,
@@ -66,6 +76,7 @@ impl<S> SseStream<S> {
             body,
             buf: Vec::new(),
             pos: 0,
+            scanned: 0,
             started: false,
             ended: false,
             event: String::new(),
@@ -77,20 +88,29 @@ impl<S> SseStream<S> {
     /// bytes there do not end a line yet. A `\r` last in the buffer waits
     /// for the next read (it may be half of `\r\n`) unless the body ended.
     fn next_line(&mut self) -> Option<(usize, usize)> {
-        let rest = &self.buf[self.pos..];
-        let at = memchr::memchr2(b'\n', b'\r', rest)?;
-        let len = match rest[at] {
-            b'\r' => match rest.get(at + 1) {
+        let from = self.scanned.max(self.pos);
+        let Some(found) = memchr::memchr2(b'\n', b'\r', &self.buf[from..]) else {
+            self.scanned = self.buf.len();
+            return None;
+        };
+        let at = from + found;
+        let len = match self.buf[at] {
+            b'\r' => match self.buf.get(at + 1) {
                 Some(b'\n') => 2,
                 Some(_) => 1,
                 None if self.ended => 1,
-                None => return None,
+                None => {
+                    // Looked at again once the next byte is here.
+                    self.scanned = at;
+                    return None;
+                }
             },
             _ => 1,
         };
         let start = self.pos;
-        self.pos += at + len;
-        Some((start, start + at))
+        self.pos = at + len;
+        self.scanned = self.pos;
+        Some((start, at))
     }
 
     /// Applies one line; the event it dispatches, if any.
@@ -166,6 +186,7 @@ where
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
+        let mut reads = 0u32;
         loop {
             match this.parse() {
                 Ok(Some(ev)) => return Poll::Ready(Some(Ok(ev))),
@@ -175,14 +196,24 @@ where
                     this.ended = true;
                     this.buf.clear();
                     this.pos = 0;
+                    this.scanned = 0;
                     return Poll::Ready(Some(Err(e)));
                 }
             }
             if this.ended {
                 return Poll::Ready(None);
             }
+            // A body that is always ready (one huge event arriving) must
+            // not keep this task, and the deadlines around it, from
+            // yielding: give the worker back now and then.
+            reads += 1;
+            if reads > READS_PER_POLL {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             // Consumed bytes go once per read, not once per line.
             this.buf.drain(..this.pos);
+            this.scanned -= this.pos.min(this.scanned);
             this.pos = 0;
             match Pin::new(&mut this.body).poll_next(cx) {
                 Poll::Ready(Some(Ok(bytes))) => this.buf.extend_from_slice(bytes.as_ref()),
@@ -245,6 +276,68 @@ mod tests {
         }
         let bytes: Vec<&[u8]> = body.chunks(1).collect();
         assert_eq!(events(&bytes), want, "one byte per read");
+    }
+
+    #[test]
+    fn a_line_that_has_not_ended_is_not_searched_again() {
+        let body = futures::stream::empty::<Result<Vec<u8>, std::convert::Infallible>>();
+        let mut s = SseStream::new(body);
+        s.buf.extend_from_slice(b"data: aaaa");
+        assert!(matches!(s.parse::<()>(), Ok(None)));
+        assert_eq!(s.scanned, s.buf.len());
+        s.buf.extend_from_slice(b"bb\r");
+        assert!(matches!(s.parse::<()>(), Ok(None)));
+        assert_eq!(
+            s.scanned,
+            s.buf.len() - 1,
+            "a last \\r waits for its next byte"
+        );
+        s.buf.extend_from_slice(b"\n\n");
+        assert_eq!(
+            s.parse::<()>().ok().flatten().map(|e| e.data),
+            Some("aaaabb".to_owned())
+        );
+    }
+
+    #[test]
+    fn one_event_spanning_many_ready_pieces_yields_the_worker_between_them() {
+        let mut pieces = vec![b"data: ".to_vec()];
+        pieces.extend((0..3 * READS_PER_POLL).map(|_| b"x".to_vec()));
+        pieces.push(b"\n\n".to_vec());
+        let body = futures::stream::iter(pieces.into_iter().map(Ok::<_, std::convert::Infallible>));
+        let mut s = SseStream::new(body);
+        let woken = std::sync::Arc::new(Woken::default());
+        let waker = std::task::Waker::from(woken.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut pendings = 0;
+        let event = loop {
+            match Pin::new(&mut s).poll_next(&mut cx) {
+                Poll::Pending => pendings += 1,
+                Poll::Ready(ev) => break ev,
+            }
+        };
+        assert_eq!(
+            event.map(|e| e.ok().map(|e| e.data.len())),
+            Some(Some(3 * READS_PER_POLL as usize))
+        );
+        assert!(pendings >= 2, "yielded {pendings} times");
+        assert_eq!(
+            woken.0.load(std::sync::atomic::Ordering::Relaxed),
+            pendings,
+            "woken to go on each time"
+        );
+    }
+
+    #[derive(Default)]
+    struct Woken(std::sync::atomic::AtomicU32);
+
+    impl std::task::Wake for Woken {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     #[test]
