@@ -198,6 +198,20 @@ async fn bad_chat_requests_are_refused_before_anything_is_sent() {
             "invalid_field",
         ),
         (
+            "n past u32",
+            Some(CLIENT_A),
+            chat_with_n(json!(4_294_967_296_u64)),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "n of 2.0",
+            Some(CLIENT_A),
+            chat_with_n(json!(2.0)),
+            StatusCode::BAD_REQUEST,
+            "unsupported_parameter",
+        ),
+        (
             "n as text",
             Some(CLIENT_A),
             chat_with_n(json!("2")),
@@ -250,6 +264,17 @@ async fn bad_chat_requests_are_refused_before_anything_is_sent() {
             chat_with_n(json!(1.5)),
             "n",
             "n must be a whole number, at least 1",
+        ),
+        (chat_with_n(json!(0.0)), "n", "n must be at least 1"),
+        (
+            chat_with_n(json!("1")),
+            "n",
+            "n must be a whole number, at least 1",
+        ),
+        (
+            chat_with_n(json!(1e10)),
+            "n",
+            "n must be a whole number, at most 4294967295",
         ),
         (
             too_deep(),

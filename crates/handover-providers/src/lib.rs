@@ -63,6 +63,7 @@ mod stream;
 mod telemetry;
 mod transport;
 mod types;
+mod whole;
 mod wire;
 
 pub use api::OpenAiApi;

@@ -4,12 +4,14 @@
 //! only `model` (a policy or alias), `stream` and `stream_options`, and
 //! refuses `n` above 1: several choices would be several proposals for one
 //! operation, and the write gate takes one answer. An `n` that is no number
-//! of choices (0, negative, fractional, not a number) is invalid.
+//! of choices (0, negative, fractional, not a number) is invalid; `1.0` is
+//! one.
 
 use handover_providers::ChatRequest;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::whole::whole;
 use crate::api_error::ApiError;
 use crate::body::from_value;
 
@@ -180,8 +182,8 @@ fn envelope(fields: Map<String, Value>) -> Result<Envelope, ApiError> {
     Ok(e)
 }
 
-fn finish(e: Envelope, request: ChatRequest) -> Result<Parsed, ApiError> {
-    refuse_unsupported(&request)?;
+fn finish(e: Envelope, mut request: ChatRequest) -> Result<Parsed, ApiError> {
+    check_n(&mut request)?;
     Ok(Parsed {
         model: e.model,
         stream: e.stream.unwrap_or(false),
@@ -191,28 +193,27 @@ fn finish(e: Envelope, request: ChatRequest) -> Result<Parsed, ApiError> {
 }
 
 /// `n`, the number of choices: absent or `null` is one. A value that is no
-/// number of choices (below 1, not a whole number) is invalid, as OpenAI
-/// answers it; a valid one above 1 is a limit of the gateway's, said so.
-fn refuse_unsupported(r: &ChatRequest) -> Result<(), ApiError> {
-    let Some(n) = r.extra.get("n").filter(|n| !n.is_null()) else {
+/// number of choices (below 1, not a whole number, past `u32`) is
+/// invalid, as OpenAI answers it; a valid one above 1 is a limit of the
+/// gateway's, said so. One written as a float (`1.0`) is that number, and
+/// goes on as the integer (adapters that drop `n: 1` compare integers).
+fn check_n(r: &mut ChatRequest) -> Result<(), ApiError> {
+    let Some(n) = r.extra.get_mut("n").filter(|n| !n.is_null()) else {
         return Ok(());
     };
-    match (n.as_u64(), n.as_i64()) {
-        (Some(1), _) => Ok(()),
-        (Some(0), _) | (None, Some(_)) => Err(ApiError::invalid(
-            "invalid_field",
-            "n",
-            "n must be at least 1",
-        )),
-        (Some(_), _) => Err(unsupported(
+    let invalid = |message: &str| ApiError::invalid("invalid_field", "n", message);
+    match n.as_number().and_then(whole) {
+        Some(1) => {
+            *n = 1.into();
+            Ok(())
+        }
+        Some(w) if w < 1 => Err(invalid("n must be at least 1")),
+        Some(w) if w <= i128::from(u32::MAX) => Err(unsupported(
             "n",
             "only one choice per request (each choice would propose its own tool calls)",
         )),
-        (None, None) => Err(ApiError::invalid(
-            "invalid_field",
-            "n",
-            "n must be a whole number, at least 1",
-        )),
+        Some(_) => Err(invalid("n must be a whole number, at most 4294967295")),
+        None => Err(invalid("n must be a whole number, at least 1")),
     }
 }
 
@@ -250,6 +251,13 @@ mod tests {
             r#"{"model":"m","n":-3,"messages":[{"role":"user","content":"x"}]}"#,
             r#"{"model":"m","n":1.5,"messages":[{"role":"user","content":"x"}]}"#,
             r#"{"model":"m","n":null,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":1.0,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":2.0,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":1e10,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":4294967296,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":"1","messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","max_tokens":64.0,"seed":-3.0,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","max_completion_tokens":64.5,"messages":[{"role":"user","content":"x"}]}"#,
             r#"[1,2]"#,
             r#"{"model":"m","messages":[{"role":"user","content":"x"}]} trailing"#,
             r#"{"model":"m","messages":[{"#,
