@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::whole::whole;
 use crate::api_error::ApiError;
-use crate::body::from_value;
+use crate::fields::{from_map, not_an_object, read_once_each};
 
 /// A parsed chat request.
 #[derive(Debug)]
@@ -105,73 +105,22 @@ fn slow(bytes: &[u8]) -> Result<Parsed, ApiError> {
     parse_value(read_once_each(bytes)?)
 }
 
-/// A body read as JSON on the path that names a bad body's problem,
-/// refused if it names a top-level member twice (readers disagree on which
-/// copy counts: a proxy that checks the first `model` would not see the
-/// one that runs). Shared by the chat and Responses requests, whose
-/// one-pass parses refuse such a body without naming the member.
-pub(crate) fn read_once_each(bytes: &[u8]) -> Result<Value, ApiError> {
-    let body: Value = crate::body::parse(bytes)?;
-    match named_twice(bytes) {
-        Some(key) => Err(ApiError::invalid(
-            "invalid_field",
-            key.clone(),
-            format!("{key}: given twice; send it once"),
-        )),
-        None => Ok(body),
-    }
-}
-
-/// The first top-level member `bytes` names twice, if it is an object
-/// that does.
-fn named_twice(bytes: &[u8]) -> Option<String> {
-    struct Twice;
-    impl<'de> serde::de::Visitor<'de> for Twice {
-        type Value = Option<String>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("an object")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut m: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut seen = std::collections::HashSet::new();
-            let mut twice = None;
-            while let Some(k) = m.next_key::<String>()? {
-                m.next_value::<serde::de::IgnoredAny>()?;
-                if !seen.insert(k.clone()) && twice.is_none() {
-                    twice = Some(k);
-                }
-            }
-            Ok(twice)
-        }
-    }
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde::Deserializer::deserialize_map(de, Twice)
-        .ok()
-        .flatten()
-}
-
 /// Parses a body already read as JSON: the envelope, then the request.
 fn parse_value(body: Value) -> Result<Parsed, ApiError> {
     let Value::Object(mut obj) = body else {
-        return Err(ApiError::invalid(
-            "invalid_field",
-            "body",
-            "the body must be a JSON object",
-        ));
+        return Err(not_an_object());
     };
     let fields = ENVELOPE
         .iter()
         .filter_map(|k| obj.shift_remove_entry(*k))
         .collect();
     let e = envelope(fields)?;
-    finish(e, from_value(Value::Object(obj))?)
+    finish(e, from_map(obj)?)
 }
 
 /// The envelope from its fields; `model` must name something.
 fn envelope(fields: Map<String, Value>) -> Result<Envelope, ApiError> {
-    let e: Envelope = from_value(Value::Object(fields))?;
+    let e: Envelope = from_map(fields)?;
     if e.model.is_empty() {
         return Err(ApiError::invalid(
             "invalid_field",
