@@ -42,6 +42,7 @@ mod body;
 mod conn;
 mod detach;
 mod error;
+mod fields;
 mod headers;
 mod limits;
 mod metrics;

@@ -198,6 +198,20 @@ async fn bad_chat_requests_are_refused_before_anything_is_sent() {
             "invalid_field",
         ),
         (
+            "n past u32",
+            Some(CLIENT_A),
+            chat_with_n(json!(4_294_967_296_u64)),
+            StatusCode::BAD_REQUEST,
+            "invalid_field",
+        ),
+        (
+            "n of 2.0",
+            Some(CLIENT_A),
+            chat_with_n(json!(2.0)),
+            StatusCode::BAD_REQUEST,
+            "unsupported_parameter",
+        ),
+        (
             "n as text",
             Some(CLIENT_A),
             chat_with_n(json!("2")),
@@ -250,6 +264,17 @@ async fn bad_chat_requests_are_refused_before_anything_is_sent() {
             chat_with_n(json!(1.5)),
             "n",
             "n must be a whole number, at least 1",
+        ),
+        (chat_with_n(json!(0.0)), "n", "n must be at least 1"),
+        (
+            chat_with_n(json!("1")),
+            "n",
+            "n must be a whole number, at least 1",
+        ),
+        (
+            chat_with_n(json!(1e10)),
+            "n",
+            "n must be a whole number, at most 4294967295",
         ),
         (
             too_deep(),
@@ -470,6 +495,159 @@ async fn bad_operation_requests_record_nothing() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["param"], "key", "{body}");
     assert_eq!(gw.all_operations().await, 0, "nothing may be recorded");
+}
+
+/// Every operations-API body names a top-level field that is missing,
+/// unknown, given twice or of the wrong type in `param` (a missing one
+/// used to be named only in the message), over real HTTP, and nothing is
+/// recorded; the chat and Responses bodies, read the same way, too.
+#[tokio::test]
+async fn every_body_names_the_field_that_is_missing_or_wrong() {
+    let (gw, provider) = setup().await;
+    let admin = "/v1/admin/operations/tenant-a/K-1/resolve";
+    // (path, token, body, the field `param` must name)
+    let cases: [(&str, &str, &str, &str); 24] = [
+        (
+            "/v1/chat/completions",
+            CLIENT_A,
+            r#"{"messages": [{"role": "user", "content": "hi"}]}"#,
+            "model",
+        ),
+        (
+            "/v1/chat/completions",
+            CLIENT_A,
+            r#"{"model": "default"}"#,
+            "messages",
+        ),
+        (
+            "/v1/responses",
+            CLIENT_A,
+            r#"{"model": "default"}"#,
+            "input",
+        ),
+        (
+            "/v1/responses",
+            CLIENT_A,
+            r#"{"model": "default", "input": "hi", "previous_id": "r"}"#,
+            "previous_id",
+        ),
+        ("/v1/operations", CLIENT_A, r#"{"params": {}}"#, "action"),
+        (
+            "/v1/operations",
+            CLIENT_A,
+            r#"{"action": "ship"}"#,
+            "params",
+        ),
+        (
+            "/v1/operations",
+            CLIENT_A,
+            r#"{"action": 7, "params": {}}"#,
+            "action",
+        ),
+        (
+            "/v1/operations",
+            CLIENT_A,
+            r#"{"action": "ship", "params": {}, "scope": "tenant-b"}"#,
+            "scope",
+        ),
+        (
+            "/v1/operations",
+            CLIENT_A,
+            r#"{"action": "ship", "action": "refund", "params": {}}"#,
+            "action",
+        ),
+        ("/v1/operations", CLIENT_A, r#"["ship", {}]"#, "body"),
+        (
+            "/v1/operations/K-1/approve",
+            CLIENT_A,
+            r#"{"action": "ship"}"#,
+            "params",
+        ),
+        ("/v1/operations/K-1/dispatch", CLIENT_A, r#"{}"#, "epoch"),
+        (
+            "/v1/operations/K-1/dispatch",
+            CLIENT_A,
+            r#"{"epoch": "1"}"#,
+            "epoch",
+        ),
+        (
+            "/v1/operations/K-1/outcome",
+            CLIENT_A,
+            r#"{"epoch": 1}"#,
+            "outcome",
+        ),
+        (
+            "/v1/operations/K-1/outcome",
+            CLIENT_A,
+            r#"{"outcome": "confirmed"}"#,
+            "epoch",
+        ),
+        (
+            "/v1/reconcile/K-1/report",
+            CLIENT_A,
+            r#"{"records": []}"#,
+            "outcome",
+        ),
+        (
+            "/v1/reconcile/K-1/report",
+            CLIENT_A,
+            r#"{"outcome": "found", "records": [{"params": {}}]}"#,
+            "records[0]",
+        ),
+        (
+            "/v1/reconcile/lease",
+            CLIENT_A,
+            r#"{"limit": "5"}"#,
+            "limit",
+        ),
+        ("/v1/reconcile/lease", CLIENT_A, r#"{"lease": 5}"#, "lease"),
+        (admin, OPERATOR, r#"{"evidence": "portal"}"#, "outcome"),
+        (admin, OPERATOR, r#"{"outcome": "confirmed"}"#, "evidence"),
+        (
+            admin,
+            OPERATOR,
+            r#"{"outcome": "confirmed", "evidence": "portal", "actor": "me"}"#,
+            "actor",
+        ),
+        (
+            admin,
+            OPERATOR,
+            r#"{"outcome": "maybe", "evidence": "portal"}"#,
+            "outcome",
+        ),
+        (
+            admin,
+            OPERATOR,
+            r#"{"outcome": "rejected", "evidence": 1}"#,
+            "evidence",
+        ),
+    ];
+    for (path, token, body, field) in cases {
+        let key = (path == "/v1/operations").then_some("K-1");
+        let (st, got) = send(&gw, path, Some(token), body.as_bytes().to_vec(), key).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{path} {body}: {got}");
+        assert_eq!(
+            got["error"]["code"], "invalid_field",
+            "{path} {body}: {got}"
+        );
+        assert_eq!(got["error"]["param"], field, "{path} {body}: {got}");
+        let message = got["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(field) || field == "body",
+            "{path} {body}: {message}"
+        );
+    }
+    let (_, got) = send(
+        &gw,
+        "/v1/operations/K-1/dispatch",
+        Some(CLIENT_A),
+        b"{}".to_vec(),
+        None,
+    )
+    .await;
+    assert_eq!(got["error"]["message"], "epoch: required", "{got}");
+    assert_eq!(gw.all_operations().await, 0, "nothing may be recorded");
+    assert_eq!(provider.requests().await, 0);
 }
 
 #[tokio::test]

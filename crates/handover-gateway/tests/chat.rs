@@ -389,3 +389,99 @@ async fn a_data_class_no_provider_may_receive_fails_closed() {
     assert_eq!(body["error"]["code"], "data_class_not_allowed", "{body}");
     assert_eq!(p.requests().await, 0);
 }
+
+/// Integer fields written as floats (`n: 1.0`, as Python callers send)
+/// are those integers, on both APIs, and reach the provider as integers;
+/// a fraction is still refused naming the field, and sends nothing.
+#[tokio::test]
+async fn whole_number_floats_are_integers_on_the_wire() {
+    let p = MockProvider::start(Flavor::OpenAi).await;
+    p.set_default(Reply::text("ok"));
+    let mut c = support::provider("p", &p.base_url());
+    c.push_str(&support::policy("default", &["p"], "first_token"));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let gw = Running::start(&c).await;
+
+    let body = json!({
+        "model": "default",
+        "messages": [{"role": "user", "content": "hi"}],
+        "n": 1.0, "max_tokens": 64.0, "max_completion_tokens": 1e2, "seed": -7.0,
+    });
+    let resp = post(&gw, &body).await;
+    assert_eq!(
+        resp.status(),
+        StatusCode::OK,
+        "{}",
+        resp.text().await.unwrap()
+    );
+    let resp = gw
+        .http
+        .post(gw.url("/v1/responses"))
+        .bearer_auth(CLIENT_A)
+        .json(&json!({"model": "default", "input": "hi",
+            "max_output_tokens": 32.0, "top_logprobs": 2.0}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        StatusCode::OK,
+        "{}",
+        resp.text().await.unwrap()
+    );
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(answer["max_output_tokens"], json!(32), "{answer}");
+
+    let received = p.received().await;
+    assert_eq!(received.len(), 2);
+    let chat: Value = serde_json::from_slice(&received[0].body).unwrap();
+    for (field, want) in [
+        ("n", json!(1)),
+        ("max_tokens", json!(64)),
+        ("max_completion_tokens", json!(100)),
+        ("seed", json!(-7)),
+    ] {
+        // `json!(1) != json!(1.0)`: an integer on the wire, not the float.
+        assert_eq!(chat[field], want, "{field}: {chat}");
+    }
+    let responses: Value = serde_json::from_slice(&received[1].body).unwrap();
+    assert_eq!(responses["max_completion_tokens"], json!(32), "{responses}");
+    assert_eq!(responses["top_logprobs"], json!(2), "{responses}");
+
+    for (path, body, param) in [
+        (
+            "/v1/chat/completions",
+            json!({"model": "default", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 64.5}),
+            "max_tokens",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "default", "messages": [{"role": "user", "content": "hi"}], "seed": "7"}),
+            "seed",
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "default", "input": "hi", "max_output_tokens": 1e10}),
+            "max_output_tokens",
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "default", "input": "hi", "top_logprobs": 2.5}),
+            "top_logprobs",
+        ),
+    ] {
+        let resp = gw
+            .http
+            .post(gw.url(path))
+            .bearer_auth(CLIENT_A)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{path} {body}");
+        let err: Value = resp.json().await.unwrap();
+        assert_eq!(err["error"]["param"], param, "{err}");
+        assert_eq!(err["error"]["code"], "invalid_field", "{err}");
+    }
+    assert_eq!(p.requests().await, 2, "a refused body sends nothing");
+}

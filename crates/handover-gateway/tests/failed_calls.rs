@@ -229,6 +229,14 @@ async fn a_chain_that_refused_the_request_alike_everywhere_answers_that_refusal(
         let got: Value = resp.json().await.unwrap();
         assert_eq!(got["error"]["code"], "context_length_exceeded", "{got}");
         assert_eq!(got["error"]["type"], "invalid_request_error", "{got}");
+        // Both blamed `messages`: so does the answer (by its Responses
+        // name on that API).
+        let param = if path == "/v1/responses" {
+            "input"
+        } else {
+            "messages"
+        };
+        assert_eq!(got["error"]["param"], param, "{path}: {got}");
     }
     assert_eq!((short.requests().await, shorter.requests().await), (3, 3));
 
@@ -345,8 +353,8 @@ async fn a_refusal_after_the_sse_head_reads_as_the_plain_answer() {
     assert!(!text.contains("[DONE]"), "{text}");
     assert_eq!((a.requests(), b.requests()), (2, 2));
 
-    // The Responses stream's error event carries the same code and param
-    // (none here: a chain refused alike answers with the gateway's code).
+    // The Responses stream's error event carries the same code, and the
+    // param both providers blamed by its Responses name.
     let body = json!({"model": "default", "input": "hi", "stream": true});
     let text = post(&gw, "/v1/responses", body, None)
         .await
@@ -360,5 +368,70 @@ async fn a_refusal_after_the_sse_head_reads_as_the_plain_answer() {
         .unwrap_or_else(|| panic!("no error event in {text}"));
     let event: Value = serde_json::from_str(event).unwrap();
     assert_eq!(event["code"], "context_length_exceeded", "{event}");
-    assert_eq!(event["param"], plain["error"]["param"], "{event}");
+    assert_eq!(plain["error"]["param"], "messages", "{plain}");
+    assert_eq!(event["param"], "input", "{event}");
+}
+
+/// A chain refused alike carries the providers' own `code` and `param`
+/// where every provider gave the same one, field by field, and the
+/// gateway's own (its code, no param) where they differ or one gave none:
+/// one provider's account is not the whole chain's.
+#[tokio::test]
+async fn a_chain_refused_alike_relays_only_what_every_provider_said() {
+    let said = |param: Value, code: Value| provider_error("bad value", param, code);
+    let (a, b) = (
+        MockProvider::start(Flavor::OpenAi).await,
+        MockProvider::start(Flavor::OpenAi).await,
+    );
+    // (a's param and code, b's, the answer's param and code)
+    let cases = [
+        (
+            (json!("temperature"), json!("invalid_value")),
+            (json!("temperature"), json!("invalid_value")),
+            (json!("temperature"), "invalid_value"),
+        ),
+        (
+            (json!("temperature"), json!("invalid_value")),
+            (json!("top_p"), json!("invalid_value")),
+            (Value::Null, "invalid_value"),
+        ),
+        (
+            (json!("temperature"), json!("invalid_value")),
+            (json!("temperature"), Value::Null),
+            (json!("temperature"), "invalid_request"),
+        ),
+        (
+            (json!("temperature"), json!("out_of_range")),
+            (Value::Null, json!("invalid_value")),
+            (Value::Null, "invalid_request"),
+        ),
+    ];
+    a.script(cases.iter().map(|(s, _, _)| said(s.0.clone(), s.1.clone())));
+    b.script(cases.iter().map(|(_, s, _)| said(s.0.clone(), s.1.clone())));
+    let mut c = support::provider("a", &a.base_url());
+    c.push_str(&support::provider("b", &b.base_url()));
+    c.push_str(&policy(
+        "default",
+        "a\", \"b",
+        "[policies.default.on]\ninvalid_request = \"next\"",
+    ));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let gw = Running::start(&c).await;
+
+    for (i, (_, _, (param, code))) in cases.iter().enumerate() {
+        let resp = post(&gw, "/v1/chat/completions", chat("default", false), None).await;
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "case {i}");
+        assert_eq!(
+            resp.headers()["x-handover-attempts"],
+            "a=invalid_request, b=invalid_request",
+            "case {i}"
+        );
+        let got: Value = resp.json().await.unwrap();
+        assert_eq!(&got["error"]["param"], param, "case {i}: {got}");
+        assert_eq!(got["error"]["code"], *code, "case {i}: {got}");
+    }
+    assert_eq!(
+        (a.requests().await, b.requests().await),
+        (cases.len(), cases.len())
+    );
 }

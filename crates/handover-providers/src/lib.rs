@@ -64,6 +64,7 @@ mod stream;
 mod telemetry;
 mod transport;
 mod types;
+mod whole;
 mod wire;
 
 pub use api::OpenAiApi;

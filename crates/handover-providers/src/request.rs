@@ -392,7 +392,8 @@ impl<'de> Deserialize<'de> for ToolChoice {
 /// Parameters Handover reads have fields; every other Chat Completions
 /// parameter (`response_format`, `reasoning_effort`, `logprobs`,
 /// `parallel_tool_calls`, vendor extensions, ...) goes in `extra` and is
-/// forwarded as given.
+/// forwarded as given. The integer fields read a whole number written as
+/// a float (`"max_tokens": 64.0`, as OpenAI does) as that integer.
 ///
 /// ```
 /// use handover_providers::{ChatRequest, Message};
@@ -424,11 +425,19 @@ pub struct ChatRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f32>,
     /// Output token limit (`max_tokens`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::whole::optional"
+    )]
     pub max_tokens: Option<u32>,
     /// Output token limit including reasoning (`max_completion_tokens`),
     /// sent as such.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::whole::optional"
+    )]
     pub max_completion_tokens: Option<u32>,
     /// Stop sequences (a single string is read as one sequence).
     #[serde(
@@ -438,7 +447,11 @@ pub struct ChatRequest {
     )]
     pub stop: Vec<String>,
     /// Sampling seed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::whole::optional"
+    )]
     pub seed: Option<i64>,
     /// End-user id for provider abuse monitoring (`user`; DeepSeek `user_id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -257,3 +257,44 @@ async fn a_call_whose_caller_left_finishes_its_attempt_and_starts_nothing_more()
     assert!(f.attempts.is_empty());
     assert_eq!((primary.requests(), fallback.requests()), (1, 0));
 }
+
+/// Each failed attempt keeps what its provider said of the failure, its
+/// error `code` and `param` (a gateway relays them when a whole chain was
+/// refused alike); an attempt whose provider said neither keeps nothing.
+#[tokio::test(start_paused = true)]
+async fn each_failed_attempt_keeps_its_providers_code_and_param() {
+    let (long, down) = (start().await, start().await);
+    long.set_default(Plan::json(
+        400,
+        &serde_json::json!({"error": {
+            "message": "This model's maximum context length is 8192 tokens.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }}),
+    ));
+    down.set_default(overloaded());
+    let r = router(
+        &[("long", &long, ""), ("down", &down, "")],
+        "max_attempts_per_provider = 1",
+    );
+    let err = r
+        .chat(&r.task("default").unwrap(), &hello())
+        .await
+        .unwrap_err();
+    let f = err.task_failure().unwrap();
+    assert_eq!(f.reason, FailureReason::ChainExhausted);
+    let said: Vec<_> = f
+        .attempts
+        .iter()
+        .map(|a| (a.provider.as_str(), a.provider_code(), a.provider_param()))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("long", Some("context_length_exceeded"), Some("messages")),
+            ("down", None, None),
+        ]
+    );
+    assert_eq!((long.requests(), down.requests()), (1, 1));
+}

@@ -163,14 +163,21 @@ fn refused_request(class: ErrorClass) -> Option<(StatusCode, &'static str, &'sta
 /// [`refused_request`] of the one class every attempt failed with, if the
 /// call made attempts and all of them were such a refusal, alike.
 fn same_refusal(attempts: &[Attempt]) -> Option<(StatusCode, &'static str, &'static str)> {
-    let mut classes = attempts.iter().map(|a| match a.result {
+    let first = agreed(attempts, |a| match a.result {
         AttemptResult::Failed(class) => Some(class),
         _ => None,
-    });
-    let first = classes.next()??;
-    classes
-        .all(|c| c == Some(first))
-        .then(|| refused_request(first))?
+    })?;
+    refused_request(first)
+}
+
+/// What every attempt gives alike: `Some(v)` if each one gives `v`.
+fn agreed<'a, T: PartialEq>(
+    attempts: &'a [Attempt],
+    field: impl Fn(&'a Attempt) -> Option<T>,
+) -> Option<T> {
+    let mut values = attempts.iter().map(field);
+    let first = values.next()??;
+    values.all(|v| v.as_ref() == Some(&first)).then_some(first)
 }
 
 /// A failed call as an HTTP error (see `docs/gateway.md` for the table).
@@ -251,6 +258,13 @@ pub(crate) fn router_error(e: &RouterError) -> ApiError {
                 FailureReason::Failed { code, param, .. } if status == StatusCode::BAD_REQUEST => {
                     err.relaying(code.as_deref(), param.as_deref())
                 }
+                // A chain refused alike: each provider's code and param
+                // where every one of them gave the same, else the
+                // gateway's (one provider's word is not the chain's).
+                FailureReason::ChainExhausted if status == StatusCode::BAD_REQUEST => err.relaying(
+                    agreed(&f.attempts, Attempt::provider_code),
+                    agreed(&f.attempts, Attempt::provider_param),
+                ),
                 _ => err,
             }
         }

@@ -10,3 +10,4 @@ mod response;
 pub(crate) mod responses;
 mod sse_body;
 mod stream;
+mod whole;

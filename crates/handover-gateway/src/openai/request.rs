@@ -4,14 +4,16 @@
 //! only `model` (a policy or alias), `stream` and `stream_options`, and
 //! refuses `n` above 1: several choices would be several proposals for one
 //! operation, and the write gate takes one answer. An `n` that is no number
-//! of choices (0, negative, fractional, not a number) is invalid.
+//! of choices (0, negative, fractional, not a number) is invalid; `1.0` is
+//! one.
 
 use handover_providers::ChatRequest;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::whole::whole;
 use crate::api_error::ApiError;
-use crate::body::from_value;
+use crate::fields::{from_map, not_an_object, read_once_each};
 
 /// A parsed chat request.
 #[derive(Debug)]
@@ -103,73 +105,22 @@ fn slow(bytes: &[u8]) -> Result<Parsed, ApiError> {
     parse_value(read_once_each(bytes)?)
 }
 
-/// A body read as JSON on the path that names a bad body's problem,
-/// refused if it names a top-level member twice (readers disagree on which
-/// copy counts: a proxy that checks the first `model` would not see the
-/// one that runs). Shared by the chat and Responses requests, whose
-/// one-pass parses refuse such a body without naming the member.
-pub(crate) fn read_once_each(bytes: &[u8]) -> Result<Value, ApiError> {
-    let body: Value = crate::body::parse(bytes)?;
-    match named_twice(bytes) {
-        Some(key) => Err(ApiError::invalid(
-            "invalid_field",
-            key.clone(),
-            format!("{key}: given twice; send it once"),
-        )),
-        None => Ok(body),
-    }
-}
-
-/// The first top-level member `bytes` names twice, if it is an object
-/// that does.
-fn named_twice(bytes: &[u8]) -> Option<String> {
-    struct Twice;
-    impl<'de> serde::de::Visitor<'de> for Twice {
-        type Value = Option<String>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("an object")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut m: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut seen = std::collections::HashSet::new();
-            let mut twice = None;
-            while let Some(k) = m.next_key::<String>()? {
-                m.next_value::<serde::de::IgnoredAny>()?;
-                if !seen.insert(k.clone()) && twice.is_none() {
-                    twice = Some(k);
-                }
-            }
-            Ok(twice)
-        }
-    }
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde::Deserializer::deserialize_map(de, Twice)
-        .ok()
-        .flatten()
-}
-
 /// Parses a body already read as JSON: the envelope, then the request.
 fn parse_value(body: Value) -> Result<Parsed, ApiError> {
     let Value::Object(mut obj) = body else {
-        return Err(ApiError::invalid(
-            "invalid_field",
-            "body",
-            "the body must be a JSON object",
-        ));
+        return Err(not_an_object());
     };
     let fields = ENVELOPE
         .iter()
         .filter_map(|k| obj.shift_remove_entry(*k))
         .collect();
     let e = envelope(fields)?;
-    finish(e, from_value(Value::Object(obj))?)
+    finish(e, from_map(obj)?)
 }
 
 /// The envelope from its fields; `model` must name something.
 fn envelope(fields: Map<String, Value>) -> Result<Envelope, ApiError> {
-    let e: Envelope = from_value(Value::Object(fields))?;
+    let e: Envelope = from_map(fields)?;
     if e.model.is_empty() {
         return Err(ApiError::invalid(
             "invalid_field",
@@ -180,8 +131,8 @@ fn envelope(fields: Map<String, Value>) -> Result<Envelope, ApiError> {
     Ok(e)
 }
 
-fn finish(e: Envelope, request: ChatRequest) -> Result<Parsed, ApiError> {
-    refuse_unsupported(&request)?;
+fn finish(e: Envelope, mut request: ChatRequest) -> Result<Parsed, ApiError> {
+    check_n(&mut request)?;
     Ok(Parsed {
         model: e.model,
         stream: e.stream.unwrap_or(false),
@@ -191,28 +142,27 @@ fn finish(e: Envelope, request: ChatRequest) -> Result<Parsed, ApiError> {
 }
 
 /// `n`, the number of choices: absent or `null` is one. A value that is no
-/// number of choices (below 1, not a whole number) is invalid, as OpenAI
-/// answers it; a valid one above 1 is a limit of the gateway's, said so.
-fn refuse_unsupported(r: &ChatRequest) -> Result<(), ApiError> {
-    let Some(n) = r.extra.get("n").filter(|n| !n.is_null()) else {
+/// number of choices (below 1, not a whole number, past `u32`) is
+/// invalid, as OpenAI answers it; a valid one above 1 is a limit of the
+/// gateway's, said so. One written as a float (`1.0`) is that number, and
+/// goes on as the integer (adapters that drop `n: 1` compare integers).
+fn check_n(r: &mut ChatRequest) -> Result<(), ApiError> {
+    let Some(n) = r.extra.get_mut("n").filter(|n| !n.is_null()) else {
         return Ok(());
     };
-    match (n.as_u64(), n.as_i64()) {
-        (Some(1), _) => Ok(()),
-        (Some(0), _) | (None, Some(_)) => Err(ApiError::invalid(
-            "invalid_field",
-            "n",
-            "n must be at least 1",
-        )),
-        (Some(_), _) => Err(unsupported(
+    let invalid = |message: &str| ApiError::invalid("invalid_field", "n", message);
+    match n.as_number().and_then(whole) {
+        Some(1) => {
+            *n = 1.into();
+            Ok(())
+        }
+        Some(w) if w < 1 => Err(invalid("n must be at least 1")),
+        Some(w) if w <= i128::from(u32::MAX) => Err(unsupported(
             "n",
             "only one choice per request (each choice would propose its own tool calls)",
         )),
-        (None, None) => Err(ApiError::invalid(
-            "invalid_field",
-            "n",
-            "n must be a whole number, at least 1",
-        )),
+        Some(_) => Err(invalid("n must be a whole number, at most 4294967295")),
+        None => Err(invalid("n must be a whole number, at least 1")),
     }
 }
 
@@ -250,6 +200,13 @@ mod tests {
             r#"{"model":"m","n":-3,"messages":[{"role":"user","content":"x"}]}"#,
             r#"{"model":"m","n":1.5,"messages":[{"role":"user","content":"x"}]}"#,
             r#"{"model":"m","n":null,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":1.0,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":2.0,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":1e10,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":4294967296,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","n":"1","messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","max_tokens":64.0,"seed":-3.0,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"m","max_completion_tokens":64.5,"messages":[{"role":"user","content":"x"}]}"#,
             r#"[1,2]"#,
             r#"{"model":"m","messages":[{"role":"user","content":"x"}]} trailing"#,
             r#"{"model":"m","messages":[{"#,

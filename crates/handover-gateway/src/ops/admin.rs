@@ -54,13 +54,7 @@ pub(crate) async fn resolve(
 ) -> Result<Response, ApiError> {
     let Path((scope, key)) = path.map_err(path_error)?;
     let id = path_id(&scope, &key)?;
-    let Some(decision) = body.outcome else {
-        return Err(ApiError::invalid(
-            "invalid_field",
-            "outcome",
-            "outcome: required, \"confirmed\" or \"rejected\"",
-        ));
-    };
+    let decision = body.outcome;
     if body.evidence.trim().is_empty() {
         return Err(ApiError::invalid(
             "invalid_field",

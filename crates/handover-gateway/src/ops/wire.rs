@@ -11,7 +11,9 @@ use crate::api_error::ApiError;
 use crate::body;
 
 /// A JSON body of type `T` whose values the ledger records (params,
-/// results, metadata): parsed like every body, then every number in it is
+/// results, metadata): parsed naming any top-level field that is given
+/// twice, missing, unknown or of the wrong type (`crate::fields`), then
+/// every number in it is
 /// checked *as sent* against I-JSON, before a parser could round it
 /// (`params.items[2].batch: integer 9007199254740993 is outside …`).
 /// Nothing is done with a body that fails.
@@ -23,7 +25,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for LedgerBody<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = body::read(req, state).await?;
-        let value: T = body::parse(&bytes)?;
+        let value: T = crate::fields::parse(&bytes)?;
         // Parsed, so the text is valid JSON (UTF-8 included).
         let text = std::str::from_utf8(&bytes).unwrap_or_default();
         handover_ledger::validate_json_text(text)
@@ -86,13 +88,11 @@ pub(crate) enum Decision {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ResolveBody {
-    /// Required; optional here so that its absence is refused naming it
-    /// (serde names a missing field only in its message).
-    pub(crate) outcome: Option<Decision>,
+    pub(crate) outcome: Decision,
     pub(crate) result: Option<Value>,
     pub(crate) reason: Option<String>,
-    /// Required, not empty; absent reads as empty, refused naming it.
-    #[serde(default)]
+    /// Required (a missing field is named like any other: see `fields`),
+    /// and not empty.
     pub(crate) evidence: String,
 }
 

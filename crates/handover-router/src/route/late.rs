@@ -8,7 +8,7 @@ use std::time::Duration;
 use handover_providers::{ChatResponse, ProviderError};
 use tokio::task::JoinHandle;
 
-use super::report::{Attempt, AttemptResult};
+use super::report::{Attempt, AttemptResult, ProviderSaid};
 use super::task::Task;
 use super::upstream::Target;
 use crate::admission::Permit;
@@ -26,12 +26,13 @@ pub(crate) fn watch(
         let Ok((result, _permit)) = call.await else {
             return;
         };
-        let (result, sent, request_id) = match &result {
-            Ok(r) => (AttemptResult::Answered, true, r.request_id.clone()),
+        let (result, sent, request_id, said) = match &result {
+            Ok(r) => (AttemptResult::Answered, true, r.request_id.clone(), None),
             Err(e) => (
                 AttemptResult::Failed(e.class()),
                 e.was_sent(),
                 e.request_id().map(str::to_owned),
+                ProviderSaid::of(e).boxed(),
             ),
         };
         crate::metrics::late_attempt(&provider);
@@ -46,6 +47,7 @@ pub(crate) fn watch(
                 sent,
                 request_id,
                 late: true,
+                said,
             });
     });
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use handover_providers::{Capability, ChatResponse, ErrorClass};
+use handover_providers::{Capability, ChatResponse, ErrorClass, ProviderError};
 
 use crate::budget::{Exhausted, Spent};
 
@@ -96,6 +96,52 @@ pub struct Attempt {
     pub request_id: Option<String>,
     /// It answered after the task had moved on: recorded, never used.
     pub late: bool,
+    /// What the provider said of a failure ([`Attempt::provider_code`],
+    /// [`Attempt::provider_param`]). Boxed: most attempts have none.
+    pub(crate) said: Option<Box<ProviderSaid>>,
+}
+
+impl Attempt {
+    /// The error `code` the provider gave for this failed attempt, when
+    /// it gave one fit to relay (an identifier: see
+    /// [`ApiFailure::code`](handover_providers::ApiFailure::code)).
+    pub fn provider_code(&self) -> Option<&str> {
+        self.said.as_ref()?.code.as_deref()
+    }
+
+    /// The request parameter the provider blamed for this failed attempt,
+    /// when it named one (bounded and redacted: see
+    /// [`ApiFailure::param`](handover_providers::ApiFailure::param)).
+    pub fn provider_param(&self) -> Option<&str> {
+        self.said.as_ref()?.param.as_deref()
+    }
+}
+
+/// A provider's own account of a failure that a gateway relays to its
+/// client: its error `code` and `param`, as
+/// [`ApiFailure`](handover_providers::ApiFailure) keeps them (already
+/// bounded and redacted where the provider's body was read). The one
+/// place the router reads them, for an attempt and for
+/// [`FailureReason::Failed`] alike.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct ProviderSaid {
+    pub(crate) code: Option<String>,
+    pub(crate) param: Option<String>,
+}
+
+impl ProviderSaid {
+    /// What `err` carries of the provider's code and param.
+    pub(crate) fn of(err: &ProviderError) -> Self {
+        Self {
+            code: err.provider_code().map(str::to_owned),
+            param: err.api_failure().and_then(|f| f.param.clone()),
+        }
+    }
+
+    /// As an attempt keeps it: nothing when the provider said nothing.
+    pub(crate) fn boxed(self) -> Option<Box<Self>> {
+        (self.code.is_some() || self.param.is_some()).then(|| Box::new(self))
+    }
 }
 
 /// Output a failed streaming attempt produced before it broke: kept apart,

@@ -9,7 +9,7 @@ use handover_providers::{CallOptions, ErrorClass, ProviderError};
 
 use super::caller::unless_left;
 use super::report::{
-    Attempt, AttemptResult, FailureReason, Partial, Skip, SkipReason, TaskFailure,
+    Attempt, AttemptResult, FailureReason, Partial, ProviderSaid, Skip, SkipReason, TaskFailure,
 };
 use super::task::{RequestCounter, Task};
 use super::upstream::{BreakerTicket, Target};
@@ -65,6 +65,7 @@ impl<'t> Run<'t> {
         result: AttemptResult,
         sent: bool,
         request_id: Option<String>,
+        said: Option<Box<ProviderSaid>>,
     ) {
         crate::metrics::attempt(&target.upstream.series, &result);
         self.attempts.push(Attempt {
@@ -76,6 +77,7 @@ impl<'t> Run<'t> {
             sent,
             request_id,
             late: false,
+            said,
         });
     }
 
@@ -134,7 +136,7 @@ impl<'t> Run<'t> {
             ticket.succeeded();
         }
         let result = AttemptResult::Answered;
-        self.record(target, started, result, true, answer.request_id);
+        self.record(target, started, result, true, answer.request_id, None);
         if let Some(c) = answer.cost {
             self.task.budget.charge(c);
         }
@@ -188,12 +190,15 @@ impl<'t> Run<'t> {
         }
         ticket.failed(class);
         match self.task.policy.action_for(class) {
-            ClassAction::Fail => Err(Leave::Stop(FailureReason::Failed {
-                class,
-                message: err.to_string(),
-                code: err.provider_code().map(str::to_owned),
-                param: err.api_failure().and_then(|f| f.param.clone()),
-            })),
+            ClassAction::Fail => {
+                let said = ProviderSaid::of(err);
+                Err(Leave::Stop(FailureReason::Failed {
+                    class,
+                    message: err.to_string(),
+                    code: said.code,
+                    param: said.param,
+                }))
+            }
             ClassAction::Next => Err(Leave::Next),
             ClassAction::Retry if tries >= self.task.policy.max_attempts_per_provider => {
                 Err(Leave::Next)

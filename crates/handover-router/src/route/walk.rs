@@ -19,7 +19,7 @@ use std::time::Duration;
 use handover_providers::{CallOptions, Capability, ChatRequest, Need, ProviderError};
 
 use super::Router;
-use super::report::{AttemptResult, FailureReason, Partial, Skip, SkipReason};
+use super::report::{AttemptResult, FailureReason, Partial, ProviderSaid, Skip, SkipReason};
 use super::run::Run;
 use super::task::Task;
 use super::upstream::{BreakerTicket, Target};
@@ -283,7 +283,7 @@ async fn try_provider<C: Call>(
         let (error, request_id, partial) = match tried {
             Tried::Answered(answer) => return Ok(run.answered(target, ticket, started, answer)),
             Tried::Abandoned => {
-                run.record(target, started, AttemptResult::Abandoned, true, None);
+                run.record(target, started, AttemptResult::Abandoned, true, None, None);
                 return Err(Leave::Next);
             }
             Tried::Failed {
@@ -293,7 +293,8 @@ async fn try_provider<C: Call>(
             } => (error, request_id, partial),
         };
         let result = AttemptResult::Failed(error.class());
-        run.record(target, started, result, error.was_sent(), request_id);
+        let said = ProviderSaid::of(&error).boxed();
+        run.record(target, started, result, error.was_sent(), request_id, said);
         run.partials.extend(partial);
         run.after_failure(&mut ticket, &error, tries, &mut backoff)
             .await?;

@@ -82,7 +82,7 @@ struct ResponsesRequest {
     text: Option<Map<String, Value>>,
     #[serde(default)]
     reasoning: Option<Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::whole::optional")]
     max_output_tokens: Option<u32>,
     #[serde(default)]
     temperature: Option<f32>,
@@ -102,7 +102,7 @@ struct ResponsesRequest {
     user: Option<String>,
     #[serde(default)]
     service_tier: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::whole::optional")]
     top_logprobs: Option<u32>,
     // Accepted and without effect on a stateless call.
     #[serde(default)]
@@ -140,10 +140,7 @@ pub(crate) async fn create(
     // One typed pass for a body that reads (every field is known, and
     // serde refuses a known field given twice); any other body is read
     // the way that names its problem, a member named twice included.
-    let r: ResponsesRequest = match serde_json::from_slice(&bytes) {
-        Ok(r) => r,
-        Err(_) => from_value(super::request::read_once_each(&bytes)?)?,
-    };
+    let r: ResponsesRequest = crate::fields::parse(&bytes)?;
     if r.store == Some(true) {
         return Err(unsupported(
             "store",
