@@ -123,9 +123,9 @@ pub(crate) fn api_failure(
             // matched by neither, and the prefix before the cut is most of
             // the key. A body cut before it reached us can end in part of
             // the key, as the cut text can: both tails are redacted.
-            let text = redact_cut(String::from_utf8_lossy(body).into_owned(), key);
+            let text = redact(String::from_utf8_lossy(body).into_owned(), key);
             WireError {
-                message: Some(redact_cut(truncate(&text, MESSAGE_BYTES), key)),
+                message: Some(redact(truncate(&text, MESSAGE_BYTES), key)),
                 ..WireError::default()
             }
         }
@@ -195,35 +195,58 @@ fn truncate(s: &str, max: usize) -> String {
     s[..end].trim().to_owned()
 }
 
-/// Removes the API key from text a provider sent back (some echo it).
+/// The shortest piece of the key taken for the key: shorter runs are too
+/// likely to be the provider's own words.
+const KEY_PIECE_BYTES: usize = 8;
+
+/// Removes the API key from text a provider sent back (some echo it), and
+/// every piece of it of [`KEY_PIECE_BYTES`] or more: a provider that
+/// quotes the key's prefix and suffix ("sk-proj-Zq8m…fD5g"), or text cut
+/// inside the key, leaks as much as the whole key to anyone who can guess
+/// the rest. Each run of such pieces becomes one `[REDACTED]`.
 pub(crate) fn redact(text: String, key: Option<&SecretString>) -> String {
-    match key.map(|k| k.expose_secret()).filter(|k| !k.is_empty()) {
-        Some(k) if text.contains(k) => text.replace(k, "[REDACTED]"),
-        _ => text,
-    }
-}
-
-/// The shortest key prefix taken for the key at the end of cut text:
-/// shorter tails are too likely to be the provider's own words.
-const KEY_PREFIX_BYTES: usize = 8;
-
-/// [`redact`] for text that may have been cut: also removes a tail that is
-/// the start of the key ([`KEY_PREFIX_BYTES`] or more of it).
-pub(crate) fn redact_cut(text: String, key: Option<&SecretString>) -> String {
-    let mut text = redact(text, key);
-    let Some(k) = key.map(|k| k.expose_secret()).filter(|k| !k.is_empty()) else {
+    let Some(k) = key
+        .map(|k| k.expose_secret().as_bytes())
+        .filter(|k| !k.is_empty())
+    else {
         return text;
     };
-    let longest = k.len().min(text.len());
-    let min = KEY_PREFIX_BYTES.min(k.len());
-    if let Some(n) = (min..=longest)
-        .rev()
-        .find(|&n| k.is_char_boundary(n) && text.ends_with(&k[..n]))
-    {
-        text.truncate(text.len() - n);
-        text.push_str("[REDACTED]");
+    let n = KEY_PIECE_BYTES.min(k.len());
+    let pieces: std::collections::HashSet<&[u8]> = k.windows(n).collect();
+    let bytes = text.as_bytes();
+    // The byte ranges covered by some piece, merged.
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for (at, w) in bytes.windows(n).enumerate() {
+        if !pieces.contains(w) {
+            continue;
+        }
+        match ranges.last_mut() {
+            Some((_, end)) if *end >= at => *end = at + n,
+            _ => ranges.push((at, at + n)),
+        }
     }
-    text
+    if ranges.is_empty() {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    for (mut start, mut end) in ranges {
+        // A key with non-ASCII bytes could put a range inside a character.
+        while !text.is_char_boundary(start) {
+            start -= 1;
+        }
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        if start < from {
+            start = from;
+        }
+        out.push_str(&text[from..start]);
+        out.push_str("[REDACTED]");
+        from = end.max(from);
+    }
+    out.push_str(&text[from..]);
+    out
 }
 
 /// `retry-after-ms` (OpenAI), else `Retry-After` as seconds or an HTTP date.
@@ -470,13 +493,23 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_text_ending_in_the_start_of_the_key_loses_that_tail() {
+    fn every_piece_of_the_key_of_8_bytes_or_more_is_redacted() {
         let key = SecretString::from("sk-sentinel-1234567");
-        let cut = |t: &str| redact_cut(t.to_owned(), Some(&key));
+        let cut = |t: &str| redact(t.to_owned(), Some(&key));
         assert_eq!(cut("body sk-sentin"), "body [REDACTED]");
         assert_eq!(cut("body sk-sentinel-1234567 x"), "body [REDACTED] x");
+        assert_eq!(
+            cut("key sk-sentinel-1234567sk-sentinel-1234567!"),
+            "key [REDACTED]!"
+        );
+        // Its prefix and suffix quoted apart, and a piece from its middle.
+        assert_eq!(
+            cut("prefix sk-senti, suffix l-1234567, mid ntinel-12."),
+            "prefix [REDACTED], suffix [REDACTED], mid [REDACTED]."
+        );
         // Shorter than 8 bytes of it: the provider's own words.
         assert_eq!(cut("body sk-sent"), "body sk-sent");
         assert_eq!(cut("sk-s"), "sk-s");
+        assert_eq!(cut("é sk-senti é"), "é [REDACTED] é");
     }
 }
