@@ -64,7 +64,7 @@ mod stream;
 mod telemetry;
 mod transport;
 mod types;
-mod whole;
+pub mod whole;
 mod wire;
 
 pub use api::OpenAiApi;

@@ -11,8 +11,10 @@ use serde_json::Number;
 
 /// The integer `n` is, if it is a whole number: an integer, or a float
 /// with no fraction below 2^64 in magnitude (every such float converts
-/// exactly).
-fn whole(n: &Number) -> Option<i128> {
+/// exactly). Public for servers that read OpenAI request bodies (the
+/// gateway reads `n` and the Responses API's integer fields by this rule
+/// too, so there is one).
+pub fn whole(n: &Number) -> Option<i128> {
     if let Some(u) = n.as_u64() {
         return Some(u.into());
     }
@@ -24,9 +26,9 @@ fn whole(n: &Number) -> Option<i128> {
 }
 
 /// `deserialize_with` for an optional integer parameter of type `T`:
-/// absent or `null` is `None`, a whole number that fits `T` is that
-/// number, anything else is an error.
-pub(crate) fn optional<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+/// absent or `null` is `None`, a whole number ([`whole`]) that fits `T` is
+/// that number, anything else is an error.
+pub fn optional<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
     D: Deserializer<'de>,
     T: TryFrom<i128>,

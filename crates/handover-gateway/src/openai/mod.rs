@@ -10,4 +10,3 @@ mod response;
 pub(crate) mod responses;
 mod sse_body;
 mod stream;
-mod whole;

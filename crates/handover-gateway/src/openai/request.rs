@@ -11,7 +11,7 @@ use handover_providers::ChatRequest;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::whole::whole;
+use handover_providers::whole::whole;
 use crate::api_error::ApiError;
 use crate::fields::{from_map, not_an_object, read_once_each};
 

@@ -82,7 +82,7 @@ struct ResponsesRequest {
     text: Option<Map<String, Value>>,
     #[serde(default)]
     reasoning: Option<Value>,
-    #[serde(default, deserialize_with = "super::whole::optional")]
+    #[serde(default, deserialize_with = "handover_providers::whole::optional")]
     max_output_tokens: Option<u32>,
     #[serde(default)]
     temperature: Option<f32>,
@@ -102,7 +102,7 @@ struct ResponsesRequest {
     user: Option<String>,
     #[serde(default)]
     service_tier: Option<String>,
-    #[serde(default, deserialize_with = "super::whole::optional")]
+    #[serde(default, deserialize_with = "handover_providers::whole::optional")]
     top_logprobs: Option<u32>,
     // Accepted and without effect on a stateless call.
     #[serde(default)]
