@@ -101,11 +101,66 @@ fn a_guarded_tool_is_performed_once_replayed_and_conflicts_on_other_arguments() 
     );
 }
 
+/// The SDK answers `isError` for any exception, also one raised after the
+/// effect (the shipment written, then the carrier call timed out). That
+/// is not "not done": the call is unknown ("being verified", the
+/// upstream's error text after it), the retry sends nothing, and a model
+/// that re-proposes it under a new key is blocked, not given a second
+/// shipment (`block = "action"`). Without a lookup an operator resolves it.
 #[test]
-fn an_upstream_error_result_is_a_rejection_replayed_to_retries() {
+fn an_upstream_error_result_is_unknown_and_nothing_is_sent_again() {
+    let Some(python) = python() else { return };
+    let w = World::new(python, r#"block = "action""#);
+    let mut new_key = ship("B-1", 1);
+    new_key["meta"] = json!({ "idempotencyKey": "K-B-1-again" });
+    let r = w.calls("raise", &json!([ship("B-1", 1), ship("B-1", 1), new_key]));
+    assert_eq!(w.shipments().len(), 1, "applied once, never re-sent");
+    assert_eq!(status(&r[0]), "outcome_unknown", "{}", r[0]);
+    assert_eq!(r[0]["structuredContent"]["owner"], "review", "{}", r[0]);
+    let texts: Vec<&str> = r[0]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap())
+        .collect();
+    assert!(texts[0].contains("being verified"), "{texts:?}");
+    assert!(
+        texts[1].contains("does not show that the action was not performed")
+            && texts[1].contains("carrier API timed out"),
+        "the upstream's text, not as a refusal: {texts:?}"
+    );
+    assert!(
+        r[0]["structuredContent"]["upstream_error"]
+            .as_str()
+            .unwrap()
+            .contains("carrier API timed out")
+    );
+    assert_eq!(status(&r[1]), "outcome_unknown", "{}", r[1]);
+    assert_eq!(status(&r[2]), "suspended", "{}", r[2]);
+}
+
+/// With the action's MCP lookup, the reconciler finds the shipment that an
+/// `isError` answer hid: the retry gets it replayed as confirmed.
+#[test]
+fn the_lookup_finds_what_an_error_result_hid_and_the_retry_replays_it() {
+    let Some(python) = python() else { return };
+    let w = World::with_lookup(python, "", LOOKUP);
+    let mut retry = ship("B-2", 1);
+    retry["retry_while"] = json!("outcome_unknown");
+    let r = w.calls("raise", &json!([ship("B-2", 1), retry]));
+    assert_eq!(status(&r[0]), "outcome_unknown", "{}", r[0]);
+    assert_eq!(r[0]["structuredContent"]["owner"], "reconciler", "{}", r[0]);
+    assert_replays_the_one_shipment(&w, &r[1]);
+}
+
+/// `is_error = "rejected"`: for a tool whose `isError` always means it did
+/// nothing, the error result is a rejection, replayed to retries.
+#[test]
+fn is_error_rejected_makes_an_error_result_a_rejection_replayed_to_retries() {
     let Some(python) = python() else { return };
     let w = World::new(python, "");
-    let r = w.calls("reject", &json!([ship("B-1", 1), ship("B-1", 1)]));
+    w.bind(r#"is_error = "rejected""#);
+    let r = w.calls("reject", &json!([ship("B-3", 1), ship("B-3", 1)]));
     assert!(w.shipments().is_empty());
     assert_eq!(r[0]["isError"], true);
     assert!(
@@ -114,7 +169,8 @@ fn an_upstream_error_result_is_a_rejection_replayed_to_retries() {
             .unwrap()
             .contains("not shippable")
     );
-    assert_eq!(r[1]["isError"], true);
+    assert_eq!(status(&r[0]), "", "the upstream's own result: {}", r[0]);
+    assert_eq!(r[1]["content"], r[0]["content"]);
     assert_eq!(r[1]["_meta"]["handover"]["replayed"], true);
 }
 
