@@ -101,11 +101,66 @@ fn a_guarded_tool_is_performed_once_replayed_and_conflicts_on_other_arguments() 
     );
 }
 
+/// The SDK answers `isError` for any exception, also one raised after the
+/// effect (the shipment written, then the carrier call timed out). That
+/// is not "not done": the call is unknown ("being verified", the
+/// upstream's error text after it), the retry sends nothing, and a model
+/// that re-proposes it under a new key is blocked, not given a second
+/// shipment (`block = "action"`). Without a lookup an operator resolves it.
 #[test]
-fn an_upstream_error_result_is_a_rejection_replayed_to_retries() {
+fn an_upstream_error_result_is_unknown_and_nothing_is_sent_again() {
+    let Some(python) = python() else { return };
+    let w = World::new(python, r#"block = "action""#);
+    let mut new_key = ship("B-1", 1);
+    new_key["meta"] = json!({ "idempotencyKey": "K-B-1-again" });
+    let r = w.calls("raise", &json!([ship("B-1", 1), ship("B-1", 1), new_key]));
+    assert_eq!(w.shipments().len(), 1, "applied once, never re-sent");
+    assert_eq!(status(&r[0]), "outcome_unknown", "{}", r[0]);
+    assert_eq!(r[0]["structuredContent"]["owner"], "review", "{}", r[0]);
+    let texts: Vec<&str> = r[0]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap())
+        .collect();
+    assert!(texts[0].contains("being verified"), "{texts:?}");
+    assert!(
+        texts[1].contains("does not show that the action was not performed")
+            && texts[1].contains("carrier API timed out"),
+        "the upstream's text, not as a refusal: {texts:?}"
+    );
+    assert!(
+        r[0]["structuredContent"]["upstream_error"]
+            .as_str()
+            .unwrap()
+            .contains("carrier API timed out")
+    );
+    assert_eq!(status(&r[1]), "outcome_unknown", "{}", r[1]);
+    assert_eq!(status(&r[2]), "suspended", "{}", r[2]);
+}
+
+/// With the action's MCP lookup, the reconciler finds the shipment that an
+/// `isError` answer hid: the retry gets it replayed as confirmed.
+#[test]
+fn the_lookup_finds_what_an_error_result_hid_and_the_retry_replays_it() {
+    let Some(python) = python() else { return };
+    let w = World::with_lookup(python, "", LOOKUP);
+    let mut retry = ship("B-2", 1);
+    retry["retry_while"] = json!("outcome_unknown");
+    let r = w.calls("raise", &json!([ship("B-2", 1), retry]));
+    assert_eq!(status(&r[0]), "outcome_unknown", "{}", r[0]);
+    assert_eq!(r[0]["structuredContent"]["owner"], "reconciler", "{}", r[0]);
+    assert_replays_the_one_shipment(&w, &r[1]);
+}
+
+/// `is_error = "rejected"`: for a tool whose `isError` always means it did
+/// nothing, the error result is a rejection, replayed to retries.
+#[test]
+fn is_error_rejected_makes_an_error_result_a_rejection_replayed_to_retries() {
     let Some(python) = python() else { return };
     let w = World::new(python, "");
-    let r = w.calls("reject", &json!([ship("B-1", 1), ship("B-1", 1)]));
+    w.bind(r#"is_error = "rejected""#);
+    let r = w.calls("reject", &json!([ship("B-3", 1), ship("B-3", 1)]));
     assert!(w.shipments().is_empty());
     assert_eq!(r[0]["isError"], true);
     assert!(
@@ -114,7 +169,8 @@ fn an_upstream_error_result_is_a_rejection_replayed_to_retries() {
             .unwrap()
             .contains("not shippable")
     );
-    assert_eq!(r[1]["isError"], true);
+    assert_eq!(status(&r[0]), "", "the upstream's own result: {}", r[0]);
+    assert_eq!(r[1]["content"], r[0]["content"]);
     assert_eq!(r[1]["_meta"]["handover"]["replayed"], true);
 }
 
@@ -292,4 +348,140 @@ fn a_guarded_call_the_proxy_cannot_read_unambiguously_is_refused_not_forwarded()
         Vec::<serde_json::Value>::new(),
         "nothing ran unguarded"
     );
+}
+
+/// `handover mcp` driven by hand over stdio: lines in, answer lines out
+/// (each read with a bounded wait, so a line that gets no answer fails the
+/// test instead of hanging it).
+struct RawSession {
+    proxy: std::process::Child,
+    stdin: std::process::ChildStdin,
+    answers: std::sync::mpsc::Receiver<String>,
+}
+
+impl RawSession {
+    fn start(w: &World) -> Self {
+        use std::io::BufRead;
+        let mut proxy = Command::new(env!("CARGO_BIN_EXE_handover"))
+            .args(["mcp", "--config"])
+            .arg(w.path("handover.toml"))
+            .env("SHIPPING_LOG", w.path("shipments.jsonl"))
+            .env("SHIPPING_MODE", "ok")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = proxy.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(proxy.stdout.take().unwrap());
+        let (tx, answers) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut s = Self {
+            proxy,
+            stdin,
+            answers,
+        };
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}});
+        assert!(s.answer(&init.to_string())["result"].is_object());
+        s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+        s
+    }
+
+    fn send(&mut self, line: &str) {
+        use std::io::Write;
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Sends `line` and returns the next line the proxy writes.
+    fn answer(&mut self, line: &str) -> serde_json::Value {
+        self.send(line);
+        let out = self
+            .answers
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("no answer to {line:?}: {e}"));
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+    }
+
+    fn close(self) {
+        drop(self.stdin);
+        let mut proxy = self.proxy;
+        proxy.wait().unwrap();
+    }
+}
+
+/// What Python's `json.dumps` writes by default (`NaN`, `Infinity`) is not
+/// JSON; a JSON-RPC batch is not one message. Neither may reach the
+/// upstream — the SDK's server parses `NaN` and would run the guarded tool
+/// with no ledger record, and a 2025-03-26 server runs each call of a
+/// batch — so each is answered by the proxy with a JSON-RPC error (to the
+/// request's id where it can be read) and nothing is sent. A leading byte
+/// order mark is ignored (RFC 8259 allows it): the call is guarded as
+/// usual. A guarded call with `"id": null` is refused with an answer, not
+/// dropped in silence. Effects counted in the shipping server's log.
+#[test]
+fn lines_that_are_not_one_json_object_are_answered_and_never_forwarded() {
+    let Some(python) = python() else { return };
+    let w = World::new(python, "");
+    let mut s = RawSession::start(&w);
+    let call = |id: &str, order: &str, extra: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"create_shipment","arguments":{{"order_id":"{order}","sku":"KETTLE","qty":1{extra}}}}}}}"#
+        )
+    };
+    for (id, line) in [
+        (10, call("10", "NAN-1", r#","weight":NaN"#)),
+        (11, call("11", "INF-1", r#","weight":Infinity"#)),
+        (12, call("12", "INF-2", r#","weight":-Infinity"#)),
+    ] {
+        let a = s.answer(&line);
+        assert_eq!(a["id"], id, "{a}");
+        assert_eq!(a["error"]["code"], -32700, "{a}");
+    }
+    // A batch with a guarded call, and one without: each request in it
+    // gets an error with its id, in one batch answer.
+    let rate = r#"{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"get_rate","arguments":{"sku":"KETTLE"}}}"#;
+    let a = s.answer(&format!("[{},{rate}]", call("13", "BATCH-1", "")));
+    let ids: Vec<&serde_json::Value> = a.as_array().unwrap().iter().map(|e| &e["id"]).collect();
+    assert_eq!(ids, [&json!(13), &json!(14)], "{a}");
+    assert!(
+        a.as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["error"]["code"] == -32600),
+        "{a}"
+    );
+    let a = s.answer(&format!("[{rate}]"));
+    assert_eq!(a[0]["id"], 14, "{a}");
+    assert_eq!(a[0]["error"]["code"], -32600, "{a}");
+    // A guarded call with a null id: refused with an answer.
+    let a = s.answer(&call("null", "NULL-1", ""));
+    assert_eq!(a["id"], serde_json::Value::Null, "{a}");
+    assert_eq!(a["error"]["code"], -32600, "{a}");
+    // A BOM before the call: guarded as usual, once, then replayed.
+    let first = s.answer(&format!("\u{feff}{}", call("15", "BOM-1", "")));
+    assert_eq!(first["id"], 15, "{first}");
+    assert_eq!(first["result"]["isError"], false, "{first}");
+    let again = s.answer(&format!("\u{feff}{}", call("16", "BOM-1", "")));
+    assert_eq!(
+        again["result"]["_meta"]["handover"]["replayed"], true,
+        "{again}"
+    );
+    // The session goes on.
+    let a = s.answer(&rate.replace("\"id\":14", "\"id\":17"));
+    assert_eq!(a["id"], 17, "{a}");
+    assert!(a["result"]["content"].is_array(), "{a}");
+    s.close();
+    let applied = w.shipments();
+    assert_eq!(applied.len(), 1, "only the BOM call, guarded: {applied:?}");
+    assert_eq!(applied[0]["order_id"], "BOM-1");
+    assert!(applied[0]["reference"].as_str().unwrap().starts_with("ho"));
 }

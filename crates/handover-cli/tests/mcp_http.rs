@@ -349,3 +349,69 @@ scope = "other-tenant"
     }
     assert_eq!(w.shipments().len(), 1, "only the first call was sent");
 }
+
+/// The HTTP door takes in what the stdio door does: a body that is not
+/// one JSON object (`NaN`, `Infinity`, a batch with a guarded call in it)
+/// is refused `400` with a JSON-RPC error — the `NaN` one to its request's
+/// id — and nothing reaches the upstream; a guarded call with `"id": null`
+/// is refused too; a leading byte order mark is ignored and the call is
+/// guarded as usual. Effects counted in the shipping server's log.
+#[test]
+fn bodies_that_are_not_one_json_object_are_refused_and_never_forwarded() {
+    let Some(python) = python() else { return };
+    let w = world(python, "", "");
+    let server = Listening::start(&w, "ok");
+    let auth = auth();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let (code, answer) = server.raw("POST", &[&auth], &init);
+    assert_eq!(code, 200, "{answer}");
+    let sid = answer
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp-session-id: "))
+        .expect("a session id")
+        .trim()
+        .to_owned();
+    let session = format!("mcp-session-id: {sid}");
+    let call = |id: &str, order: &str, extra: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"create_shipment","arguments":{{"order_id":"{order}","sku":"KETTLE","qty":1{extra}}}}}}}"#
+        )
+    };
+    let body = |answer: &str| -> serde_json::Value {
+        let json = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {answer}"))
+    };
+    for (id, line) in [
+        (10, call("10", "NAN-1", r#","weight":NaN"#)),
+        (11, call("11", "INF-1", r#","weight":Infinity"#)),
+    ] {
+        let (code, answer) = server.raw("POST", &[&auth, &session], &line);
+        assert_eq!(code, 400, "{answer}");
+        let a = body(&answer);
+        assert_eq!(
+            (&a["id"], &a["error"]["code"]),
+            (&json!(id), &json!(-32700)),
+            "{a}"
+        );
+    }
+    for line in [
+        format!("[{}]", call("12", "BATCH-1", "")),
+        format!("\n [{}]", call("12", "BATCH-2", "")),
+        call("null", "NULL-1", ""),
+    ] {
+        let (code, answer) = server.raw("POST", &[&auth, &session], &line);
+        assert_eq!(code, 400, "{line}: {answer}");
+        assert_eq!(body(&answer)["error"]["code"], -32600, "{answer}");
+    }
+    let bom = format!("\u{feff}{}", call("13", "BOM-1", ""));
+    let (code, answer) = server.raw("POST", &[&auth, &session], &bom);
+    assert_eq!(code, 200, "{answer}");
+    assert!(answer.contains("SHP-1"), "{answer}");
+    let applied = w.shipments();
+    assert_eq!(applied.len(), 1, "only the BOM call, guarded: {applied:?}");
+    assert_eq!(applied[0]["order_id"], "BOM-1");
+    assert!(applied[0]["reference"].as_str().unwrap().starts_with("ho"));
+}

@@ -17,6 +17,7 @@ use handover_router::gate::{
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, ErrorData};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::upstream::{Lost, Upstream, split_response};
 
@@ -48,6 +49,7 @@ pub(crate) async fn call(
         upstream: upstream.clone(),
         tool: tool.clone(),
         params,
+        error_result: Arc::default(),
     };
     let outcome = gate
         .perform(&req, &executor, PerformOptions::default())
@@ -58,7 +60,17 @@ pub(crate) async fn call(
                 None,
             )
         })?;
-    Ok(tool_result(gate, req.id(), &args, outcome).await)
+    let unresolved = matches!(outcome, PerformOutcome::Unresolved(_));
+    let answer = tool_result(gate, req.id(), &args, outcome).await;
+    let error_result = executor
+        .error_result
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    Ok(match error_result {
+        Some(error) if unresolved => with_upstream_error(answer, &error),
+        _ => answer,
+    })
 }
 
 /// The key of the operation a call belongs to.
@@ -116,6 +128,9 @@ struct UpstreamCall {
     upstream: Upstream,
     tool: McpTool,
     params: CallToolRequestParams,
+    /// The upstream's `isError` result when it was recorded `unknown`, for
+    /// the caller's answer (the ledger keeps it as the evidence).
+    error_result: Arc<Mutex<Option<Value>>>,
 }
 
 impl Executor for UpstreamCall {
@@ -125,6 +140,8 @@ impl Executor for UpstreamCall {
     ) -> BoxFuture<'static, Result<ExecutorOutcome, ExecutorError>> {
         let upstream = self.upstream.clone();
         let params = upstream_params(&self.tool, &self.params, &ctx);
+        let is_error_rejects = self.tool.is_error_rejects;
+        let error_result = self.error_result.clone();
         Box::pin(async move {
             let line =
                 upstream
@@ -136,7 +153,7 @@ impl Executor for UpstreamCall {
                             "the upstream MCP server went away before answering",
                         ),
                     })?;
-            classify(&line)
+            classify(&line, is_error_rejects, &error_result)
         })
     }
 }
@@ -167,9 +184,17 @@ fn upstream_params(tool: &McpTool, client: &CallToolRequestParams, ctx: &Dispatc
     json!({ "name": tool.tool, "arguments": arguments, "_meta": meta })
 }
 
-/// A result is an answer (`isError` is a rejection); a JSON-RPC error or an
-/// unreadable line is not: the tool may have run.
-fn classify(line: &str) -> Result<ExecutorOutcome, ExecutorError> {
+/// A result without `isError` is a confirmation. An `isError` result is
+/// `unknown` — the SDKs turn any exception into one, including one raised
+/// after the effect was applied (the shipment written, then the carrier
+/// call timed out), and "rejected" would tell the model it was not done —
+/// unless the tool is configured `is_error = "rejected"`. A JSON-RPC error
+/// or an unreadable line is not an answer either: the tool may have run.
+fn classify(
+    line: &str,
+    is_error_rejects: bool,
+    error_result: &Mutex<Option<Value>>,
+) -> Result<ExecutorOutcome, ExecutorError> {
     let answer = split_response(line)
         .map_err(|e| ExecutorError::maybe_sent(format!("unreadable upstream answer: {e}")))?;
     let result = answer.map_err(|e| {
@@ -180,14 +205,44 @@ fn classify(line: &str) -> Result<ExecutorOutcome, ExecutorError> {
     })?;
     let parsed: CallToolResult = serde_json::from_value(result.clone())
         .map_err(|e| ExecutorError::maybe_sent(format!("not a tool result: {e}")))?;
-    if parsed.is_error == Some(true) {
-        Ok(ExecutorOutcome::Rejected {
+    if parsed.is_error != Some(true) {
+        return Ok(ExecutorOutcome::Confirmed(result));
+    }
+    if is_error_rejects {
+        return Ok(ExecutorOutcome::Rejected {
             reason: "the tool answered isError".into(),
             evidence: Some(result.to_string()),
-        })
-    } else {
-        Ok(ExecutorOutcome::Confirmed(result))
+        });
     }
+    let evidence = format!(
+        "the tool answered isError, which may follow its effect (is_error = \"unknown\"): {result}"
+    );
+    *error_result.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
+    Err(ExecutorError::maybe_sent(evidence))
+}
+
+/// The "being verified" answer with the upstream's error text after it,
+/// worded so that it does not read as "not done".
+fn with_upstream_error(mut answer: Value, error: &Value) -> Value {
+    let text = error["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let note = ContentBlock::text(format!(
+        "The tool answered with an error, which does not show that the action was not performed: {text}"
+    ));
+    if let (Some(content), Ok(note)) =
+        (answer["content"].as_array_mut(), serde_json::to_value(note))
+    {
+        content.push(note);
+    }
+    if let Some(structured) = answer["structuredContent"].as_object_mut() {
+        structured.insert("upstream_error".into(), Value::String(text));
+    }
+    answer
 }
 
 /// The gate's answer as a tool result the model can act on.
@@ -344,6 +399,7 @@ mod tests {
             tool: "refund".into(),
             key_from: key_from.iter().map(|s| (*s).to_owned()).collect(),
             key_argument: None,
+            is_error_rejects: false,
             lookup: None,
         }
     }

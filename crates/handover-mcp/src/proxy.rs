@@ -21,7 +21,7 @@ use crate::error::McpError;
 use crate::guard;
 use crate::lookup::McpLookup;
 use crate::upstream::Upstream;
-use crate::wire::{self, Peek, codec, error_line, result_line};
+use crate::wire::{self, codec, error_line, result_line};
 
 /// The MCP proxy: Handover's write gate in front of one upstream MCP
 /// server's tools. Built from the same [`Handover`] as every other door,
@@ -220,6 +220,12 @@ impl McpProxy {
                     break;
                 }
             };
+            // RFC 8259 lets a parser ignore a byte order mark; the upstream's
+            // may not, so it gets the line without one.
+            let line = match wire::without_bom(&line) {
+                text if text.len() < line.len() => text.to_owned(),
+                _ => line,
+            };
             let (id, params) = match self.route(&line, &upstream) {
                 Route::Pass => {
                     if !upstream.forward(line) {
@@ -228,11 +234,8 @@ impl McpProxy {
                     continue;
                 }
                 Route::Drop => continue,
-                Route::Invalid(id, message) => {
-                    let _ = to_client.send(error_line(
-                        Some(&id),
-                        &ErrorData::invalid_params(message, None),
-                    ));
+                Route::Answer(answer) => {
+                    let _ = to_client.send(answer);
                     continue;
                 }
                 Route::Guarded(id, params) => (id, params),
@@ -244,7 +247,7 @@ impl McpProxy {
             let scope = scope.clone();
             calls.spawn(async move {
                 let Some(tool) = tool else { return };
-                let answer = guard::call(&gate, &upstream, &tool, &scope, params).await;
+                let answer = guard::call(&gate, &upstream, &tool, &scope, *params).await;
                 let line = match answer {
                     Ok(result) => result_line(&id, &result),
                     Err(e) => error_line(Some(&id), &e),
@@ -302,23 +305,26 @@ impl McpProxy {
         self.settings.action_for(&self.server, name)
     }
 
-    /// Where a client's line goes. A guarded tool's call whose parameters
-    /// do not parse is refused, never forwarded unguarded; so is a message
-    /// whose routing members (`id`, `method`, a `tools/call`'s
-    /// `params.name`) cannot be read unambiguously — given twice, the
-    /// upstream's parser would take the last, and could run a guarded tool
-    /// the proxy took for another — and a guarded call without an id (a
-    /// notification: nothing to answer, nothing to record).
+    /// Where a client's line goes. Only one JSON-RPC object whose routing
+    /// members read unambiguously may pass ([`wire::incoming`]): anything
+    /// else is answered here, never forwarded — the upstream's parser might
+    /// read it (`NaN`, a batch) and run a guarded tool with no record. A
+    /// guarded tool's call whose parameters do not parse is refused too,
+    /// and so is a `tools/call` whose `params.name` cannot be read as one
+    /// string (given twice, the upstream's parser would take the last, and
+    /// could run a guarded tool the proxy took for another). A guarded call
+    /// without an id (a notification: nothing to answer, nothing to
+    /// record) is dropped.
     fn route(&self, line: &str, upstream: &Upstream) -> Route {
         let null = Box::<RawValue>::default;
-        let Some(peek) = Peek::of(line) else {
-            if wire::is_object(line) {
-                return Route::Invalid(
-                    null(),
-                    "unreadable message: id, method and params must each be given once, with their JSON-RPC types".to_owned(),
-                );
+        let peek = match wire::incoming(line) {
+            wire::Incoming::Message(peek) => peek,
+            wire::Incoming::Blank => return Route::Drop,
+            wire::Incoming::Refused { id, error } => {
+                tracing::warn!(code = error.code.0, message = %error.message, "refused a client line (not sent)");
+                return Route::Answer(error_line(id.as_deref(), &error));
             }
-            return Route::Pass;
+            wire::Incoming::Batch(ids) => return batch_refused(&ids),
         };
         if let (Some(_), Some(_), Some(params)) = (peek.id, &peek.method, peek.params) {
             upstream.remember_meta(params);
@@ -328,8 +334,8 @@ impl McpProxy {
             Some(Ok(name)) => name,
             Some(Err(())) => {
                 let id = peek.id.map_or_else(null, ToOwned::to_owned);
-                return Route::Invalid(
-                    id,
+                return invalid(
+                    &id,
                     "params.name: a tools/call names its tool once, as a string".to_owned(),
                 );
             }
@@ -345,13 +351,41 @@ impl McpProxy {
         // As sent, before the parser keeps the last of a member named twice
         // or rounds a number: what is recorded and sent is what was asked.
         if let Err(e) = handover_ledger::validate_json_text(params) {
-            return Route::Invalid(id.to_owned(), format!("params: {e}"));
+            return invalid(id, format!("params: {e}"));
         }
         match serde_json::from_str::<CallToolRequestParams>(params) {
-            Ok(params) => Route::Guarded(id.to_owned(), params),
-            Err(e) => Route::Invalid(id.to_owned(), format!("params: {e}")),
+            Ok(params) => Route::Guarded(id.to_owned(), Box::new(params)),
+            Err(e) => invalid(id, format!("params: {e}")),
         }
     }
+}
+
+/// A guarded call's parameters cannot be taken: a JSON-RPC error to `id`.
+fn invalid(id: &RawValue, message: String) -> Route {
+    Route::Answer(error_line(
+        Some(id),
+        &ErrorData::invalid_params(message, None),
+    ))
+}
+
+/// A batch is refused whole (MCP removed batches in 2025-06-18; an older
+/// upstream would run each call in it unguarded): one error per request in
+/// it, as a JSON-RPC batch answer; a batch of notifications only gets
+/// none, as JSON-RPC answers no notification.
+fn batch_refused(ids: &[Option<Box<RawValue>>]) -> Route {
+    tracing::warn!(requests = ids.len(), "refused a JSON-RPC batch (not sent)");
+    if ids.is_empty() {
+        return Route::Drop;
+    }
+    let error = ErrorData::invalid_request(
+        "JSON-RPC batches are not supported: send each message on its own line (nothing in this batch was sent)",
+        None,
+    );
+    let answers: Vec<String> = ids
+        .iter()
+        .map(|id| error_line(id.as_deref(), &error))
+        .collect();
+    Route::Answer(format!("[{}]", answers.join(",")))
 }
 
 /// A started upstream connection, not yet driven.
@@ -363,10 +397,12 @@ pub(crate) struct Running {
 
 enum Route {
     Pass,
-    /// Neither forwarded nor answered (a guarded call as a notification).
+    /// Neither forwarded nor answered (a guarded call as a notification,
+    /// a blank line, a batch of notifications).
     Drop,
-    Guarded(Box<RawValue>, CallToolRequestParams),
-    Invalid(Box<RawValue>, String),
+    Guarded(Box<RawValue>, Box<CallToolRequestParams>),
+    /// Not forwarded: this line is the proxy's answer.
+    Answer(String),
 }
 
 fn ignore_broken_pipe(e: std::io::Error) -> Result<(), std::io::Error> {

@@ -42,6 +42,8 @@ fn a_valid_mcp_section_resolves_servers_tools_and_the_lookup_template() {
     assert_eq!(tool.action, "create_shipment");
     assert_eq!(tool.key_from, ["order_id"]);
     assert_eq!(tool.key_argument.as_deref(), Some("reference"));
+    // An isError result may follow the effect: unknown unless opted in.
+    assert!(!tool.is_error_rejects);
     assert!(mcp.action_for("shipping", "get_rate").is_none());
     let lookup = tool.lookup.as_ref().unwrap();
     assert_eq!(lookup.tool, "find_shipment");
@@ -122,6 +124,13 @@ fn mistakes_name_their_field() {
             "mcp.session_idle",
         ),
         (
+            BASE.replace(
+                r#"key_argument = "reference""#,
+                r#"key_argument = "reference", is_error = "rejection""#,
+            ),
+            r#"actions.create_shipment.mcp.is_error: "rejection" is neither "unknown""#,
+        ),
+        (
             BASE.replace("mcp = { server", "# mcp = { server"),
             "actions.create_shipment.lookup.mcp_tool: an MCP lookup needs the action's MCP tool",
         ),
@@ -142,4 +151,21 @@ fn one_tool_is_one_action() {
         e.contains("actions.ship_again.mcp.tool: tool \"create_shipment\" of server \"shipping\" is already action \"create_shipment\""),
         "{e}"
     );
+}
+
+#[test]
+fn is_error_says_what_a_tools_error_result_means() {
+    let with = |value: &str| {
+        let text = BASE.replace(
+            r#"key_argument = "reference""#,
+            &format!(r#"key_argument = "reference", is_error = "{value}""#),
+        );
+        let config = Config::parse(&text, &|_| None).unwrap();
+        let mcp = config.mcp().unwrap();
+        mcp.action_for("shipping", "create_shipment")
+            .unwrap()
+            .is_error_rejects
+    };
+    assert!(with("rejected"));
+    assert!(!with("unknown"));
 }

@@ -64,6 +64,17 @@ mcp = {{ server = "shipping", tool = "create_shipment", key_from = ["order_id"],
         Self { dir, python }
     }
 
+    /// Adds `field` (e.g. `is_error = "rejected"`) to the action's
+    /// `mcp = {...}` binding.
+    pub fn bind(&self, field: &str) {
+        let path = self.path("handover.toml");
+        let config = std::fs::read_to_string(&path).unwrap();
+        let bound = r#"key_argument = "reference" }"#;
+        assert!(config.contains(bound));
+        let config = config.replace(bound, &format!(r#"key_argument = "reference", {field} }}"#));
+        std::fs::write(path, config).unwrap();
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }

@@ -36,7 +36,7 @@ use rmcp::model::ErrorData;
 use serde_json::value::RawValue;
 
 use self::sessions::{Registry, SessionRef};
-use crate::wire::{Peek, error_line};
+use crate::wire::{self, Incoming, Peek, error_line};
 
 /// The session header (case-insensitive on the wire).
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -215,18 +215,26 @@ async fn post(
     let Ok(text) = std::str::from_utf8(&body) else {
         return refusal(StatusCode::BAD_REQUEST, "the body is not UTF-8");
     };
-    let text = text.trim();
-    if text.starts_with('[') {
-        return refusal(
-            StatusCode::BAD_REQUEST,
-            "JSON-RPC batches are not supported: send one message per POST",
-        );
-    }
-    let Some(peek) = Peek::of(text).filter(|p| p.id.is_some() || p.method.is_some()) else {
-        return refusal(
-            StatusCode::BAD_REQUEST,
-            "the body is not a JSON-RPC message (one JSON object)",
-        );
+    // The same intake as stdio: only one readable JSON-RPC object goes on.
+    let text = wire::without_bom(text).trim();
+    let peek = match wire::incoming(text) {
+        Incoming::Message(peek) => peek,
+        Incoming::Blank => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                "the body is not a JSON-RPC message (one JSON object)",
+            );
+        }
+        Incoming::Batch(_) => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                "JSON-RPC batches are not supported: send one message per POST (nothing in this batch was sent)",
+            );
+        }
+        Incoming::Refused { id, error } => {
+            let body = error_line(id.as_deref(), &error);
+            return (StatusCode::BAD_REQUEST, json_body(body)).into_response();
+        }
     };
     let initialize = peek.method.as_deref() == Some("initialize");
     let session = match (session_id(&headers), initialize) {

@@ -7,6 +7,8 @@ $SHIPPING_MODE decides what happens after a shipment is applied:
   drop    the process dies before answering (the confirmation is lost)
   stall   never answer (the caller's deadline passes)
   reject  answer isError without applying anything
+  raise   fail after applying (the SDK answers isError: the carrier call
+          timed out after the shipment was written)
 If $SHIPPING_APPLIED names a FIFO, the server writes its pid there once a
 shipment is applied (a test's signal that the effect exists).
 With `--http PORT` it serves Streamable HTTP on 127.0.0.1:PORT/mcp instead
@@ -55,6 +57,8 @@ async def create_shipment(order_id: str, sku: str, qty: int, reference: str | No
             signal.write(f"{os.getpid()}\n")
     if MODE == "drop":
         os._exit(0)
+    if MODE == "raise":
+        raise ToolError("carrier API timed out after the shipment was created")
     if MODE == "stall":
         await anyio.sleep(3600)
     return record

@@ -554,6 +554,12 @@ pub struct McpTool {
     /// Argument that also carries the destination key to the upstream
     /// (besides `_meta.idempotencyKey`), if the tool takes one.
     pub key_argument: Option<String>,
+    /// `is_error = "rejected"`: this tool's `isError: true` result always
+    /// means it did nothing, so it is recorded `rejected`. `false` (the
+    /// default, `is_error = "unknown"`): an `isError` result may come after
+    /// the effect (the SDKs turn any exception into one), so it is
+    /// recorded `unknown`, never "not done".
+    pub is_error_rejects: bool,
     /// `[actions.NAME.lookup] mcp_tool = ...`: the reconciler's lookup.
     pub lookup: Option<McpLookupTool>,
 }

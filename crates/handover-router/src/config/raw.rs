@@ -177,8 +177,8 @@ pub(crate) struct RawAction {
     pub(crate) mcp: Option<RawActionMcp>,
 }
 
-/// `[actions.NAME] mcp = { server, tool, key_from, key_argument }`: the MCP
-/// tool this action is (`handover mcp` guards its `tools/call`).
+/// `[actions.NAME] mcp = { server, tool, key_from, key_argument, is_error }`:
+/// the MCP tool this action is (`handover mcp` guards its `tools/call`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawActionMcp {
@@ -187,6 +187,8 @@ pub(crate) struct RawActionMcp {
     #[serde(default)]
     pub(crate) key_from: Vec<String>,
     pub(crate) key_argument: Option<String>,
+    /// `"unknown"` (default) or `"rejected"`.
+    pub(crate) is_error: Option<String>,
 }
 
 /// `[actions.NAME.idempotency]`.

@@ -194,6 +194,20 @@ fn tool(
         issues.push(format!("{path}.mcp.key_argument"), "must not be empty");
         ok = false;
     }
+    let is_error_rejects = match b.is_error.as_deref() {
+        None | Some("unknown") => false,
+        Some("rejected") => true,
+        Some(other) => {
+            issues.push(
+                format!("{path}.mcp.is_error"),
+                format!(
+                    "{other:?} is neither \"unknown\" (the default: an isError result may come after the tool's effect) nor \"rejected\" (this tool's isError always means it did nothing)"
+                ),
+            );
+            ok = false;
+            false
+        }
+    };
     let lookup = lookup(issues, &path, a.lookup_tool, a.lookup_arguments);
     ok.then_some(McpTool {
         action: action.to_owned(),
@@ -201,6 +215,7 @@ fn tool(
         tool: b.tool,
         key_from: b.key_from,
         key_argument: b.key_argument,
+        is_error_rejects,
         lookup,
     })
 }
