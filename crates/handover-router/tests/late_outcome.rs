@@ -83,7 +83,11 @@ async fn an_answer_after_the_reconciler_rejected_is_not_reported_as_not_done_and
     let attempts = gate.ledger().attempts(req.id()).await.unwrap();
     let late: Vec<_> = attempts
         .iter()
-        .filter(|a| a.metadata.as_ref().is_some_and(|m| m["late_report"] == true))
+        .filter(|a| {
+            a.metadata
+                .as_ref()
+                .is_some_and(|m| m["late_report"] == true)
+        })
         .collect();
     assert_eq!(late.len(), 1, "the late answer is kept: {attempts:#?}");
     let kept = late[0];

@@ -208,7 +208,8 @@ impl Protocol {
             // not cost the evidence: keep the report without it.
             Err(e) if e.field().is_some() => {
                 let mut plain = report.late_attempt(claim, refusal).expect("a late attempt");
-                plain.metadata = Some(serde_json::json!({"late_report": true, "epoch": claim.epoch.0}));
+                plain.metadata =
+                    Some(serde_json::json!({"late_report": true, "epoch": claim.epoch.0}));
                 self.ledger.append_attempt(&claim.id, plain).await
             }
             other => other,
