@@ -197,6 +197,9 @@ impl Protocol {
         let Some(attempt) = report.late_attempt(claim, refusal) else {
             return;
         };
+        if !self.dispatch_left_open(claim).await {
+            return;
+        }
         tracing::warn!(
             scope = %claim.id.scope, key = %claim.id.key, action = %action,
             report = report.as_str(), refusal = %refusal,
@@ -243,6 +246,33 @@ impl Protocol {
             }
         }
         RouterError::OutcomeNotRecorded { outcome, source }
+    }
+}
+
+impl Protocol {
+    /// Whether this claim dispatched and its dispatch was closed by
+    /// someone else than its own definitive report: by the lease lapsing,
+    /// a newer claim, or the holder's own `unknown` / `not sent`. A claim
+    /// whose dispatch it already finished as confirmed or rejected is
+    /// finishing twice, which changes nothing (not even the attempt log);
+    /// a claim that never dispatched has no late answer to keep.
+    async fn dispatch_left_open(&self, claim: &Claim) -> bool {
+        let attempts = match self.ledger.attempts(&claim.id).await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the attempts of a late outcome");
+                return false;
+            }
+        };
+        attempts
+            .iter()
+            .filter(|a| a.kind == AttemptKind::Dispatch && a.epoch == Some(claim.epoch))
+            .any(|a| {
+                !matches!(
+                    a.outcome,
+                    AttemptOutcome::Confirmed | AttemptOutcome::Rejected
+                )
+            })
     }
 }
 
