@@ -87,6 +87,14 @@ timeout = "1ms"             # ...which is its executor timeout plus the lag afte
 visibility_lag = "1ms"
 check_every = "1ms"
 
+[actions.hold_room]         # a short lease, the agent runs the lookup: an executor that outlives
+block = "operation"         # its lease can find the operation already decided
+lease = "1s"
+timeout = "1s"
+[actions.hold_room.lookup]
+visibility_lag = "1ms"
+check_every = "1ms"
+
 [gateway]
 listen = "127.0.0.1:0"
 max_body_bytes = {MAX_BODY}

@@ -18,6 +18,37 @@ pub(crate) fn out(args: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
         .context("cannot write to stdout")
 }
 
+/// Text from the ledger (a reason, evidence, a holder's name: written by
+/// clients, executors and operators) made safe for a terminal: control
+/// characters (C0, DEL, C1) and the bidirectional-text controls are
+/// printed escaped (`\n`, `\u{1b}`, `\u{202e}`), so a record cannot
+/// colour, move or clear the screen, reorder what is shown, or start a
+/// line that looks like another field. Everything else is kept as is;
+/// JSON output is serde's, already escaped, and left exact.
+pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if unsafe_char(c) => {
+                use std::fmt::Write as _;
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Whether `e` is stdout's reader having gone away.
 pub(crate) fn closed_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
@@ -205,6 +236,15 @@ pub(crate) fn table(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ledger_text_is_printed_with_its_control_characters_escaped() {
+        assert_eq!(printable("r\n\x1b[31mFAKE"), "r\\n\\u{1b}[31mFAKE");
+        assert_eq!(printable("a\rb\tc\u{7f}\u{9b}"), "a\\rb\\tc\\u{7f}\\u{9b}");
+        assert_eq!(printable("gpj.\u{202e}exe"), "gpj.\\u{202e}exe");
+        let plain = "not applied: Müller \\ 42 ✓";
+        assert!(matches!(printable(plain), std::borrow::Cow::Borrowed(t) if t == plain));
+    }
 
     #[test]
     fn table_aligns_columns_and_leaves_no_trailing_padding() {

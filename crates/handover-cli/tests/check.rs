@@ -403,3 +403,31 @@ fn mcp_over_http_without_a_gateway_is_refused_by_check_and_before_mcp_listens() 
     assert!(err.contains(why), "{err}");
     assert!(!err.contains("listening"), "{err}");
 }
+
+/// A declared HTTP lookup without `match` confirms an operation from any
+/// record found under its destination key: valid, but `check` says what
+/// it means and what to add; with `match` it says nothing.
+#[test]
+fn check_warns_about_an_http_lookup_that_matches_no_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lookup.toml");
+    let base = "[ledger]\nbackend = \"memory\"\n[providers.p]\nkind = \"openai_compatible\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n[policies.default]\nchain = [\"p\"]\n[gateway]\n[gateway.clients.a]\ntoken_sha256 = \"e0b107f9f96f69a2b6165a2ac7ae551643a4240881e2c14a01e8e9a56212a39a\"\nscope = \"a\"\n[actions.lk.lookup]\nvisibility_lag = \"5s\"\nurl = \"http://127.0.0.1:9/records?key={destination_key}\"\n";
+    std::fs::write(&path, base).unwrap();
+    let out = run(&["check", "--config", path.to_str().unwrap()]);
+    assert!(ok(&out).contains("OK (1 warning(s))"), "{}", ok(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("lookup.toml: actions.lk.lookup: no `match` fields: any record the lookup finds under the destination key confirms the operation")
+            && err.contains("add [actions.lk.lookup.match]"),
+        "{err}"
+    );
+
+    std::fs::write(
+        &path,
+        format!("{base}[actions.lk.lookup.match]\norder = \"/order\"\n"),
+    )
+    .unwrap();
+    let out = run(&["check", "--config", path.to_str().unwrap()]);
+    assert!(!ok(&out).contains("warning"), "{}", ok(&out));
+    assert!(!stderr(&out).contains("match"), "{}", stderr(&out));
+}

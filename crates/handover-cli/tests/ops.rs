@@ -518,3 +518,69 @@ async fn an_expired_claim_is_not_shown_as_held() {
     assert!(out.contains("claim by agent-a expired"), "{out}");
     assert!(!out.contains("held by agent-a"), "{out}");
 }
+
+#[tokio::test]
+async fn ledger_text_is_printed_escaped_and_json_keeps_it_exact() {
+    use handover::ledger::{BeginOptions, BeginOutcome, Dispatch, Limits, OperationRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let reason = "r\n\x1b[31mFAKE";
+    let evidence = "HTTP 422\r\n  state           confirmed\u{202e}\x07";
+    {
+        let ledger = open(&path).await;
+        let req = OperationRequest::new(
+            SCOPE,
+            "K-3",
+            "create_shipment",
+            &json!({"note": "\u{9b}2J"}),
+            &Limits::default(),
+        )
+        .unwrap();
+        let opts = BeginOptions::new("agent\x1b[2Ja", std::time::Duration::from_secs(30));
+        let BeginOutcome::Started(claim) = ledger.begin(&req, &opts).await.unwrap() else {
+            panic!("fresh ledger")
+        };
+        let dispatch = Dispatch {
+            executor: "exec\nutor".into(),
+            metadata: None,
+        };
+        ledger.mark_dispatched(&claim, dispatch).await.unwrap();
+        ledger
+            .reject(&claim, reason.into(), Some(evidence.into()))
+            .await
+            .unwrap();
+        ledger.close().await;
+    }
+    let p = path.to_str().unwrap();
+    for out in [
+        ok(&run(&["ops", "list", "--ledger", p])),
+        ok(&run(&["ops", "show", "--ledger", p, SCOPE, "K-3"])),
+    ] {
+        for raw in ['\x1b', '\x07', '\r', '\u{202e}', '\u{9b}'] {
+            assert!(!out.contains(raw), "{raw:?} printed raw: {out:?}");
+        }
+        assert!(
+            !out.contains("\nFAKE"),
+            "a reason cannot start a line: {out:?}"
+        );
+        assert!(out.contains(r"r\n\u{1b}[31mFAKE"), "{out:?}");
+    }
+    let show = ok(&run(&["ops", "show", "--ledger", p, SCOPE, "K-3"]));
+    assert!(
+        show.contains(r"HTTP 422\r\n  state           confirmed\u{202e}\u{7}"),
+        "{show:?}"
+    );
+    assert!(show.contains(r"by exec\nutor"), "{show:?}");
+    assert!(show.contains(r"\u{9b}2J"), "params too: {show:?}");
+
+    let json: Value = serde_json::from_str(&ok(&run(&[
+        "ops", "show", "--ledger", p, SCOPE, "K-3", "--json",
+    ])))
+    .unwrap();
+    assert_eq!(
+        json["operation"]["state"]["reason"], reason,
+        "JSON is exact"
+    );
+    assert_eq!(json["operation"]["state"]["evidence"], evidence);
+    assert_eq!(json["attempts"][0]["executor"], "exec\nutor");
+}

@@ -31,7 +31,12 @@ pub enum RouterError {
     /// ledger could not be used, the operation stays `dispatched` and
     /// becomes `unknown` when its lease passes; if the answer itself cannot
     /// be recorded (e.g. a result that is not I-JSON), it is `unknown` at
-    /// once, for review. Either way it is never re-executed automatically.
+    /// once, for review. If the dispatch was no longer the claim's — its
+    /// lease had passed, or a reconciler or an operator had decided the
+    /// operation meanwhile — the answer is kept in the operation's attempt
+    /// log for a human to review and the recorded state is not changed
+    /// (`docs/decisions.md`, "late outcomes"). Either way it is never
+    /// re-executed automatically.
     #[error("the destination's {outcome} answer could not be recorded: {source}")]
     OutcomeNotRecorded {
         /// What the destination said.

@@ -109,6 +109,13 @@ pub(crate) fn duplicate_effect(action: &str) {
         .increment(1);
 }
 
+/// Counts a dispatch outcome that arrived after the ledger had closed the
+/// dispatch (kept in the attempt log for review), by what it reported.
+pub(crate) fn late_outcome(action: &str, report: &'static str) {
+    metrics::counter!("handover_late_outcomes_total", "action" => action.to_owned(), "report" => report)
+        .increment(1);
+}
+
 /// Records one reconciliation pass.
 pub(crate) fn reconcile(report: &crate::reconcile::ReconcileReport) {
     for (outcome, n) in [

@@ -771,8 +771,8 @@ fn a_lease_shorter_than_the_action_timeout_is_refused() {
     ));
     assert!(
         undeclared.contains(
-            "ledger.lease: 10s is shorter than the timeout of an action the file does not declare = 30s"
-        ),
+            "ledger.lease: 10s is shorter than the default action timeout (30s), which applies to every action this file does not declare"
+        ) && undeclared.contains("raise ledger.lease to at least 30s"),
         "{undeclared}"
     );
     // Equal is enough: the claim covers the whole call.

@@ -628,3 +628,61 @@ async fn a_key_that_is_a_dot_segment_is_not_sent_in_a_lookup_path() {
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].url.path(), "/tenant-1/shipments/...");
 }
+
+/// A declared HTTP lookup compares only its `match` fields, and a field
+/// the approved parameters leave out agrees with a record that leaves it
+/// out too (absent and `null` are the same on both sides): the lost
+/// confirmation is confirmed, not sent to review as diverged.
+#[tokio::test]
+async fn a_match_field_absent_on_both_sides_confirms() {
+    use handover_router::gate::ExecutorError;
+    use handover_router::reconcile::HttpLookup;
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let dest = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"data": [{"id": "rec-1", "order": "O-1"}]})),
+        )
+        .mount(&dest)
+        .await;
+    let actions = format!(
+        "[actions.ship]\ntimeout = \"1s\"\n[actions.ship.lookup]\nvisibility_lag = \"1s\"\n\
+         check_every = \"1s\"\nurl = \"{}/records?key={{destination_key}}\"\nrecords = \"/data\"\n\
+         [actions.ship.lookup.match]\norder = \"/order\"\nqty = \"/qty\"\n",
+        dest.uri()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let cfg = config(&actions);
+    let gate = gate(
+        sqlite(&dir.path().join("l.db"), &clock).await,
+        &cfg,
+        &clock,
+        "g",
+    );
+    let (_, lookup) = HttpLookup::from_config(&cfg, &|_| None)
+        .unwrap()
+        .into_iter()
+        .find(|(a, _)| a == "ship")
+        .unwrap();
+    let reconciler =
+        Reconciler::new(gate.clone(), Arc::new(clock.clone())).with_lookup("ship", lookup);
+    let req = gate
+        .request("t", "K-1", "ship", &json!({"order": "O-1"}))
+        .unwrap();
+    let lost = |_ctx| async { Err(ExecutorError::maybe_sent("connection reset after sending")) };
+    let first = gate
+        .perform(&req, &lost, PerformOptions::default())
+        .await
+        .unwrap();
+    assert!(matches!(first, PerformOutcome::Unresolved(_)), "{first:?}");
+    clock.advance(Duration::from_secs(5));
+    let pass = reconciler.run_once().await.unwrap();
+    assert_eq!((pass.confirmed, pass.diverged), (1, 0), "{pass:?}");
+    let rec = gate.ledger().get(req.id()).await.unwrap().unwrap();
+    assert_eq!(rec.state.kind(), StateKind::Confirmed);
+    assert_eq!(dest.received_requests().await.unwrap().len(), 1);
+}

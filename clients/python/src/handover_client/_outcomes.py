@@ -120,11 +120,23 @@ class Unresolved(Outcome):
     turns the operation unknown)."""
     cause: BaseException | None = field(default=None, compare=False, repr=False)
     """The executor's exception or the error that made the outcome unknown."""
+    diverged: bool = False
+    """The ledger and this call's executor disagree: the ledger had closed
+    the dispatch (as ``rejected``) before the executor reported a result
+    (or raised after it may have sent). Only a human can tell which is
+    right; ``reason`` says what each side said."""
 
     status: ClassVar[str] = "unresolved"
 
     @property
     def text(self) -> str:
+        if self.diverged:
+            return (
+                f"Needs review: {self.action} {self.key} may have been performed, but it is not "
+                "confirmed: the executor reported after the operation had been closed, so a "
+                "person must review it. Do not retry it, and do not retry it under another key; "
+                "tell the user it is being reviewed."
+            )
         return (
             f"Pending verification: the outcome of {self.action} {self.key} is not known yet and "
             "is being verified. Do not retry it, and do not retry it under another key; "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import time
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union
@@ -254,12 +255,19 @@ def perform(action: str, key: str, params: Any, headers: Mapping[str, str]) -> F
             pass  # the lease returns an undispatched claim; a dispatched one becomes unknown
         raise
 
+    started = time.monotonic()
     got = yield Call(ctx, ctx.timeout, "the executor")
+    took = time.monotonic() - started
+    # The sync client cannot stop an executor; one that ran past its
+    # timeout may answer after the ledger closed the dispatch. What it
+    # reports is still recorded if the ledger's fence allows (it is true);
+    # if not, `_read_back` says so, and how late it was.
+    late = took if ctx.timeout is not None and took > ctx.timeout else None
     if isinstance(got, Raised):
         # The type only: an exception's text may carry what must not be
         # stored (a URL with a token); the caller gets it in `cause`.
         reason = f"the executor raised {qualname(got.error)} after dispatch"
-        outcome = yield from _record(ctx, epoch, _unknown(reason), headers, got.error)
+        outcome = yield from _record(ctx, epoch, _unknown(reason), headers, got.error, late)
         if not isinstance(got.error, Exception):
             raise got.error  # KeyboardInterrupt, cancellation: recorded, then re-raised
         return outcome
@@ -268,7 +276,7 @@ def perform(action: str, key: str, params: Any, headers: Mapping[str, str]) -> F
         report: dict[str, Any] = {"outcome": "rejected", "reason": value.reason}
         if value.evidence is not None:
             report["evidence"] = value.evidence
-        return (yield from _record(ctx, epoch, report, headers, None))
+        return (yield from _record(ctx, epoch, report, headers, None, late))
     try:
         result = private_copy(value, "result")
     except TypeError as e:
@@ -276,8 +284,8 @@ def perform(action: str, key: str, params: Any, headers: Mapping[str, str]) -> F
             f"the executor returned a {type(value).__name__}, not JSON: "
             "it cannot be recorded as a confirmed result"
         )
-        return (yield from _record(ctx, epoch, _unknown(reason), headers, e))
-    return (yield from _record(ctx, epoch, {"outcome": "confirmed", "result": result}, headers, None))
+        return (yield from _record(ctx, epoch, _unknown(reason), headers, e, late))
+    return (yield from _record(ctx, epoch, {"outcome": "confirmed", "result": result}, headers, None, late))
 
 
 def qualname(e: BaseException) -> str:
@@ -305,13 +313,16 @@ def _record(
     report: dict[str, Any],
     headers: Mapping[str, str],
     cause: BaseException | None,
+    late: float | None = None,
 ) -> Flow[Outcome]:
-    """Writes the outcome; if that fails, reads what the ledger holds."""
+    """Writes the outcome; if that fails, reads what the ledger holds.
+    ``late``: how long the executor ran, if past its timeout."""
     path = _op_path(ctx.key)
+    reported = report["outcome"]
     try:
         ans = yield Request("POST", path + "/outcome", {"epoch": epoch, **report}, headers)
     except APIConnectionError as e:
-        return (yield from _read_back(ctx, headers, e))
+        return (yield from _read_back(ctx, headers, e, reported, late))
     if ans.status == 200:
         return _from_record(ctx.action, ctx.key, ans.body["operation"], cause)
     err = error_for(ans.status, ans.body)
@@ -320,21 +331,52 @@ def _record(
         # result number outside I-JSON, an empty reason): record unknown
         # rather than leave the operation dispatched.
         reason = f"the destination answered but the {report['outcome']} report cannot be recorded: {err.message}"
-        return (yield from _record(ctx, epoch, _unknown(reason), headers, err))
-    return (yield from _read_back(ctx, headers, err))
+        return (yield from _record(ctx, epoch, _unknown(reason), headers, err, late))
+    return (yield from _read_back(ctx, headers, err, reported, late))
 
 
-def _read_back(ctx: Dispatch, headers: Mapping[str, str], err: HandoverError) -> Flow[Outcome]:
+def _read_back(
+    ctx: Dispatch, headers: Mapping[str, str], err: HandoverError, reported: str, late: float | None
+) -> Flow[Outcome]:
+    """What to say when this call's report was not recorded (``err``):
+    what the ledger holds — unless that would contradict the executor."""
     try:
         ans = yield Request("GET", _op_path(ctx.key), None, headers)
     except HandoverError:
         ans = None
     if ans is not None and ans.status == 200:
-        out = _from_record(ctx.action, ctx.key, ans.body["operation"], err)
+        rec = ans.body["operation"]
+        state = (rec.get("state") or {}).get("state")
+        if state == "rejected" and reported != "rejected":
+            return _closed_meanwhile(ctx, state, reported, err, late)
+        out = _from_record(ctx.action, ctx.key, rec, err)
         if not isinstance(out, Unresolved) or out.recorded:
             return out
     return Unresolved(ctx.action, ctx.key, reason=f"the outcome could not be recorded: {err}",
                       recorded=False, cause=err)
+
+
+def _closed_meanwhile(
+    ctx: Dispatch, state: str, reported: str, err: HandoverError, late: float | None
+) -> Unresolved:
+    """The ledger decided the operation (a reconciler's lookup found
+    nothing, an operator) while this call's executor was still running,
+    and then the executor returned (or raised after it may have sent).
+    The ledger's ``rejected`` says nothing was performed; the executor
+    says otherwise or cannot rule it out. Neither is told as the truth:
+    the effect may exist, and a human must look (Handover keeps the
+    refused report in the operation's attempt log)."""
+    what = {
+        "confirmed": "a result",
+        "unknown": "an outcome it could not confirm",
+    }.get(reported, f"{reported!r}")
+    overran = "" if late is None else f" (it ran {late:.1f}s, past its {ctx.timeout:g}s timeout)"
+    reason = (
+        f"the executor reported {what}{overran} after the ledger had closed the dispatch "
+        f"as {state}; the effect may exist and a human must review it ({err})"
+    )
+    return Unresolved(ctx.action, ctx.key, reason=reason, owner="review", recorded=False,
+                      diverged=True, cause=err)
 
 
 def _from_record(action: str, key: str, rec: Mapping[str, Any], cause: BaseException | None) -> Outcome:

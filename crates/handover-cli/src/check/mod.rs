@@ -76,7 +76,14 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     if no_gateway {
         eprintln!("warning: {path}: {NO_GATEWAY}");
     }
-    let warnings = missing.iter().count() + usize::from(no_gateway);
+    let unmatched = lookups_without_match(&config);
+    for action in &unmatched {
+        eprintln!(
+            "warning: {path}: actions.{action}.lookup: {}",
+            no_match(action)
+        );
+    }
+    let warnings = missing.iter().count() + usize::from(no_gateway) + unmatched.len();
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -112,6 +119,27 @@ pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
 
 /// What `check` says of a file without `[gateway]`.
 const NO_GATEWAY: &str = "no [gateway] section: `handover serve` refuses this file (it needs [gateway] with at least one [gateway.clients.NAME]); the library, `handover chat` and `handover mcp` on stdio do not use it (`handover mcp --listen` refuses it too)";
+
+/// Actions whose HTTP lookup compares no field: the reconciler then
+/// confirms from any record found under the destination key.
+fn lookups_without_match(config: &Config) -> Vec<&str> {
+    config
+        .actions()
+        .values()
+        .filter(|a| {
+            a.http_lookup
+                .as_ref()
+                .is_some_and(|h| h.match_fields.is_empty())
+        })
+        .map(|a| a.name.as_str())
+        .collect()
+}
+
+fn no_match(action: &str) -> String {
+    format!(
+        "no `match` fields: any record the lookup finds under the destination key confirms the operation, whatever parameters the record holds (a record with other parameters is never sent to review as diverged); add [actions.{action}.lookup.match] mapping approved parameters to the record's fields (e.g. qty = \"/qty\")"
+    )
+}
 
 fn d(d: Duration) -> String {
     humantime::format_duration(d).to_string()

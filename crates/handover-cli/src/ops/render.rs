@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use handover::ledger::{AttemptRecord, OperationRecord, State, Timestamp};
 
-use crate::term::{Style, age, age_at, ago, rfc3339, table};
+use crate::term::{Style, age, age_at, ago, printable, rfc3339, table};
 
 /// Since when the record has been in its current state (unknown: since it
 /// became unknown).
@@ -75,7 +75,7 @@ pub(super) fn list(records: &[OperationRecord], now: Timestamp, s: Style, ledger
             rec.action.to_string(),
             state_name(rec).to_owned(),
             age_at(now, since(rec)),
-            truncate(&summary(rec, now), 80),
+            truncate(&printable(&summary(rec, now)), 80),
         ]);
     }
     let mut out = table(&rows);
@@ -90,8 +90,9 @@ pub(super) fn list(records: &[OperationRecord], now: Timestamp, s: Style, ledger
 /// The state block of `show` (also printed after `resolve`).
 pub(super) fn state_lines(rec: &OperationRecord, now: Timestamp) -> String {
     let mut out = String::new();
+    // Every value may hold ledger text (a holder, reason, evidence).
     let mut line = |k: &str, v: String| {
-        let _ = writeln!(out, "  {k:<16}{v}");
+        let _ = writeln!(out, "  {k:<16}{}", printable(&v));
     };
     match &rec.state {
         State::Planned => line("state", "planned".into()),
@@ -176,7 +177,7 @@ pub(super) fn show(
         s.state(state_name(rec))
     );
     let mut line = |k: &str, v: String| {
-        let _ = writeln!(out, "  {k:<16}{v}");
+        let _ = writeln!(out, "  {k:<16}{}", printable(&v));
     };
     line("action", rec.action.to_string());
     line(
@@ -214,7 +215,7 @@ pub(super) fn show(
             i + 1,
             a.kind.as_str(),
             rfc3339(a.sent_at),
-            a.executor,
+            printable(&a.executor),
             a.epoch.map(|e| format!(" (epoch {e})")).unwrap_or_default(),
             s.state(a.outcome.as_str())
         );
@@ -227,10 +228,10 @@ pub(super) fn show(
             );
         }
         if let Some(e) = &a.evidence {
-            let _ = writeln!(out, "     evidence: {e}");
+            let _ = writeln!(out, "     evidence: {}", printable(e));
         }
         if let Some(m) = &a.metadata {
-            let _ = writeln!(out, "     metadata: {m}");
+            let _ = writeln!(out, "     metadata: {}", printable(&m.to_string()));
         }
     }
     out

@@ -2,7 +2,8 @@
 //! who owns an outcome nobody knows.
 
 use handover_ledger::{
-    ActionName, Claim, LedgerError, OperationRecord, Owner, ReleaseReason, UnknownReport,
+    ActionName, AttemptKind, AttemptOutcome, Claim, LedgerError, NewAttempt, OperationRecord,
+    Owner, ReleaseReason, StateKind, UnknownReport,
 };
 
 use super::Protocol;
@@ -55,6 +56,49 @@ impl Report {
             Self::Abandoned => "abandoned",
         }
     }
+
+    /// The attempt that keeps this report as evidence when it came too
+    /// late to be recorded (see [`Protocol::record`]); `None` for a report
+    /// that says nothing about the destination (not sent, abandoned).
+    fn late_attempt(&self, claim: &Claim, refusal: &LedgerError) -> Option<NewAttempt> {
+        let (outcome, evidence, result) = match self {
+            Self::Confirmed { result, evidence } => {
+                (AttemptOutcome::Confirmed, evidence.as_deref(), Some(result))
+            }
+            Self::Rejected { reason, evidence } => (
+                AttemptOutcome::Rejected,
+                evidence.as_deref().or(Some(reason.as_str())),
+                None,
+            ),
+            Self::Unknown { reason, evidence } => (
+                AttemptOutcome::Unknown,
+                evidence.as_deref().or(Some(reason.as_str())),
+                None,
+            ),
+            Self::NotSent { .. } | Self::Abandoned => return None,
+        };
+        let mut text = format!(
+            "late report: the holder of epoch {} reported {} after the ledger had closed \
+             this dispatch ({refusal}); a human must review it",
+            claim.epoch,
+            self.as_str()
+        );
+        if let Some(e) = evidence {
+            text.push_str("; evidence: ");
+            text.push_str(e);
+        }
+        let mut metadata = serde_json::json!({"late_report": true, "epoch": claim.epoch.0});
+        if let Some(result) = result {
+            metadata["result"] = result.clone();
+        }
+        Some(NewAttempt {
+            kind: AttemptKind::Dispatch,
+            executor: claim.holder.clone(),
+            outcome,
+            evidence: Some(text),
+            metadata: Some(metadata),
+        })
+    }
 }
 
 impl Protocol {
@@ -99,6 +143,7 @@ impl Protocol {
         report: Report,
     ) -> Result<OperationRecord, RouterError> {
         let what = report.as_str();
+        let report_copy = report.clone();
         let ledger = &self.ledger;
         let written = match report {
             Report::Confirmed { result, evidence } => {
@@ -126,7 +171,54 @@ impl Protocol {
         };
         match written {
             Ok(rec) => Ok(rec),
-            Err(source) => Err(self.not_recorded(claim, what, source).await),
+            Err(source) => {
+                if closed(&source) {
+                    self.keep_late(claim, action, &report_copy, &source).await;
+                }
+                Err(self.not_recorded(claim, what, source).await)
+            }
+        }
+    }
+
+    /// A report refused because the dispatch is no longer this claim's —
+    /// its lease passed, a newer claim took over, or the operation was
+    /// decided meanwhile (a reconciler's lookup, an operator) — still says
+    /// what the destination did. It is kept in the attempt log, with the
+    /// refusal naming the state the operation is in, so a human reviewing
+    /// the operation sees it; the state itself is not changed (a decided
+    /// operation stays decided, `docs/decisions.md`, "late outcomes").
+    async fn keep_late(
+        &self,
+        claim: &Claim,
+        action: &ActionName,
+        report: &Report,
+        refusal: &LedgerError,
+    ) {
+        let Some(attempt) = report.late_attempt(claim, refusal) else {
+            return;
+        };
+        if !self.dispatch_left_open(claim).await {
+            return;
+        }
+        tracing::warn!(
+            scope = %claim.id.scope, key = %claim.id.key, action = %action,
+            report = report.as_str(), refusal = %refusal,
+            "a dispatch's outcome arrived after the ledger had closed the dispatch; kept for review"
+        );
+        crate::metrics::late_outcome(action.as_str(), report.as_str());
+        let kept = match self.ledger.append_attempt(&claim.id, attempt).await {
+            // A result that cannot be stored (not I-JSON, too large) must
+            // not cost the evidence: keep the report without it.
+            Err(e) if e.field().is_some() => {
+                let mut plain = report.late_attempt(claim, refusal).expect("a late attempt");
+                plain.metadata =
+                    Some(serde_json::json!({"late_report": true, "epoch": claim.epoch.0}));
+                self.ledger.append_attempt(&claim.id, plain).await
+            }
+            other => other,
+        };
+        if let Err(e) = kept {
+            tracing::warn!(error = %e, "could not keep a late outcome report");
         }
     }
 
@@ -155,4 +247,42 @@ impl Protocol {
         }
         RouterError::OutcomeNotRecorded { outcome, source }
     }
+}
+
+impl Protocol {
+    /// Whether this claim dispatched and its dispatch was closed by
+    /// someone else than its own definitive report: by the lease lapsing,
+    /// a newer claim, or the holder's own `unknown` / `not sent`. A claim
+    /// whose dispatch it already finished as confirmed or rejected is
+    /// finishing twice, which changes nothing (not even the attempt log);
+    /// a claim that never dispatched has no late answer to keep.
+    async fn dispatch_left_open(&self, claim: &Claim) -> bool {
+        let attempts = match self.ledger.attempts(&claim.id).await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the attempts of a late outcome");
+                return false;
+            }
+        };
+        attempts
+            .iter()
+            .filter(|a| a.kind == AttemptKind::Dispatch && a.epoch == Some(claim.epoch))
+            .any(|a| {
+                !matches!(
+                    a.outcome,
+                    AttemptOutcome::Confirmed | AttemptOutcome::Rejected
+                )
+            })
+    }
+}
+
+/// The refusal of a report whose dispatch is no longer the claim's: the
+/// lease passed or a newer claim took over (fencing), or the operation is
+/// in a state a dispatch's outcome cannot move (decided meanwhile).
+/// (`claimed` or `dispatched` under the same epoch is a door's protocol
+/// error, not a late report.)
+fn closed(e: &LedgerError) -> bool {
+    e.is_stale()
+        || matches!(e, LedgerError::IllegalTransition { from, .. }
+            if !matches!(from, StateKind::Claimed | StateKind::Dispatched))
 }

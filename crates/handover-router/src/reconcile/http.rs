@@ -203,18 +203,34 @@ impl HttpLookup {
             .collect())
     }
 
-    /// The approved parameters with every `match` field replaced by the
-    /// record's value: equal to the approved ones exactly when they agree.
     fn as_params(&self, approved: &Value, record: &Value) -> Value {
-        let mut params = approved.clone();
-        if let Value::Object(map) = &mut params {
-            for (param, pointer) in &self.0.match_fields {
-                let found = record.pointer(pointer).cloned().unwrap_or(Value::Null);
-                map.insert(param.clone(), found);
-            }
-        }
-        params
+        as_params(&self.0.match_fields, approved, record)
     }
+}
+
+/// The approved parameters with every `match` field replaced by the
+/// record's value: equal to the approved ones exactly when they agree.
+///
+/// **Absent and `null` are the same, on both sides**: a field the
+/// approved parameters leave out or set to `null` agrees with a record
+/// that leaves it out or holds `null` there (the approved form is kept as
+/// it is), and with nothing else; a value on one side and none on the
+/// other diverges. (Before, an approved `qty: null` was confirmed by a
+/// record without `qty` while approved parameters without `qty` diverged
+/// from the same record.)
+fn as_params(match_fields: &BTreeMap<String, String>, approved: &Value, record: &Value) -> Value {
+    let mut params = approved.clone();
+    if let Value::Object(map) = &mut params {
+        for (param, pointer) in match_fields {
+            let found = record.pointer(pointer).filter(|v| !v.is_null());
+            let wanted = map.get(param).filter(|v| !v.is_null());
+            if found.is_none() && wanted.is_none() {
+                continue;
+            }
+            map.insert(param.clone(), found.cloned().unwrap_or(Value::Null));
+        }
+    }
+    params
 }
 
 impl Lookup for HttpLookup {
@@ -259,4 +275,69 @@ fn encode(s: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fields() -> BTreeMap<String, String> {
+        [("order", "/order"), ("qty", "/qty")]
+            .into_iter()
+            .map(|(p, ptr)| (p.to_owned(), ptr.to_owned()))
+            .collect()
+    }
+
+    /// Whether the record confirms the approved parameters (the
+    /// reconciler's comparison: equal as JSON).
+    fn agrees(approved: Value, record: Value) -> bool {
+        as_params(&fields(), &approved, &record) == approved
+    }
+
+    #[test]
+    fn absent_and_null_are_the_same_on_both_sides() {
+        for approved in [json!({"order": "A"}), json!({"order": "A", "qty": null})] {
+            for record in [json!({"order": "A"}), json!({"order": "A", "qty": null})] {
+                assert!(
+                    agrees(approved.clone(), record.clone()),
+                    "{approved} vs {record}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_value_on_one_side_only_or_another_value_diverges() {
+        assert!(!agrees(
+            json!({"order": "A"}),
+            json!({"order": "A", "qty": 2})
+        ));
+        assert!(!agrees(
+            json!({"order": "A", "qty": null}),
+            json!({"order": "A", "qty": 2})
+        ));
+        assert!(!agrees(
+            json!({"order": "A", "qty": 2}),
+            json!({"order": "A"})
+        ));
+        assert!(!agrees(
+            json!({"order": "A", "qty": 2}),
+            json!({"order": "A", "qty": null})
+        ));
+        assert!(!agrees(
+            json!({"order": "A", "qty": 2}),
+            json!({"order": "A", "qty": 3})
+        ));
+        assert!(agrees(
+            json!({"order": "A", "qty": 2}),
+            json!({"order": "A", "qty": 2, "id": "r"})
+        ));
+    }
+
+    #[test]
+    fn fields_outside_match_are_not_compared() {
+        let approved = json!({"order": "A", "note": "fragile"});
+        assert!(agrees(approved, json!({"order": "A", "note": "other"})));
+    }
 }

@@ -54,16 +54,20 @@ pub(crate) fn validate(raw: RawConfig, env: EnvLookup<'_>) -> Result<Validated, 
     let mut missing_keys = ConfigIssues::default();
     let ledger = ledger::validate(&mut issues, raw.ledger);
     // An action the file does not declare runs with `ledger.lease` and the
-    // default timeout (`WriteGate::contract`): the same rule applies.
-    action::lease_covers_timeout(
-        &mut issues,
-        "ledger.lease",
-        (ledger.lease, ""),
-        (
-            super::defaults::ACTION_TIMEOUT,
-            "the timeout of an action the file does not declare",
-        ),
-    );
+    // default timeout (`Protocol::contract`): the same rule applies, and
+    // declaring other actions does not change it (any action name can
+    // still be performed through the operations API).
+    if ledger.lease < super::defaults::ACTION_TIMEOUT {
+        issues.push(
+            "ledger.lease",
+            format!(
+                "{} is shorter than the default action timeout ({}), which applies to every action this file does not declare: a claim on such an action could expire while its destination call may still run; raise ledger.lease to at least {} (the actions you declare keep their own lease and timeout)",
+                humantime::format_duration(ledger.lease),
+                humantime::format_duration(super::defaults::ACTION_TIMEOUT),
+                humantime::format_duration(super::defaults::ACTION_TIMEOUT),
+            ),
+        );
+    }
     let providers: BTreeMap<_, _> = raw
         .providers
         .into_iter()
