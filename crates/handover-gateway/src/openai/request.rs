@@ -11,9 +11,9 @@ use handover_providers::ChatRequest;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use handover_providers::whole::whole;
 use crate::api_error::ApiError;
 use crate::fields::{from_map, not_an_object, read_once_each};
+use handover_providers::whole::whole;
 
 /// A parsed chat request.
 #[derive(Debug)]
