@@ -193,3 +193,32 @@ async fn a_stream_committed_complete_spends_the_tasks_cost_budget() {
     assert!(body.contains("budget_exhausted"), "{body}");
     assert_eq!(mock.requests(), 2);
 }
+
+// ---------------------------------------------------------------------------
+// 4. Rough edges.
+
+#[tokio::test]
+async fn a_task_header_given_twice_is_named_once_in_the_error() {
+    let mock = TcpProvider::start(Flavor::OpenAi).await.unwrap();
+    mock.set_default(streamed());
+    let gw = Running::start(&priced_config("twicepriced", mock.base_url())).await;
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(CLIENT_A)
+        .header("x-handover-task", "job-1")
+        .header("x-handover-task", "job-2")
+        .json(&chat(false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "invalid_header", "{v}");
+    assert_eq!(v["error"]["param"], "x-handover-task", "{v}");
+    assert_eq!(
+        v["error"]["message"], "x-handover-task is given twice; send it once",
+        "{v}"
+    );
+    assert_eq!(mock.requests(), 0, "nothing sent");
+}
