@@ -222,3 +222,35 @@ async fn a_task_header_given_twice_is_named_once_in_the_error() {
     );
     assert_eq!(mock.requests(), 0, "nothing sent");
 }
+
+#[tokio::test]
+async fn a_completed_response_says_when_it_completed() {
+    let mock = TcpProvider::start(Flavor::OpenAi).await.unwrap();
+    mock.set_default(Plan::text(Flavor::OpenAi, "on its way"));
+    let gw = Running::start(&priced_config("whenpriced", mock.base_url())).await;
+    let plain = post(&gw, "/v1/responses", "job-when", responses(false)).await;
+    assert_eq!(plain.status, StatusCode::OK, "{}", plain.body);
+    let v = plain.json();
+    assert_eq!(v["status"], "completed", "{v}");
+    let (created, completed) = (v["created_at"].as_u64(), v["completed_at"].as_u64());
+    assert!(created.is_some() && completed >= created, "{v}");
+
+    mock.set_default(streamed());
+    let stream = post(&gw, "/v1/responses", "job-when", responses(true)).await;
+    let events: Vec<Value> = stream
+        .body
+        .lines()
+        .filter_map(|l| serde_json::from_str(l.strip_prefix("data: ")?).ok())
+        .collect();
+    let created = &events[0]["response"];
+    assert_eq!(created["status"], "in_progress", "{created}");
+    assert_eq!(created["completed_at"], Value::Null, "not yet: {created}");
+    let done = events.last().unwrap();
+    assert_eq!(done["type"], "response.completed", "{done}");
+    let r = &done["response"];
+    assert!(
+        r["completed_at"].as_u64() >= r["created_at"].as_u64(),
+        "{r}"
+    );
+    assert!(r["completed_at"].is_u64(), "{r}");
+}
