@@ -254,3 +254,16 @@ async fn a_completed_response_says_when_it_completed() {
     );
     assert!(r["completed_at"].is_u64(), "{r}");
 }
+
+#[tokio::test]
+async fn an_empty_responses_input_names_input() {
+    let mock = TcpProvider::start(Flavor::OpenAi).await.unwrap();
+    let gw = Running::start(&priced_config("emptypriced", mock.base_url())).await;
+    let body = json!({"model": "priced", "input": []});
+    let a = post(&gw, "/v1/responses", "job-empty", body).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.body);
+    let v = a.json();
+    assert_eq!(v["error"]["param"], "input", "{v}");
+    assert_eq!(v["error"]["message"], "input: must not be empty", "{v}");
+    assert_eq!(mock.requests(), 0, "nothing sent");
+}
