@@ -39,7 +39,10 @@ fn task_id(headers: &HeaderMap, client: &Client) -> Result<Option<TaskId>, ApiEr
             format!("{TASK_HEADER}: {reason}"),
         )
     };
-    let Some(value) = crate::headers::one(headers, TASK_HEADER).map_err(|m| invalid(&m))? else {
+    // `one`'s message names the header already.
+    let one = crate::headers::one(headers, TASK_HEADER)
+        .map_err(|m| ApiError::invalid("invalid_header", TASK_HEADER, m))?;
+    let Some(value) = one else {
         return Ok(None);
     };
     let text = value

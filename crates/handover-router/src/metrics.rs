@@ -192,8 +192,14 @@ pub(crate) fn answered(
     }
     observe(&policy.answer_time, elapsed.as_secs_f64());
     if let Some(c) = cost {
-        count(&provider.cost, (c * 1e6).round() as u64);
+        self::cost(provider, c);
     }
+}
+
+/// Counts what one answer of `provider` cost, in micro-USD (a streamed
+/// answer's when its stream ends: its usage comes last).
+pub(crate) fn cost(provider: &ProviderSeries, usd: f64) {
+    count(&provider.cost, (usd * 1e6).round() as u64);
 }
 
 /// Counts a call that produced no answer.

@@ -182,6 +182,13 @@ impl Budget {
         }
     }
 
+    /// Whether this budget draws from a task budget in a store (its cost
+    /// reaches the store only through [`Budget::settle`] or
+    /// [`Budget::pay`]).
+    pub(crate) fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
     fn cost_spent(&self) -> f64 {
         *self.cost.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -133,6 +133,34 @@ impl Budget {
         }
     }
 
+    /// Charges the cost owed so far to the store, and nothing else: a
+    /// stream's cost is known only when it ends, after its call settled,
+    /// and another call of the same task may hold a reservation by then
+    /// (settling again would give it back). A local budget has nothing to
+    /// do. A store that does not answer keeps the cost owed, as in
+    /// [`Budget::settle`].
+    pub(crate) async fn pay(&self) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        let owed = std::mem::take(&mut shared.state().owed);
+        if owed <= 0.0 {
+            return;
+        }
+        let charged = tokio::time::timeout(SETTLE_WAIT, shared.store.charge_task(&shared.id, owed));
+        match charged.await {
+            Ok(Ok(view)) => shared.state().last = view,
+            Ok(Err(e)) => {
+                shared.owe(owed);
+                tracing::warn!(task = %shared.id, error = %e, "task budget store: cannot charge");
+            }
+            Err(_) => {
+                shared.owe(owed);
+                tracing::warn!(task = %shared.id, "task budget store: charging timed out");
+            }
+        }
+    }
+
     /// Ends a call on a shared budget: gives back the reservations it did
     /// not use and charges its cost to the store. A store that does not
     /// answer loses the reservations (the task is under-spent, never

@@ -82,6 +82,7 @@ fn answer(target: &Target, result: Result<ChatResponse, ProviderError>) -> Tried
             request_id: error.request_id().map(str::to_owned),
             error,
             partial: None,
+            cost: None,
         },
     }
 }

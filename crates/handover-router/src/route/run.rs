@@ -123,6 +123,13 @@ impl<'t> Run<'t> {
         }
     }
 
+    /// Charges what a failed attempt's reported usage cost (an answer's
+    /// cost is charged and counted with the answer, see [`Run::answered`]).
+    pub(crate) fn charge(&self, target: &Target, usd: f64) {
+        self.task.budget.charge(usd);
+        crate::metrics::cost(&target.upstream.series, usd);
+    }
+
     /// Records an answer: the attempt, its cost against the budget, and —
     /// when the answer is complete — the breaker's success.
     pub(crate) fn answered<T>(

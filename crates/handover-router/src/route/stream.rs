@@ -10,10 +10,21 @@
 //!   call). Keep-alives are not data and never commit.
 //! * `complete`: commit only when the provider's stream completed; the
 //!   caller then receives the whole buffered answer.
+//!
+//! A stream's cost comes from the usage it reports, usually its last event,
+//! so it is charged to the task's budget (and counted in
+//! `handover_provider_cost_micro_usd_total`) when the stream ends: complete,
+//! or broken after its usage arrived. For a budget in the ledger's store
+//! the stream does not yield its end before the store has the charge, so
+//! the task's next call sees it. A stream ended at its commit point
+//! (`complete`) is charged by the walk, like a plain answer. A provider
+//! that reports no usage, or has no prices, charges nothing, as for plain
+//! calls.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use futures::{Stream, StreamExt};
 use handover_providers::{
@@ -25,6 +36,7 @@ use super::report::{Attempt, Partial, Skip};
 use super::task::Task;
 use super::upstream::{BreakerTicket, Target};
 use super::walk::{Answer, Call, Needs, Tried, Try};
+use crate::budget::Budget;
 use crate::config::CommitPoint;
 use crate::error::RouterError;
 
@@ -58,6 +70,7 @@ pub struct RoutedStream {
     target: Target,
     events: usize,
     complete: bool,
+    /// The error to yield once the stream's charge is paid.
     broken: Option<StreamBroken>,
     /// Tells the breaker how the stream ended (and gives a half-open probe
     /// back if the stream is dropped before its end).
@@ -65,6 +78,14 @@ pub struct RoutedStream {
     attempts: Vec<Attempt>,
     skipped: Vec<Skip>,
     partials: Vec<Partial>,
+    /// The task's budget, charged when the stream ends.
+    budget: Arc<Budget>,
+    /// What the usage reported so far costs, not yet charged (a provider
+    /// reporting usage more than once reports it cumulatively: the last
+    /// report counts).
+    cost: Option<f64>,
+    /// The charge on its way to the budget's store: the end waits for it.
+    paying: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
 
 impl std::fmt::Debug for RoutedStream {
@@ -111,17 +132,42 @@ impl RoutedStream {
         self.complete
     }
 
-    fn broke(&mut self, err: &ProviderError) -> StreamBroken {
+    fn broke(&mut self, err: &ProviderError) {
         self.ticket.failed(err.class());
         crate::metrics::stream_broken(&self.target.upstream.series, err.class());
-        let b = StreamBroken {
+        self.inner = None;
+        self.broken = Some(StreamBroken {
             provider: self.target.provider().to_owned(),
             class: err.class(),
             events: self.events,
+        });
+    }
+
+    /// Charges the cost of the usage reported so far (once), and starts
+    /// handing it to the budget's store if the budget lives there.
+    fn charge(&mut self) {
+        let Some(usd) = self.cost.take() else {
+            return;
         };
-        self.inner = None;
-        self.broken = Some(b.clone());
-        b
+        self.budget.charge(usd);
+        crate::metrics::cost(&self.target.upstream.series, usd);
+        if self.budget.is_shared() {
+            let budget = self.budget.clone();
+            self.paying = Some(Box::pin(async move { budget.pay().await }));
+        }
+    }
+}
+
+impl Drop for RoutedStream {
+    /// A stream dropped before its end (or while its charge was on its way
+    /// to the store) still charges what its reported usage cost.
+    fn drop(&mut self) {
+        self.charge();
+        if let Some(paying) = self.paying.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(paying);
+        }
     }
 }
 
@@ -133,27 +179,35 @@ impl Stream for RoutedStream {
         if let Some(ev) = this.buffered.pop_front() {
             return Poll::Ready(Some(Ok(ev)));
         }
-        let Some(inner) = this.inner.as_mut() else {
-            return Poll::Ready(None);
-        };
-        match inner.poll_next_unpin(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Some(Ok(ev))) => {
-                if is_data(&ev) {
-                    this.events += 1;
+        if let Some(inner) = this.inner.as_mut() {
+            match ready!(inner.poll_next_unpin(cx)) {
+                Some(Ok(ev)) => {
+                    if is_data(&ev) {
+                        this.events += 1;
+                    }
+                    if let StreamEvent::Usage(u) = &ev {
+                        this.cost = this.target.upstream.cost(Some(u));
+                    }
+                    return Poll::Ready(Some(Ok(ev)));
                 }
-                Poll::Ready(Some(Ok(ev)))
+                // After the commit even a malformed event means a piece is
+                // missing: the answer is incomplete, so end with an error.
+                Some(Err(e)) => this.broke(&e),
+                None => {
+                    this.inner = None;
+                    this.complete = true;
+                    this.ticket.succeeded();
+                }
             }
-            // After the commit even a malformed event means a piece is
-            // missing: the answer is incomplete, so end with an error.
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(this.broke(&e)))),
-            Poll::Ready(None) => {
-                this.inner = None;
-                this.complete = true;
-                this.ticket.succeeded();
-                Poll::Ready(None)
-            }
+            this.charge();
         }
+        // The end (or the error) only once the store has the charge.
+        if let Some(paying) = this.paying.as_mut() {
+            ready!(paying.as_mut().poll(cx));
+            this.paying = None;
+        }
+        // The error once, then the end.
+        Poll::Ready(this.broken.take().map(Err))
     }
 }
 
@@ -162,6 +216,9 @@ impl Stream for RoutedStream {
 struct Committed {
     buffered: VecDeque<StreamEvent>,
     rest: Option<ChatStream>,
+    /// What the usage read before the commit costs, for a stream that goes
+    /// on (one that ended is charged as its answer's cost).
+    cost: Option<f64>,
 }
 
 impl Router {
@@ -179,7 +236,11 @@ impl Router {
     ) -> Result<RoutedStream, RouterError> {
         let needs = Needs::of(req);
         let walked = self.walk(task, needs, &UntilCommit(req)).await?;
-        let Committed { buffered, rest } = walked.answered.value;
+        let Committed {
+            buffered,
+            rest,
+            cost,
+        } = walked.answered.value;
         let events = buffered.iter().filter(|e| is_data(e)).count();
         Ok(RoutedStream {
             complete: rest.is_none(),
@@ -188,6 +249,9 @@ impl Router {
             target: walked.target,
             events,
             broken: None,
+            budget: task.budget.clone(),
+            cost,
+            paying: None,
             ticket: walked.answered.ticket,
             attempts: walked.run.attempts,
             skipped: walked.run.skipped,
@@ -216,6 +280,7 @@ impl Call for UntilCommit<'_> {
                 request_id: error.request_id().map(str::to_owned),
                 error,
                 partial: None,
+                cost: None,
             },
         };
         drop(at.permit);
@@ -232,6 +297,7 @@ async fn open_until_commit(
     let mut buffered = VecDeque::new();
     let mut text = String::new();
     let mut events = 0;
+    let mut cost = None;
     let rest = loop {
         let ev = match stream.next().await {
             Some(Ok(ev)) => ev,
@@ -247,13 +313,16 @@ async fn open_until_commit(
                     request_id,
                     error,
                     partial,
+                    cost,
                 };
             }
             None => break None,
         };
         let data = is_data(&ev);
-        if let StreamEvent::ContentDelta(t) = &ev {
-            text.push_str(t);
+        match &ev {
+            StreamEvent::ContentDelta(t) => text.push_str(t),
+            StreamEvent::Usage(u) => cost = target.upstream.cost(Some(u)),
+            _ => {}
         }
         events += usize::from(data);
         buffered.push_back(ev);
@@ -261,10 +330,20 @@ async fn open_until_commit(
             break Some(stream);
         }
     };
+    // A stream that ended here is charged with its answer; one that goes
+    // on carries its cost so far to its end.
+    let (answer_cost, cost) = match rest {
+        None => (cost, None),
+        Some(_) => (None, cost),
+    };
     Tried::Answered(Answer {
         complete: rest.is_none(),
-        value: Committed { buffered, rest },
+        value: Committed {
+            buffered,
+            rest,
+            cost,
+        },
         request_id,
-        cost: None,
+        cost: answer_cost,
     })
 }

@@ -92,6 +92,9 @@ pub(crate) enum Tried<T> {
         error: ProviderError,
         request_id: Option<String>,
         partial: Option<Partial>,
+        /// What the usage reported before the failure cost (a stream that
+        /// broke after its usage arrived), charged like an answer's.
+        cost: Option<f64>,
     },
     /// The walk stopped waiting (`abandon_after`); the request runs on and
     /// its late outcome is recorded elsewhere.
@@ -280,7 +283,7 @@ async fn try_provider<C: Call>(
         }))
         .await;
         tries += 1;
-        let (error, request_id, partial) = match tried {
+        let (error, request_id, partial, cost) = match tried {
             Tried::Answered(answer) => return Ok(run.answered(target, ticket, started, answer)),
             Tried::Abandoned => {
                 run.record(target, started, AttemptResult::Abandoned, true, None, None);
@@ -290,11 +293,15 @@ async fn try_provider<C: Call>(
                 error,
                 request_id,
                 partial,
-            } => (error, request_id, partial),
+                cost,
+            } => (error, request_id, partial, cost),
         };
         let result = AttemptResult::Failed(error.class());
         let said = ProviderSaid::of(&error).boxed();
         run.record(target, started, result, error.was_sent(), request_id, said);
+        if let Some(c) = cost {
+            run.charge(target, c);
+        }
         run.partials.extend(partial);
         run.after_failure(&mut ticket, &error, tries, &mut backoff)
             .await?;

@@ -198,6 +198,15 @@ fn translate(r: ResponsesRequest) -> Result<(String, ChatRequest, Echo), ApiErro
             }
         }
     }
+    // Checked here, where the field is still `input`: the chat request's
+    // own check would name `messages`, a field the client never sent.
+    if messages.is_empty() {
+        return Err(ApiError::invalid(
+            "invalid_field",
+            "input",
+            "input: must not be empty",
+        ));
+    }
     let tools = r
         .tools
         .iter()

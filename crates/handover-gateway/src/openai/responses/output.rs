@@ -97,10 +97,17 @@ pub(crate) fn response_object(
                 "total_tokens": u.input_tokens + u.output_tokens,
             })
         });
+    // When it completed: now, as the object is built from the whole answer
+    // (seconds, like `created_at`); none until then, or if it is incomplete.
+    let completed_at = match status {
+        "completed" => json!(super::super::chat::now_secs().max(created)),
+        _ => Value::Null,
+    };
     json!({
         "id": id,
         "object": "response",
         "created_at": created,
+        "completed_at": completed_at,
         "status": status,
         "error": null,
         "incomplete_details": incomplete,
