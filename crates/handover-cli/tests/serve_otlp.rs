@@ -304,10 +304,13 @@ async fn a_stalled_or_unreachable_collector_neither_slows_nor_fails_requests() {
     .unwrap();
     assert!(exit.success(), "{exit:?}");
 
-    // Unreachable: nothing listens on the collector's port.
-    let gone = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // Unreachable: the collector's port is bound but not listening, so a
+    // connection is refused. (A port bound and dropped could be taken by
+    // another test's server before the export tries it: the export then
+    // reached something and never logged "cannot connect".)
+    let gone = tokio::net::TcpSocket::new_v4().unwrap();
+    gone.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let gone_url = format!("http://{}", gone.local_addr().unwrap());
-    drop(gone);
     let cfg = config(
         dir.path(),
         &provider.base_url(),
