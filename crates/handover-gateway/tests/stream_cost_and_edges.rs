@@ -1,7 +1,8 @@
 //! Fixes from an outside probe of the gateway, each through real HTTP:
-//! streamed calls charged to their task's cost budget; operations of the
-//! HTTP operations API on `/metrics`; Responses API log probabilities;
-//! and rough edges of the OpenAI surface. Effects are counted at the mocks.
+//! streamed calls charged to their task's cost budget (chat and
+//! Responses, at the default and the `complete` commit point), a doubled
+//! task header named once, a completed Responses answer's `completed_at`,
+//! and an empty Responses `input` named. Effects are counted at the mocks.
 
 mod support;
 
