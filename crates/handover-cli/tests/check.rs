@@ -80,6 +80,21 @@ fn the_example_prints_resolved_chains_budgets_error_tables_and_contracts() {
     );
 }
 
+#[test]
+fn a_provider_without_data_classes_is_shown_to_receive_only_unclassed_requests() {
+    let path = config_dir().join("minimal.toml");
+    let out = ok(&run(&["check", "--config", path.to_str().unwrap()]));
+    assert!(
+        out.contains("data classes: none (receives only requests without a data class)"),
+        "{out}"
+    );
+    assert!(out.contains("data classes: none declared"), "{out}");
+    assert!(
+        !out.contains("(any)"),
+        "nothing with no data class reads as any:\n{out}"
+    );
+}
+
 fn check_text(dir: &Path, text: &str) -> (String, String) {
     let path = dir.join("broken.toml");
     std::fs::write(&path, text).unwrap();

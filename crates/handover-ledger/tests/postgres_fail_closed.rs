@@ -62,11 +62,11 @@ async fn claim(l: &PostgresLedger, req: &OperationRequest) -> Claim {
 
 #[tokio::test]
 async fn closed_port_is_unavailable() {
-    // A port nobody listens on: bind, note it, close it.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        l.local_addr().expect("addr").port()
-    };
+    // A port nobody listens on: bound, not listening, held for the test
+    // (a port closed again could be taken by another test's server).
+    let closed = tokio::net::TcpSocket::new_v4().expect("socket");
+    closed.bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+    let port = closed.local_addr().expect("addr").port();
     let url = format!("postgres://postgres@127.0.0.1:{port}/handover");
     let e = PostgresLedger::connect(
         &url,

@@ -9,14 +9,29 @@
 //! a gateway request's instructions. Kept as text, a member is read once
 //! (validated, not built), written back as it came (numbers keep their
 //! exact spelling) and parsed only where someone asks for its value.
+//!
+//! A key is found by a linear search while there are few members (an
+//! answer has a dozen), and through a hash index once there are more than
+//! [`INDEXED_FROM`]: a server that sends an object with a hundred thousand
+//! members (within the body cap) must not make decoding it quadratic.
+
+use std::collections::HashMap;
 
 use serde_json::{Map, Value, value::RawValue};
+
+/// From this many members on, keys are found through a hash index.
+const INDEXED_FROM: usize = 32;
 
 /// JSON object members as the provider sent them, in its order; each value
 /// is its JSON text. A key given twice keeps its last value, in the first
 /// one's place.
 #[derive(Clone, Default)]
-pub struct Fields(Vec<(String, Box<RawValue>)>);
+pub struct Fields {
+    members: Vec<(String, Box<RawValue>)>,
+    /// Each key's place in `members`, kept once there are more than
+    /// [`INDEXED_FROM`] (SipHash: keys come from the other side).
+    index: Option<HashMap<String, usize>>,
+}
 
 impl Fields {
     /// No members.
@@ -26,17 +41,33 @@ impl Fields {
 
     /// How many members.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.members.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.members.is_empty()
+    }
+
+    /// Where `key` is in `members`.
+    fn position(&self, key: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(key).copied(),
+            None => self.members.iter().position(|(k, _)| k == key),
+        }
+    }
+
+    /// The index of `members`, if there are enough of them to want one.
+    fn reindex(&mut self) {
+        self.index = (self.members.len() > INDEXED_FROM).then(|| {
+            let keys = self.members.iter().map(|(k, _)| k.clone());
+            keys.zip(0..).collect()
+        });
     }
 
     /// The JSON text of `key`'s value.
     pub fn get(&self, key: &str) -> Option<&RawValue> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)
+        self.position(key).map(|at| &*self.members[at].1)
     }
 
     /// Whether `key` is a member.
@@ -60,13 +91,17 @@ impl Fields {
 
     /// Removes `key`, returning its JSON text.
     pub fn remove(&mut self, key: &str) -> Option<Box<RawValue>> {
-        let at = self.0.iter().position(|(k, _)| k == key)?;
-        Some(self.0.remove(at).1)
+        let at = self.position(key)?;
+        let (_, value) = self.members.remove(at);
+        if self.index.is_some() {
+            self.reindex();
+        }
+        Some(value)
     }
 
     /// The members in order: key and JSON text.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &RawValue)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), &**v))
+        self.members.iter().map(|(k, v)| (k.as_str(), &**v))
     }
 
     /// The members as `Value`s.
@@ -80,24 +115,31 @@ impl Fields {
     /// earlier value of `key`).
     pub fn insert_raw(&mut self, key: impl Into<String>, value: Box<RawValue>) {
         let key = key.into();
-        match self.0.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => *v = value,
-            None => self.0.push((key, value)),
+        if let Some(at) = self.position(&key) {
+            self.members[at].1 = value;
+            return;
         }
-    }
-
-    /// Sets `key` to `text`, which must be JSON (a member is left out if it
-    /// is not).
-    pub(crate) fn push_text(&mut self, key: &str, text: &str) {
-        if let Ok(raw) = RawValue::from_string(text.to_owned()) {
-            self.insert_raw(key, raw);
+        match &mut self.index {
+            Some(index) => {
+                index.insert(key.clone(), self.members.len());
+                self.members.push((key, value));
+            }
+            None => {
+                self.members.push((key, value));
+                if self.members.len() > INDEXED_FROM {
+                    self.reindex();
+                }
+            }
         }
     }
 }
 
 impl From<Map<String, Value>> for Fields {
     fn from(map: Map<String, Value>) -> Self {
-        let mut f = Fields(Vec::with_capacity(map.len()));
+        let mut f = Fields {
+            members: Vec::with_capacity(map.len()),
+            index: None,
+        };
         for (k, v) in map {
             f.insert(k, &v);
         }
@@ -108,7 +150,7 @@ impl From<Map<String, Value>> for Fields {
 impl PartialEq for Fields {
     /// The same members in the same order with the same JSON text.
     fn eq(&self, other: &Self) -> bool {
-        self.0.len() == other.0.len()
+        self.members.len() == other.members.len()
             && self
                 .iter()
                 .zip(other.iter())
@@ -137,7 +179,15 @@ impl std::fmt::Debug for Fields {
 mod tests {
     use serde_json::json;
 
+    use serde_json::value::RawValue;
+
     use super::Fields;
+
+    impl Fields {
+        fn push_text(&mut self, key: &str, text: &str) {
+            self.insert_raw(key, RawValue::from_string(text.to_owned()).unwrap());
+        }
+    }
 
     #[test]
     fn a_member_keeps_its_text_and_a_repeated_key_its_first_place() {
@@ -153,5 +203,36 @@ mod tests {
         assert_eq!(f.value("a"), Some(json!({"z": 1, "y": 2})));
         assert!(f.remove("b").is_some());
         assert!(!f.contains_key("b"));
+    }
+
+    #[test]
+    fn many_members_are_found_through_the_index_and_keep_their_order() {
+        let mut f = Fields::new();
+        let n = 200_000;
+        for i in 0..n {
+            f.push_text(&format!("k{i}"), &i.to_string());
+        }
+        // Each repeated once: the repeat replaces in place.
+        for i in (0..n).step_by(2) {
+            f.push_text(&format!("k{i}"), "\"again\"");
+        }
+        assert_eq!(f.len(), n);
+        assert_eq!(f.get("k0").map(|v| v.get()), Some("\"again\""));
+        assert_eq!(f.get("k1").map(|v| v.get()), Some("1"));
+        assert!(f.remove("k1").is_some());
+        assert_eq!(f.get("k3").map(|v| v.get()), Some("3"));
+        assert_eq!(f.iter().nth(1).map(|(k, _)| k), Some("k2"));
+        assert!(f.index.is_some());
+        // Back to a few: the linear search again, same answers.
+        let mut few = Fields::new();
+        for i in 0..40 {
+            few.push_text(&format!("k{i}"), "0");
+        }
+        for i in 0..10 {
+            few.remove(&format!("k{i}"));
+        }
+        assert!(few.index.is_none());
+        assert_eq!(few.len(), 30);
+        assert!(few.contains_key("k39") && !few.contains_key("k9"));
     }
 }

@@ -2,7 +2,7 @@
 //! request serialisation and response / chunk / error decoding. Pure: no I/O.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, value::RawValue};
 
 use crate::{
     dialect::reported_model,
@@ -302,7 +302,7 @@ keep_extra!(WireDelta<'de> {
 #[derive(Default)]
 pub(crate) struct ChunkHistory {
     model_seen: bool,
-    top: Vec<(String, String)>,
+    top: Fields,
 }
 
 impl ChunkHistory {
@@ -315,12 +315,11 @@ impl ChunkHistory {
             if k == "object" || text == "null" {
                 continue;
             }
-            match self.top.iter_mut().find(|(key, _)| *key == k) {
-                Some((_, last)) if last == text => continue,
-                Some((_, last)) => text.clone_into(last),
-                None => self.top.push((k.to_string(), text.to_owned())),
+            if self.top.get(&k).map(RawValue::get) == Some(text) {
+                continue;
             }
-            news.push_text(&k, text);
+            self.top.insert_raw(k.as_ref(), v.to_owned());
+            news.insert_raw(k, v.to_owned());
         }
         news
     }
@@ -334,7 +333,7 @@ fn kept(raw: RawExtra<'_>, skip: &str) -> Fields {
         .into_iter()
         .filter(|(k, v)| k != skip && v.get() != "null")
     {
-        kept.push_text(&k, v.get());
+        kept.insert_raw(k, v.to_owned());
     }
     kept
 }

@@ -343,9 +343,11 @@ async fn connect_refused_releases_the_claim_and_a_retry_sends() {
         "g",
     );
     // Nothing listens on this port: connection refused, provably not sent.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // Held bound (not listening) for the test, so no other test's server
+    // can take it meanwhile.
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let port = closed.local_addr().unwrap().port();
-    drop(closed);
     let refused = move |_ctx| async move {
         let e = reqwest::Client::new()
             .post(format!("http://127.0.0.1:{port}/records"))

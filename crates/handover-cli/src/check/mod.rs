@@ -145,10 +145,12 @@ fn d(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
-fn list<'a>(items: impl IntoIterator<Item = &'a String>) -> String {
+/// `items` joined, or `empty` when there are none (what none means differs:
+/// a provider with no data classes receives only unclassed requests).
+fn list<'a>(items: impl IntoIterator<Item = &'a String>, empty: &str) -> String {
     let v: Vec<&str> = items.into_iter().map(String::as_str).collect();
     if v.is_empty() {
-        "(any)".to_owned()
+        empty.to_owned()
     } else {
         v.join(", ")
     }
@@ -252,10 +254,17 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
     let _ = writeln!(out, "      api key: {key}");
     let models = match &p.models {
         ModelSet::Any => "any (\"*\")".to_owned(),
-        ModelSet::Listed(m) => list(m),
+        ModelSet::Listed(m) => list(m, "(none)"),
     };
     let _ = writeln!(out, "      models: {models}");
-    let _ = writeln!(out, "      data classes: {}", list(&p.data_classes));
+    let _ = writeln!(
+        out,
+        "      data classes: {}",
+        list(
+            &p.data_classes,
+            "none (receives only requests without a data class)"
+        )
+    );
     let _ = writeln!(out, "      supports: {}", capabilities(p));
     let prices = p.prices.map_or_else(
         || "no prices".to_owned(),
@@ -294,7 +303,7 @@ fn provider(out: &mut String, p: &ProviderConfig, env: &dyn Fn(&str) -> Option<S
         let _ = writeln!(
             out,
             "      reasoning never passed back for: {}",
-            list(&p.no_reasoning_passback)
+            list(&p.no_reasoning_passback, "(none)")
         );
     }
 }
@@ -319,7 +328,7 @@ fn policy(out: &mut String, p: &PolicySettings) {
         d(p.backoff.max),
         if p.backoff.jitter { " with jitter" } else { "" },
         p.commit_point.as_str(),
-        list(&p.data_classes)
+        list(&p.data_classes, "none declared")
     );
     if let Some(h) = p.abandon_after {
         let _ = writeln!(

@@ -39,7 +39,7 @@ pub(super) fn gateway(out: &mut String, g: Option<&GatewaySettings>, s: Style) {
         let _ = writeln!(out, "  client {} -> scope {}", c.name, c.scope);
     }
     let operators: Vec<&String> = g.operators.values().map(|o| &o.name).collect();
-    let _ = writeln!(out, "  operators: {}", list(operators));
+    let _ = writeln!(out, "  operators: {}", list(operators, "(none)"));
     for (alias, policy) in &g.models {
         let _ = writeln!(out, "  model {alias} -> policy {policy}");
     }

@@ -490,9 +490,11 @@ pub(crate) async fn dropped_connection_sends_once(kind: Case, stream: bool) {
 }
 
 pub(crate) async fn connect_refused_is_not_sent(kind: Case) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
+    // Bound but not listening, and held: refused, and no other test's
+    // server can take the port meanwhile.
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = closed.local_addr().unwrap();
     let p = provider(kind, &format!("http://{addr}/v1"));
     let gate = Arc::new(CountingGate::default());
     let opts = CallOptions::default().with_send_counter(gate.clone());
