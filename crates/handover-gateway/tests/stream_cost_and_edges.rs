@@ -47,12 +47,6 @@ async fn post(gw: &Running, path: &str, task: &str, body: Value) -> Answered {
     }
 }
 
-/// The value of `series` (name and labels as rendered) on `/metrics`.
-fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
 // ---------------------------------------------------------------------------
 // 1. Streamed calls are charged to the task's cost budget.
 
@@ -154,7 +148,7 @@ async fn streamed_calls_spend_the_tasks_cost_budget() {
     let text = gw.metrics().await;
     let series = "handover_provider_cost_micro_usd_total{provider=\"streampriced\"}";
     assert_eq!(
-        metric(&text, series),
+        support::metric(&text, series),
         Some(4.0 * PER_STREAM * 1e6),
         "four streams counted: {text}"
     );

@@ -47,10 +47,14 @@ impl WriteGate {
                 attempts,
             });
         }
-        crate::metrics::review_queue(
-            items.len(),
-            items.iter().map(|i| i.age).max().unwrap_or_default(),
-        );
+        // The gauges are the whole queue's: a diverged-only listing is a
+        // part of it.
+        if !diverged_only {
+            crate::metrics::review_queue(
+                items.len(),
+                items.iter().map(|i| i.age).max().unwrap_or_default(),
+            );
+        }
         Ok(items)
     }
 

@@ -7,33 +7,119 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
 use tokio::time::Sleep;
 
-/// What the connection is doing, shared by its I/O and its service.
+/// Where a connection is between its requests (see [`ConnState`]).
+const IDLE: u8 = 0;
+/// Part of a request's header has arrived.
+const READING: u8 = 1;
+/// A request's header has been read and its response is not finished.
+const BUSY: u8 = 2;
+/// Closed to admit a new connection (only ever from [`IDLE`]; final).
+const EVICTED: u8 = 3;
+
+/// Orders idle periods across connections: a connection's stamp is taken
+/// when it goes idle, so the smallest stamp is the longest idle. A counter,
+/// not a clock: one atomic add per request, and no ties under paused time.
+static IDLE_CLOCK: AtomicU64 = AtomicU64::new(0);
+
+/// What the connection is doing, shared by its I/O, its service and the
+/// accept loop's slots (which read it to choose a connection to close).
+/// Every change is one atomic step: no lock per request.
 #[derive(Debug, Default)]
 pub(crate) struct ConnState {
-    /// A request's header has been read and its response is not finished.
-    busy: AtomicBool,
+    /// [`IDLE`], [`READING`], [`BUSY`] or [`EVICTED`]. Only an idle
+    /// connection can be evicted, and an evicted one can never start a
+    /// request: the two cannot both win.
+    phase: AtomicU8,
     /// Requests started on this connection (tells a stale header deadline
     /// from a live one).
     started: AtomicU64,
+    /// When the connection last went idle, on [`IDLE_CLOCK`].
+    idle_since: AtomicU64,
+    /// Woken once, when the connection is evicted.
+    evicted: Notify,
 }
 
 impl ConnState {
-    /// The header is complete: the service was called.
-    pub(crate) fn request_started(&self) {
-        self.started.fetch_add(1, Ordering::AcqRel);
-        self.busy.store(true, Ordering::Release);
+    /// A new connection, idle from now.
+    pub(crate) fn new() -> Self {
+        let state = Self::default();
+        state.idle_since.store(
+            IDLE_CLOCK.fetch_add(1, Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        state
     }
 
-    /// The response has been written (or abandoned).
+    /// The header is complete: the service was called. `false` if the
+    /// connection was evicted first (a request hyper had already buffered
+    /// raced the eviction): the request must not run.
+    pub(crate) fn request_started(&self) -> bool {
+        self.started.fetch_add(1, Ordering::AcqRel);
+        self.phase
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
+                (p != EVICTED).then_some(BUSY)
+            })
+            .is_ok()
+    }
+
+    /// The response has been written (or abandoned): idle again.
     pub(crate) fn request_finished(&self) {
-        self.busy.store(false, Ordering::Release);
+        self.idle_since.store(
+            IDLE_CLOCK.fetch_add(1, Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        let _ = self
+            .phase
+            .compare_exchange(BUSY, IDLE, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Bytes of a request arrived while no request is in progress. `false`
+    /// if the connection was evicted before they arrived.
+    fn header_begun(&self) -> bool {
+        match self
+            .phase
+            .compare_exchange(IDLE, READING, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(p) => p != EVICTED,
+        }
+    }
+
+    fn busy(&self) -> bool {
+        self.phase.load(Ordering::Acquire) == BUSY
+    }
+
+    /// When the connection went idle, if it is idle (no byte of a request
+    /// since its last response, or none at all).
+    pub(crate) fn idle_since(&self) -> Option<u64> {
+        (self.phase.load(Ordering::Acquire) == IDLE)
+            .then(|| self.idle_since.load(Ordering::Relaxed))
+    }
+
+    /// Closes the connection if it is still idle; `false` if a request has
+    /// begun on it meanwhile (it keeps running).
+    pub(crate) fn evict(&self) -> bool {
+        let won = self
+            .phase
+            .compare_exchange(IDLE, EVICTED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if won {
+            self.evicted.notify_one();
+        }
+        won
+    }
+
+    /// Completes once the connection has been evicted.
+    pub(crate) async fn evicted(&self) {
+        self.evicted.notified().await;
     }
 }
 
@@ -66,7 +152,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for HeaderDeadline<T> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let started = this.state.started.load(Ordering::Acquire);
-        let busy = this.state.busy.load(Ordering::Acquire);
+        let busy = this.state.busy();
         if this
             .deadline
             .as_ref()
@@ -78,7 +164,14 @@ impl<T: AsyncRead + Unpin> AsyncRead for HeaderDeadline<T> {
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                if buf.filled().len() > before && !busy && this.deadline.is_none() {
+                let got = buf.filled().len() > before;
+                if got && !busy && !this.state.header_begun() {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::ConnectionAborted,
+                        "connection closed to admit another (gateway.max_connections)",
+                    )));
+                }
+                if got && !busy && this.deadline.is_none() {
                     let sleep = Box::pin(tokio::time::sleep_until(
                         tokio::time::Instant::now() + this.timeout,
                     ));

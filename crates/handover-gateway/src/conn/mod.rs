@@ -6,9 +6,20 @@
 //! deadline and no connection cap (a slowloris client or a flood of idle
 //! sockets holds file descriptors until the process runs out).
 //!
-//! * **Connection cap** (`max_connections`): one more connection is
-//!   answered `503` with `connection: close` (written without waiting: a
-//!   client that does not read it loses it) and closed at once.
+//! * **Connection cap** (`max_connections`): when every slot is taken, a
+//!   new connection takes the slot of the open connection idle longest —
+//!   one with no request in flight, having sent nothing since its last
+//!   response or nothing at all — and that one is closed (gracefully: a
+//!   response still being flushed is finished first). So clients that
+//!   open connections and send nothing cannot lock others (or the
+//!   orchestrator's `/healthz`) out until `idle_timeout`. A connection
+//!   with a request in flight is never cut; only when every connection
+//!   has one is a new connection answered `503` with `connection: close`
+//!   (written without waiting: a client that does not read it loses it)
+//!   and closed at once (see [`slots`]). A request that reaches an
+//!   evicted connection in the instant of its eviction is not run: it is
+//!   answered `503` (or the connection closes under it), as at
+//!   `idle_timeout`.
 //! * **Idle** (`idle_timeout`): hyper's header timer, which starts when a
 //!   connection begins waiting for a request.
 //! * **Header** (`header_read_timeout`): from the first byte of a request
@@ -21,6 +32,7 @@
 
 pub(crate) mod body;
 mod io;
+mod slots;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,11 +43,12 @@ use axum::body::Body;
 use axum::extract::Request;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use self::body::{DeadlineBody, Held};
 use self::io::{ConnState, HeaderDeadline};
+use self::slots::{Admitted, Slots};
 use handover_router::config::GatewaySettings;
 
 use crate::error::GatewayError;
@@ -57,19 +70,24 @@ pub(crate) fn dropped_by_shutdown() -> bool {
         .unwrap_or(false)
 }
 
-/// The answer to a connection over `max_connections`, in the gateway's
-/// usual error shape.
-static REFUSAL: LazyLock<Vec<u8>> = LazyLock::new(|| {
-    let body = serde_json::json!({"error": {
+/// The body of the answer to a connection over `max_connections`, in the
+/// gateway's usual error shape.
+static REFUSAL_BODY: LazyLock<String> = LazyLock::new(|| {
+    serde_json::json!({"error": {
         "message": "too many open connections (gateway.max_connections); retry shortly",
         "type": "server_error",
         "param": null,
         "code": "too_many_connections",
     }})
-    .to_string();
+    .to_string()
+});
+
+/// The whole answer, written straight to a refused socket.
+static REFUSAL: LazyLock<Vec<u8>> = LazyLock::new(|| {
     format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{}",
+        REFUSAL_BODY.len(),
+        *REFUSAL_BODY
     )
     .into_bytes()
 });
@@ -87,7 +105,7 @@ pub(crate) async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), GatewayError> {
     let settings = settings.clone();
-    let slots = Arc::new(Semaphore::new(settings.max_connections as usize));
+    let slots = Slots::new(settings.max_connections);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut conns = JoinSet::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -113,15 +131,35 @@ pub(crate) async fn run(
                 }
             },
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            refuse(&tcp);
-            tracing::debug!(%peer, "connection refused: gateway.max_connections reached");
-            continue;
+        let (slot, conn_state) = match slots.admit() {
+            Admitted::Yes {
+                slot,
+                state,
+                evicted,
+            } => {
+                if evicted {
+                    metrics::counter!("handover_gateway_connections_evicted_total").increment(1);
+                    tracing::debug!(%peer, "gateway.max_connections reached: closed the connection idle longest");
+                }
+                (slot, state)
+            }
+            Admitted::Full => {
+                refuse(&tcp);
+                tracing::debug!(%peer, "connection refused: gateway.max_connections reached, none idle");
+                continue;
+            }
         };
         // Small writes (SSE chunks, short answers) go out at once, not
         // after a delayed ACK.
         let _ = tcp.set_nodelay(true);
-        let conn = serve_connection(tcp, &http, app.clone(), &settings, stop_rx.clone());
+        let conn = serve_connection(
+            tcp,
+            conn_state,
+            &http,
+            app.clone(),
+            &settings,
+            stop_rx.clone(),
+        );
         // `map`, not `async move { conn.await; drop(slot) }`: an async block
         // would hold the connection future twice (captured, then awaited).
         let conn = futures::FutureExt::map(conn, move |()| drop(slot));
@@ -152,16 +190,17 @@ fn refuse(tcp: &TcpStream) {
     let _ = tcp.try_write(&REFUSAL);
 }
 
-/// One connection: the service with its deadlines, until it closes or the
-/// drain asks it to finish.
+/// One connection: the service with its deadlines, until it closes, or
+/// the drain or an eviction asks it to finish.
 fn serve_connection(
     tcp: TcpStream,
+    conn_state: Arc<ConnState>,
     http: &hyper::server::conn::http1::Builder,
     app: axum::Router,
     settings: &GatewaySettings,
     mut stop: watch::Receiver<bool>,
 ) -> impl Future<Output = ()> + Send + 'static {
-    let conn_state = Arc::new(ConnState::default());
+    let watched = conn_state.clone();
     let io = TokioIo::new(HeaderDeadline::new(
         tcp,
         conn_state.clone(),
@@ -169,11 +208,14 @@ fn serve_connection(
     ));
     let body_timeout = settings.body_read_timeout;
     let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-        conn_state.request_started();
+        let admitted = conn_state.request_started();
         let finished = Finished(conn_state.clone());
         let req: Request = req.map(|b| Body::new(DeadlineBody::new(b, body_timeout)));
         let mut app = app.clone();
         async move {
+            if !admitted {
+                return Ok(evicted_answer().map(|b| Held::new(b, finished)));
+            }
             let resp = tower::Service::call(&mut app, req).await?;
             Ok::<_, std::convert::Infallible>(resp.map(|b| Held::new(b, finished)))
         }
@@ -191,12 +233,35 @@ fn serve_connection(
                 return;
             }
             _ = stop.wait_for(|s| *s) => {}
+            () = watched.evicted() => {}
         }
         conn.as_mut().graceful_shutdown();
         if let Err(e) = conn.await {
             tracing::debug!(error = %e, "connection closed with an error while draining");
         }
     }
+}
+
+/// The answer to a request that reached its connection as the connection
+/// was evicted: not run, as if the connection had closed first.
+fn evicted_answer() -> axum::http::Response<Body> {
+    use axum::http::header;
+    let mut resp = axum::http::Response::new(Body::from(REFUSAL_BODY.as_str()));
+    *resp.status_mut() = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("1"),
+    );
+    h.insert(
+        header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    resp
 }
 
 /// Marks the connection idle again when the response is done.

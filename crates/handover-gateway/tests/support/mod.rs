@@ -236,6 +236,12 @@ impl Running {
     }
 }
 
+/// The value of `series` (name and labels as rendered) on `/metrics`.
+pub(crate) fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
 /// A provider entry for `base_url`.
 pub(crate) fn provider(name: &str, base_url: &str) -> String {
     format!(

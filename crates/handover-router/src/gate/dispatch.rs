@@ -37,7 +37,8 @@ impl Drop for DroppedAfterDispatch {
 
 impl WriteGate {
     /// Runs one dispatch for a claim the protocol handed out (not yet
-    /// marked dispatched) and records its outcome.
+    /// marked dispatched) and records its outcome: a reconciler's re-send,
+    /// not counted as a door's operation.
     pub(crate) async fn dispatch(
         &self,
         req: &OperationRequest,
@@ -53,17 +54,18 @@ impl WriteGate {
         self.protocol()
             .mark_dispatched(&started.claim, dispatch)
             .await?;
-        self.call(req, started, executor, opts).await
+        self.call(req, started, executor, opts, false).await
     }
 
     /// Calls the executor for a claim already marked dispatched and
-    /// records its outcome.
+    /// records its outcome; `counted`: as a door's operation (`perform`).
     pub(crate) async fn call(
         &self,
         req: &OperationRequest,
         started: Started,
         executor: &dyn Executor,
         opts: PerformOptions<'_>,
+        counted: bool,
     ) -> Result<PerformOutcome, RouterError> {
         let Started {
             claim, contract, ..
@@ -122,7 +124,13 @@ impl WriteGate {
                 evidence: Some(format!("no answer within {remaining:?}")),
             },
         };
-        let recorded = protocol.record(&claim, req.action(), report.clone()).await;
+        let recorded = if counted {
+            protocol.record(&claim, req.action(), report.clone()).await
+        } else {
+            protocol
+                .record_uncounted(&claim, req.action(), report.clone())
+                .await
+        };
         // Recorded (or the ledger refused and lease expiry will take over):
         // nothing left for the drop guard to do.
         guard.armed = None;

@@ -68,6 +68,21 @@ pub enum NotStarted {
     },
 }
 
+impl NotStarted {
+    /// Stable name for logs and metrics (the same as the
+    /// [`PerformOutcome`] it becomes).
+    pub(crate) fn as_str(&self) -> &'static str {
+        match self {
+            Self::Replayed(_) => "replayed",
+            Self::InProgress { .. } => "in_progress",
+            Self::Conflict { .. } => "conflict",
+            Self::Unresolved(_) => "unresolved",
+            Self::Suspended { .. } => "suspended",
+            Self::Cancelled { .. } => "cancelled",
+        }
+    }
+}
+
 impl From<NotStarted> for PerformOutcome {
     fn from(n: NotStarted) -> Self {
         match n {

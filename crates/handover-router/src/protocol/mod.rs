@@ -37,6 +37,13 @@
 //! }
 //! ```
 //!
+//! **Metrics**: `handover_operations_total{action,outcome}` is counted
+//! here, where each door's operation ends, so every door counts the same
+//! way and once: at a begin that does not start (replayed, conflict, …)
+//! and at the recorded outcome of a started one (confirmed, rejected,
+//! unresolved, not_sent, abandoned). A reconciler's re-send is not a door's
+//! operation and is counted in `handover_reconciliations_total` instead.
+//!
 //! A stateless door (HTTP) keeps no claim between requests: the client
 //! presents the epoch it was given and [`Protocol::presented_claim`]
 //! rebuilds the claim; the ledger's fencing decides whether it still holds.
@@ -262,6 +269,7 @@ impl Protocol {
             }
             BeginOutcome::Cancelled { reason } => NotStarted::Cancelled { reason },
         };
+        crate::metrics::operation(req.action().as_str(), not_started.as_str());
         Ok(Begun::NotStarted(not_started))
     }
 

@@ -57,6 +57,20 @@ impl Report {
         }
     }
 
+    /// The operation's outcome once this report is recorded, as
+    /// `handover_operations_total` and [`PerformOutcome::as_str`] name it.
+    ///
+    /// [`PerformOutcome::as_str`]: crate::gate::PerformOutcome::as_str
+    fn outcome(&self) -> &'static str {
+        match self {
+            Self::Confirmed { .. } => "confirmed",
+            Self::Rejected { .. } => "rejected",
+            Self::Unknown { .. } => "unresolved",
+            Self::NotSent { .. } => "not_sent",
+            Self::Abandoned => "abandoned",
+        }
+    }
+
     /// The attempt that keeps this report as evidence when it came too
     /// late to be recorded (see [`Protocol::record`]); `None` for a report
     /// that says nothing about the destination (not sent, abandoned).
@@ -136,7 +150,24 @@ impl Protocol {
     /// `dispatched` and its lease expiry makes it `unknown`. Either way it
     /// is never sent again automatically, and the error is
     /// [`RouterError::OutcomeNotRecorded`].
+    ///
+    /// Counts the door's operation in `handover_operations_total` by what
+    /// was recorded (see the module docs).
     pub async fn record(
+        &self,
+        claim: &Claim,
+        action: &ActionName,
+        report: Report,
+    ) -> Result<OperationRecord, RouterError> {
+        let outcome = report.outcome();
+        let rec = self.record_uncounted(claim, action, report).await?;
+        crate::metrics::operation(action.as_str(), outcome);
+        Ok(rec)
+    }
+
+    /// [`record`](Self::record) for a dispatch that is not a door's
+    /// operation (a reconciler's re-send): not counted as one.
+    pub(crate) async fn record_uncounted(
         &self,
         claim: &Claim,
         action: &ActionName,

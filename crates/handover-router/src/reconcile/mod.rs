@@ -237,7 +237,8 @@ impl Reconciler {
     }
 
     /// Updates the oldest-unknown-age gauge per action (every unknown
-    /// operation, whoever owns it: the age is what an operator watches).
+    /// operation, whoever owns it: the age is what an operator watches),
+    /// and the review queue's gauges from the same list.
     async fn oldest_unknown(
         &self,
         ages: &mut BTreeMap<String, Duration>,
@@ -254,14 +255,20 @@ impl Reconciler {
         for age in ages.values_mut() {
             *age = Duration::ZERO;
         }
+        let mut oldest_of_all = Duration::ZERO;
         for rec in &unknown {
             if let State::Unknown(info) = &rec.state {
                 let age = now.saturating_since(info.since);
                 let oldest = ages.entry(rec.action.to_string()).or_default();
                 *oldest = (*oldest).max(age);
+                oldest_of_all = oldest_of_all.max(age);
             }
         }
         crate::metrics::oldest_unknown(ages);
+        // The same list the review queue is: its gauges stay current
+        // wherever operations are written (the gateway's HTTP doors too),
+        // not only when an operator lists the queue.
+        crate::metrics::review_queue(unknown.len(), oldest_of_all);
         Ok(())
     }
 
