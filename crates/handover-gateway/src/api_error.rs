@@ -12,6 +12,29 @@ use handover_ledger::LedgerError;
 const UNAVAILABLE_MEANS: &str =
     "what may have been recorded is listed in docs/gateway.md, \"When the ledger does not answer\"";
 
+/// The most of a message an answer carries. Messages quote what the
+/// client sent (a model name, a field name, a value); a client that sent
+/// 100 KB there gets the start of it back, not all of it again, and
+/// neither does the log line.
+const MESSAGE_BYTES: usize = 1024;
+
+/// The most of a `param` an answer carries: a field name or a path.
+const PARAM_BYTES: usize = 256;
+
+/// `s` cut to at most `max` bytes (at a character boundary), saying so.
+fn bounded(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        const MARK: &str = "… (cut)";
+        let mut end = max - MARK.len();
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push_str(MARK);
+    }
+    s
+}
+
 /// A JSON error answer.
 ///
 /// `code` is the stable machine-readable part; `message` is for humans.
@@ -59,7 +82,7 @@ impl ApiError {
             code,
             relayed: None,
             param: None,
-            message: message.into(),
+            message: bounded(message.into(), MESSAGE_BYTES),
             headers: Vec::new(),
         }
     }
@@ -81,7 +104,7 @@ impl ApiError {
 
     /// Names the offending parameter.
     pub(crate) fn with_param(mut self, param: impl Into<String>) -> Self {
-        self.param = Some(param.into());
+        self.param = Some(bounded(param.into(), PARAM_BYTES));
         self
     }
 

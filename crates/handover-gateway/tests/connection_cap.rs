@@ -108,6 +108,13 @@ async fn silent_connections_do_not_lock_out_healthz() {
             .await
             .starts_with("HTTP/1.1 200")
     );
+    // Both closings were counted (the scrape's own connection may make a
+    // third room).
+    let evicted = support::metric(
+        &gw.metrics().await,
+        "handover_gateway_connections_evicted_total",
+    );
+    assert!(evicted.is_some_and(|n| n >= 2.0), "{evicted:?}");
 }
 
 #[tokio::test]

@@ -426,3 +426,44 @@ async fn no_choice_is_no_answer_and_no_finish_reason_is_not_stop() {
     let body: Value = post(&gw, &everything()).await.json().await.unwrap();
     assert_eq!(body["choices"][0]["finish_reason"], Value::Null, "{body}");
 }
+
+#[tokio::test]
+async fn errors_quote_the_start_of_a_huge_value_not_all_of_it() {
+    let server = upstream(ResponseTemplate::new(500)).await;
+    let gw = gateway(&provider("p", "openai_compatible", &server), &["p"]).await;
+    let huge = "m".repeat(100_000);
+    let ask = |path: &'static str, body: Value| {
+        let gw = &gw;
+        async move {
+            let resp = gw
+                .http
+                .post(gw.url(path))
+                .bearer_auth(CLIENT_A)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status();
+            let text = resp.text().await.unwrap();
+            (status, text)
+        }
+    };
+    let chat = json!({"model": huge, "messages": [{"role": "user", "content": "hi"}]});
+    let mut unknown = json!({"model": "default", "input": "hi"});
+    unknown[huge.as_str()] = json!(1);
+    let typed = json!({"model": "default", "input": "hi", "temperature": huge});
+    for (path, body, status) in [
+        ("/v1/chat/completions", chat, StatusCode::NOT_FOUND),
+        ("/v1/responses", unknown, StatusCode::BAD_REQUEST),
+        ("/v1/responses", typed, StatusCode::BAD_REQUEST),
+    ] {
+        let (got, text) = ask(path, body).await;
+        assert_eq!(got, status, "{path}");
+        assert!(text.len() < 2_000, "{path}: a {} byte answer", text.len());
+        let e: Value = serde_json::from_str(&text).unwrap();
+        let message = e["error"]["message"].as_str().unwrap();
+        assert!(message.contains("mmmm"), "the start is quoted: {message}");
+        assert!(message.ends_with("(cut)"), "and says it is cut: {message}");
+    }
+    assert_eq!(received(&server).await.len(), 0, "nothing was sent");
+}

@@ -227,3 +227,62 @@ async fn a_routed_stream_names_the_model_of_the_step_that_answered() {
     }
     assert_eq!(wall.models_asked().await, ["fb-3", "fb-ok", "fb-4"]);
 }
+
+/// `GET /v1/models/{model}` as the OpenAI SDK's `models.retrieve` calls
+/// it: `status`, and the body as JSON.
+async fn retrieve(gw: &Running, model: &str) -> (StatusCode, Value) {
+    let resp = gw
+        .http
+        .get(gw.url(&format!("/v1/models/{model}")))
+        .bearer_auth(CLIENT_A)
+        .send()
+        .await
+        .unwrap();
+    (resp.status(), resp.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn one_model_is_retrieved_as_a_chat_request_would_resolve_it() {
+    let wall = ModelsProvider::start([]).await;
+    let spare = ModelsProvider::start([]).await;
+    let routes = r#"
+[gateway.routes]
+"fb-*" = { chain = ["wall/{model}", "spare"], policy = "default" }
+"#;
+    let gw = Running::start(&config(&wall, &spare, 3, routes)).await;
+    for (name, policy, via) in [
+        ("default", json!("default"), "policy"),
+        // A name with a slash, plain or percent-encoded as SDKs send it.
+        ("wall/any-model", Value::Null, "direct"),
+        ("wall%2Fany-model", Value::Null, "direct"),
+        // A name only a pattern knows, which the list cannot show.
+        ("fb-12", json!("default"), "route"),
+    ] {
+        let (status, body) = retrieve(&gw, name).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        assert_eq!(body["object"], "model");
+        assert_eq!(body["id"], name.replace("%2F", "/"));
+        assert_eq!(body["handover"]["policy"], policy, "{name}");
+        assert_eq!(body["handover"]["via"], via, "{name}");
+    }
+    for name in ["gpt-7", "spare/gpt-4.1"] {
+        let (status, body) = retrieve(&gw, name).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{name}: {body}");
+        assert_eq!(body["error"]["code"], "model_not_found");
+        assert_eq!(body["error"]["param"], "model");
+    }
+    // Resolving a name asks no upstream.
+    assert_eq!(wall.models_asked().await.len(), 0);
+    assert_eq!(spare.models_asked().await.len(), 0);
+    let resp = gw
+        .http
+        .get(gw.url("/v1/models/default"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        StatusCode::UNAUTHORIZED,
+        "a token is required"
+    );
+}

@@ -137,5 +137,12 @@ async fn the_official_openai_python_client_works_against_the_gateway() {
         ids,
         ["cut-after", "cut-before", "fallback", "plain", "stream"]
     );
+    // `models.retrieve`, a slash in the name included (the SDK's own
+    // path encoding), resolves as a chat request would.
+    assert_eq!(
+        r("retrieve")["ids"],
+        serde_json::json!(["plain", "plain/plain-model"])
+    );
+    assert_eq!(r("retrieve_unknown")["error"]["code"], "model_not_found");
     assert_eq!(gw.all_operations().await, 0);
 }

@@ -247,3 +247,115 @@ async fn stored_state_is_refused_before_anything_is_sent() {
     assert_eq!(e["error"]["param"], "model", "{e}");
     assert_eq!(sent(&server).await.len(), 0, "nothing was sent");
 }
+
+fn token(t: &str, lp: f64) -> Value {
+    json!({"token": t, "logprob": lp, "bytes": t.as_bytes(),
+        "top_logprobs": [{"token": t, "logprob": lp, "bytes": t.as_bytes()}]})
+}
+
+#[tokio::test]
+async fn requested_logprobs_come_back_on_the_output_text() {
+    let tokens = json!([token("Hel", -0.25), token("lo", -0.5)]);
+    let (gw, server) = setup(ResponseTemplate::new(200).set_body_json(json!({
+        "id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": "p-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"},
+            "logprobs": {"content": tokens, "refusal": null}, "finish_reason": "stop"}],
+    })))
+    .await;
+    let resp = post(
+        &gw,
+        &json!({"model": "default", "input": "hi", "top_logprobs": 1,
+            "include": ["message.output_text.logprobs"]}),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let r: Value = resp.json().await.unwrap();
+    assert_eq!(r["output"][0]["content"][0]["logprobs"], tokens, "{r}");
+    let asked = &sent(&server).await[0];
+    assert_eq!(asked["logprobs"], true, "{asked}");
+    assert_eq!(asked["top_logprobs"], 1, "{asked}");
+}
+
+#[tokio::test]
+async fn streamed_logprobs_ride_their_text_deltas() {
+    let chunk = |content: &str, lp: Value| {
+        let c = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "p",
+            "choices": [{"index": 0, "delta": {"content": content},
+                "logprobs": lp, "finish_reason": null}]});
+        format!("data: {c}\n\n")
+    };
+    let body = [
+        chunk("Hel", json!({"content": [token("Hel", -0.25)]})),
+        chunk("lo", json!({"content": [token("lo", -0.5)]})),
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"p\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n".to_owned(),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    let (gw, server) =
+        setup(ResponseTemplate::new(200).set_body_raw(body.into_bytes(), "text/event-stream"))
+            .await;
+    let resp = post(
+        &gw,
+        &json!({"model": "default", "input": "hi", "stream": true,
+            "include": ["message.output_text.logprobs"]}),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let text = resp.text().await.unwrap();
+    let data = |name: &str| -> Vec<Value> {
+        text.split("\n\n")
+            .filter(|ev| ev.lines().any(|l| l == format!("event: {name}")))
+            .filter_map(|ev| ev.lines().find_map(|l| l.strip_prefix("data: ")))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect()
+    };
+    let deltas = data("response.output_text.delta");
+    assert_eq!(deltas.len(), 2, "{text}");
+    assert_eq!(deltas[0]["logprobs"], json!([token("Hel", -0.25)]));
+    assert_eq!(deltas[1]["logprobs"], json!([token("lo", -0.5)]));
+    let all = json!([token("Hel", -0.25), token("lo", -0.5)]);
+    assert_eq!(data("response.output_text.done")[0]["logprobs"], all);
+    let completed = &data("response.completed")[0]["response"];
+    assert_eq!(completed["output"][0]["content"][0]["logprobs"], all);
+    assert_eq!(sent(&server).await[0]["logprobs"], true);
+}
+
+#[tokio::test]
+async fn options_without_their_meaning_here_are_refused_before_anything_is_sent() {
+    let (gw, server) = setup(answer(json!({"role": "assistant", "content": "x"}), "stop")).await;
+    for (field, value, param) in [
+        ("truncation", json!("auto"), "truncation"),
+        ("truncation", json!("sometimes"), "truncation"),
+        (
+            "include",
+            json!(["reasoning.encrypted_content", "output.secret"]),
+            "include[1]",
+        ),
+        (
+            "stream_options",
+            json!({"include_usage": true}),
+            "stream_options",
+        ),
+    ] {
+        let mut body = json!({"model": "default", "input": "hi"});
+        body[field] = value;
+        let resp = post(&gw, &body).await;
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{field}");
+        let e: Value = resp.json().await.unwrap();
+        let got = e["error"]["param"].as_str().unwrap_or_default();
+        assert!(got.starts_with(param), "{field}: {e}");
+    }
+    assert_eq!(sent(&server).await.len(), 0, "nothing was sent");
+    // What a stateless gateway does mean is accepted.
+    let resp = post(
+        &gw,
+        &json!({"model": "default", "input": "hi", "truncation": "disabled",
+            "include": ["reasoning.encrypted_content"],
+            "stream_options": {"include_obfuscation": false}}),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let r: Value = resp.json().await.unwrap();
+    assert_eq!(r["truncation"], "disabled");
+    assert_eq!(sent(&server).await.len(), 1);
+}

@@ -72,3 +72,9 @@ try:
 except openai.AuthenticationError as e:
     emit("bad_token", error={"class": type(e).__name__, "code": e.code})
 emit("models", ids=[m.id for m in client.models.list()])
+emit("retrieve", ids=[client.models.retrieve(m).id for m in ["plain", "plain/plain-model"]])
+try:
+    client.models.retrieve("no-such-model")
+    emit("retrieve_unknown", error=None)
+except openai.NotFoundError as e:
+    emit("retrieve_unknown", error={"class": type(e).__name__, "code": e.code})

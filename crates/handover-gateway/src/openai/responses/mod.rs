@@ -8,8 +8,10 @@
 //! state of a provider we may not reach again), `instructions`, function
 //! tools, `tool_choice`, `text.format` (structured outputs),
 //! `text.verbosity`, `reasoning.effort`, `max_output_tokens`,
-//! `temperature`, `top_p`, `parallel_tool_calls`, `top_logprobs`, `user`,
-//! `service_tier`. Handover keeps no responses: `store` is answered
+//! `temperature`, `top_p`, `parallel_tool_calls`, `top_logprobs` and
+//! `include: ["message.output_text.logprobs"]` (the chat answer's token
+//! logprobs become each `output_text`'s), `user`, `service_tier`,
+//! `truncation: "disabled"`. Handover keeps no responses: `store` is answered
 //! `false`, and `store: true`, `previous_response_id` and item references
 //! are refused with 400 `unsupported_parameter` — send the whole input each
 //! turn. Each provider is reached through its own API: an OpenAI provider
@@ -104,16 +106,80 @@ struct ResponsesRequest {
     service_tier: Option<String>,
     #[serde(default, deserialize_with = "handover_providers::whole::optional")]
     top_logprobs: Option<u32>,
-    // Accepted and without effect on a stateless call.
+    #[serde(default)]
+    include: Option<Vec<String>>,
+    #[serde(default)]
+    truncation: Option<String>,
+    // Read for what it may hold (see `StreamOptions`), nothing else.
     #[serde(default)]
     #[allow(dead_code)]
-    include: Option<Value>,
+    stream_options: Option<StreamOptions>,
+}
+
+/// `stream_options`: the one option there is. Obfuscation pads events
+/// against length side channels on the public internet; a gateway's events
+/// are not padded, whichever value is sent.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamOptions {
     #[serde(default)]
     #[allow(dead_code)]
-    truncation: Option<Value>,
-    #[serde(default)]
-    #[allow(dead_code)]
-    stream_options: Option<Value>,
+    include_obfuscation: Option<bool>,
+}
+
+/// What `include` may ask for. Logprobs are returned; encrypted reasoning
+/// is not, as no reasoning item is (input reasoning items are dropped
+/// too, so a conversation loses nothing by it); the rest name outputs of
+/// built-in tools, which a request here cannot have (only function tools
+/// are accepted), or echo inputs, so there is nothing to include.
+const INCLUDABLE: &[&str] = &[
+    LOGPROBS,
+    "reasoning.encrypted_content",
+    "message.input_image.image_url",
+    "file_search_call.results",
+    "web_search_call.results",
+    "web_search_call.action.sources",
+    "code_interpreter_call.outputs",
+    "computer_call_output.output.image_url",
+];
+
+const LOGPROBS: &str = "message.output_text.logprobs";
+
+/// Whether the request asks for logprobs (`include` or `top_logprobs`),
+/// refusing what would not mean what the client asked for: an `include`
+/// value this gateway does not know, or `truncation: "auto"` (dropping
+/// input items to fit a context, which Handover does not do: a request too
+/// long for every provider fails with 400 `context_length_exceeded`).
+fn options(r: &ResponsesRequest) -> Result<bool, ApiError> {
+    match r.truncation.as_deref() {
+        None | Some("disabled") => {}
+        Some("auto") => {
+            return Err(unsupported(
+                "truncation",
+                "only \"disabled\": Handover does not drop input items to fit a model's context; \
+                 a request too long for every provider fails with context_length_exceeded",
+            ));
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "invalid_field",
+                "truncation",
+                "truncation: expected \"disabled\" or \"auto\"",
+            ));
+        }
+    }
+    let include = r.include.as_deref().unwrap_or_default();
+    if let Some((i, _)) = include
+        .iter()
+        .enumerate()
+        .find(|(_, v)| !INCLUDABLE.contains(&v.as_str()))
+    {
+        return Err(unsupported(
+            &format!("include[{i}]"),
+            &format!("only {}", INCLUDABLE.join(", ")),
+        ));
+    }
+    Ok(r.top_logprobs.is_some() || include.iter().any(|v| v == LOGPROBS))
 }
 
 #[derive(Deserialize)]
@@ -154,7 +220,8 @@ pub(crate) async fn create(
         ));
     }
     let stream = r.stream.unwrap_or(false);
-    let (model, mut request, echo) = translate(r)?;
+    let logprobs = options(&r)?;
+    let (model, mut request, echo) = translate(r, logprobs)?;
     let task = start(&state, &client, &headers, &model, &mut request).await?;
     drop(headers); // see `start`
     let id = format!("resp_{}", task.id().simple());
@@ -185,7 +252,7 @@ pub(crate) async fn create(
 }
 
 /// The Responses request as the one chat request, plus what the answer echoes.
-fn translate(r: ResponsesRequest) -> Result<(String, ChatRequest, Echo), ApiError> {
+fn translate(r: ResponsesRequest, logprobs: bool) -> Result<(String, ChatRequest, Echo), ApiError> {
     let mut messages = Vec::new();
     if let Some(i) = &r.instructions {
         messages.push(Message::system(i.clone()));
@@ -226,8 +293,10 @@ fn translate(r: ResponsesRequest) -> Result<(String, ChatRequest, Echo), ApiErro
     if let Some(t) = &r.service_tier {
         extra.insert("service_tier".into(), t.as_str().into());
     }
-    if let Some(n) = r.top_logprobs {
+    if logprobs {
         extra.insert("logprobs".into(), true.into());
+    }
+    if let Some(n) = r.top_logprobs {
         extra.insert("top_logprobs".into(), n.into());
     }
     if let Some(effort) = r.reasoning.as_ref().and_then(|v| v.get("effort"))

@@ -3,7 +3,9 @@
 //! `response.function_call_arguments.delta`, `response.completed`,
 //! `error`) built from the router's stream events.
 
-use handover_providers::{ChatResponse, FinishReason, StreamAssembler, StreamEvent, ToolCall};
+use handover_providers::{
+    ChatResponse, FinishReason, Passthrough, StreamAssembler, StreamEvent, ToolCall,
+};
 use serde_json::{Value, json};
 
 use super::super::stream::{Encoder, SseText};
@@ -34,8 +36,32 @@ fn call_item_id(id: &str, n: usize) -> String {
     format!("fc_{}_{n}", id.trim_start_matches("resp_"))
 }
 
-fn text_part(text: &str, annotations: Value) -> Value {
-    json!({"type": "output_text", "text": text, "annotations": annotations, "logprobs": []})
+fn text_part(text: &str, annotations: Value, logprobs: Value) -> Value {
+    json!({"type": "output_text", "text": text, "annotations": annotations, "logprobs": logprobs})
+}
+
+/// An answer's text as an `output_text` part, with the annotations and
+/// token logprobs its chat message carried.
+fn answer_text_part(text: &str, p: &Passthrough) -> Value {
+    let annotations = p
+        .message
+        .value("annotations")
+        .filter(Value::is_array)
+        .unwrap_or_else(|| json!([]));
+    text_part(text, annotations, token_logprobs(p))
+}
+
+/// The token logprobs a chat answer (or chunk) carries, as the Responses
+/// API writes them: a chat choice's `logprobs.content` entries (`token`,
+/// `logprob`, `bytes`, `top_logprobs`) are an `output_text`'s `logprobs`
+/// entries, in the same shape. Empty where none were sent (none asked
+/// for, or a provider that gives none).
+fn token_logprobs(p: &Passthrough) -> Value {
+    p.choice
+        .value("logprobs")
+        .and_then(|mut l| l.get_mut("content").map(Value::take))
+        .filter(Value::is_array)
+        .unwrap_or_else(|| json!([]))
 }
 
 fn call_item(id: &str, n: usize, c: &ToolCall, status: &str) -> Value {
@@ -48,13 +74,7 @@ fn call_item(id: &str, n: usize, c: &ToolCall, status: &str) -> Value {
 fn output_items(id: &str, r: &ChatResponse) -> Vec<Value> {
     let mut parts = Vec::new();
     if let Some(t) = r.content.as_deref().filter(|t| !t.is_empty()) {
-        let annotations = r
-            .passthrough
-            .message
-            .value("annotations")
-            .filter(Value::is_array)
-            .unwrap_or_else(|| json!([]));
-        parts.push(text_part(t, annotations));
+        parts.push(answer_text_part(t, &r.passthrough));
     }
     if let Some(Value::String(refusal)) = r.passthrough.message.value("refusal") {
         parts.push(json!({"type": "refusal", "refusal": refusal}));
@@ -148,6 +168,9 @@ pub(crate) struct ResponsesEncoder {
     seq: u64,
     outputs: usize,
     text: Option<Open>,
+    /// The logprobs of the chunk whose text comes next (a chunk's fields
+    /// arrive before its deltas), for that text's delta event.
+    logprobs: Option<Value>,
     /// By the chat stream's tool call index.
     calls: Vec<(u32, Open)>,
     answer: StreamAssembler,
@@ -163,6 +186,7 @@ impl ResponsesEncoder {
             seq: 0,
             outputs: 0,
             text: None,
+            logprobs: None,
             calls: Vec::new(),
             answer: StreamAssembler::default(),
         }
@@ -199,7 +223,7 @@ impl ResponsesEncoder {
                 out,
                 "response.content_part.added",
                 json!({"item_id": item_id, "output_index": idx, "content_index": 0,
-                    "part": text_part("", json!([]))}),
+                    "part": text_part("", json!([]), json!([]))}),
             );
         }
         let (idx, item_id) = self
@@ -207,11 +231,12 @@ impl ResponsesEncoder {
             .as_ref()
             .map(|o| (o.output_index, o.item_id.clone()))
             .unwrap_or_default();
+        let logprobs = self.logprobs.take().unwrap_or_else(|| json!([]));
         self.ev(
             out,
             "response.output_text.delta",
             json!({"item_id": item_id, "output_index": idx, "content_index": 0,
-                "delta": delta, "logprobs": []}),
+                "delta": delta, "logprobs": logprobs}),
         );
     }
 
@@ -275,6 +300,9 @@ impl Encoder for ResponsesEncoder {
         self.answer.push(ev.clone());
         match ev {
             StreamEvent::Model(m) => self.model = m,
+            StreamEvent::Passthrough(p) => {
+                self.logprobs = Some(token_logprobs(&p)).filter(|l| l != &json!([]));
+            }
             StreamEvent::ContentDelta(t) => self.text_delta(t, out),
             StreamEvent::ToolCallDelta {
                 index,
@@ -290,11 +318,11 @@ impl Encoder for ResponsesEncoder {
         let answer = std::mem::take(&mut self.answer).finish(&self.model, None);
         if let Some(open) = self.text.take() {
             let text = answer.content.clone().unwrap_or_default();
-            let part = text_part(&text, json!([]));
+            let part = answer_text_part(&text, &answer.passthrough);
             let base = json!({"item_id": open.item_id, "output_index": open.output_index, "content_index": 0});
             let mut done = base.clone();
             done["text"] = text.into();
-            done["logprobs"] = json!([]);
+            done["logprobs"] = part["logprobs"].clone();
             self.ev(out, "response.output_text.done", done);
             let mut pdone = base;
             pdone["part"] = part.clone();
