@@ -25,8 +25,23 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
     }
 }
 
-/// The whole body, within the configured limit.
+/// The whole body, within the configured limit. A body sent compressed
+/// (any `Content-Encoding` but `identity`) is refused with 415 naming the
+/// header before a byte of it is read: parsing it as JSON would only say
+/// "malformed", and decoding it would let a few kilobytes grow past
+/// `gateway.max_body_bytes` before the limit could see them.
 pub(crate) async fn read<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    if let Some(coding) = encoded(req.headers()) {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_request_error",
+            "unsupported_content_encoding",
+            format!(
+                "content-encoding: request bodies are read as sent; \"{coding}\" is not decoded here (send the body uncompressed)"
+            ),
+        )
+        .with_param("content-encoding"));
+    }
     Bytes::from_request(req, state).await.map_err(|r| {
         if timed_out(&r) {
             ApiError::new(
@@ -46,6 +61,18 @@ pub(crate) async fn read<S: Send + Sync>(req: Request, state: &S) -> Result<Byte
             )
         }
     })
+}
+
+/// The first coding named by `Content-Encoding` other than `identity`
+/// (case-insensitive, list or repeated header), if any.
+fn encoded(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get_all(axum::http::header::CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("?").split(','))
+        .map(str::trim)
+        .find(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"))
+        .map(|c| c.chars().take(64).collect())
 }
 
 /// A body over `gateway.max_body_bytes` (413).

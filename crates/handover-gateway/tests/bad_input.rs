@@ -742,3 +742,56 @@ async fn identity_headers_given_twice_are_refused() {
     assert_eq!(gw.all_operations().await, 0, "nothing recorded");
     assert_eq!(provider.requests().await, 0, "nothing sent");
 }
+
+/// A compressed body is refused by its header (415 naming
+/// `content-encoding`), on the chat, Responses and write paths alike,
+/// before it is parsed: nothing is recorded or sent. `identity` is no
+/// coding at all and passes.
+#[tokio::test]
+async fn compressed_bodies_are_refused_naming_the_header() {
+    let (gw, provider) = setup().await;
+    // The first bytes of a gzip stream, then what a client compressed.
+    let gzip = [&[0x1f, 0x8b, 0x08, 0x00][..], &chat("default")].concat();
+    let cases = [
+        ("/v1/chat/completions", "gzip"),
+        ("/v1/responses", "br"),
+        ("/v1/operations", "identity, deflate"),
+    ];
+    for (path, coding) in cases {
+        let resp = gw
+            .http
+            .post(gw.url(path))
+            .bearer_auth(CLIENT_A)
+            .header("content-type", "application/json")
+            .header("content-encoding", coding)
+            .header("Idempotency-Key", "K-1")
+            .body(gzip.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "{path}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(
+            body["error"]["code"], "unsupported_content_encoding",
+            "{body}"
+        );
+        assert_eq!(body["error"]["param"], "content-encoding", "{body}");
+        let named = coding.rsplit(", ").next().unwrap();
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(named), "{path}: {message}");
+    }
+    assert_eq!(gw.all_operations().await, 0, "nothing recorded");
+    assert_eq!(provider.requests().await, 0, "nothing sent");
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(CLIENT_A)
+        .header("content-type", "application/json")
+        .header("content-encoding", "Identity")
+        .body(chat("default"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK, "identity is no coding");
+    assert_eq!(provider.requests().await, 1);
+}
