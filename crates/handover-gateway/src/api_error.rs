@@ -260,12 +260,21 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// An unknown route. Under `/v1/` the message lists the OpenAI routes the
+/// gateway serves, so a framework that calls one it does not (embeddings,
+/// legacy completions) tells its user what is there instead.
 pub(crate) async fn not_found(uri: axum::http::Uri) -> ApiError {
+    let path = uri.path();
+    let served = if path.starts_with("/v1/") {
+        " (the OpenAI routes served here are POST /v1/chat/completions, POST /v1/responses and GET /v1/models)"
+    } else {
+        ""
+    };
     ApiError::new(
         StatusCode::NOT_FOUND,
         "invalid_request_error",
         "unknown_route",
-        format!("no route {}", uri.path()),
+        format!("no route {path}{served}"),
     )
 }
 

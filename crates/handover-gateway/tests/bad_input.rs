@@ -652,11 +652,26 @@ async fn every_body_names_the_field_that_is_missing_or_wrong() {
 
 #[tokio::test]
 async fn unknown_routes_and_methods_answer_json() {
-    let (gw, _provider) = setup().await;
+    let (gw, provider) = setup().await;
     let resp = gw.http.get(gw.url("/v2/nothing")).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "unknown_route");
+    // A framework calling an OpenAI route not served here learns which are.
+    let resp = gw
+        .http
+        .post(gw.url("/v1/embeddings"))
+        .bearer_auth(CLIENT_A)
+        .body(r#"{"model": "default", "input": "x"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    let body: Value = resp.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("/v1/embeddings"), "{message}");
+    assert!(message.contains("POST /v1/chat/completions"), "{message}");
+    assert_eq!(provider.requests().await, 0);
     let resp = gw.http.delete(gw.url("/v1/models")).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
     let resp = gw.http.get(gw.url("/healthz")).send().await.unwrap();
