@@ -180,6 +180,19 @@ async fn bad_pull_requests_name_the_field_and_change_nothing() {
     for (body, field) in [
         (json!({"outcome": "found"}), "records"),
         (json!({"outcome": "error"}), "error"),
+        // What the outcome does not record is refused, not dropped.
+        (
+            json!({"outcome": "not_found", "records": [{"params": params("K-1"), "result": {}}]}),
+            "records",
+        ),
+        (
+            json!({"outcome": "error", "error": "timeout", "records": [{"params": params("K-1"), "result": {}}]}),
+            "records",
+        ),
+        (
+            json!({"outcome": "not_found", "error": "lookup flaky"}),
+            "error",
+        ),
     ] {
         let (status, v) = report(&gw, CLIENT_A, "K-1", body).await;
         assert_eq!(

@@ -9,7 +9,7 @@ use handover_ledger::{ListFilter, ResolvedAs, Scope};
 use serde_json::Value;
 
 use super::wire::{self, Decision, ListQuery, ResolveBody};
-use super::{LedgerBody, from_router, path_error, path_id, query_error, record_answer};
+use super::{LedgerBody, from_router, misplaced, path_error, path_id, query_error, record_answer};
 use crate::api_error::ApiError;
 use crate::auth::Operator;
 use crate::state::GatewayState;
@@ -66,19 +66,18 @@ pub(crate) async fn resolve(
     // is told); each with the evidence. A field the decision has no place
     // for is refused rather than dropped, as `ops resolve` refuses it:
     // the operator would believe it recorded.
-    let misplaced = match decision {
-        Decision::Confirmed if body.reason.is_some() => Some((
-            "reason",
-            "reason: only for outcome \"rejected\"; a confirmation records its result and evidence (say why in evidence)",
-        )),
-        Decision::Rejected if body.result.is_some() => Some((
-            "result",
-            "result: only for outcome \"confirmed\"; a rejection records its reason and evidence",
-        )),
-        _ => None,
-    };
-    if let Some((field, message)) = misplaced {
-        return Err(ApiError::invalid("invalid_field", field, message));
+    match decision {
+        Decision::Confirmed if body.reason.is_some() => {
+            return Err(misplaced(
+                "reason",
+                "confirmed",
+                "its result and evidence (say why in evidence)",
+            ));
+        }
+        Decision::Rejected if body.result.is_some() => {
+            return Err(misplaced("result", "rejected", "its reason and evidence"));
+        }
+        _ => {}
     }
     let outcome = match decision {
         Decision::Confirmed => ResolvedAs::Confirmed {

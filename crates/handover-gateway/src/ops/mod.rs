@@ -228,6 +228,17 @@ pub(crate) async fn dispatch(
     Ok(resp)
 }
 
+/// A field the outcome has no place for, refused (400 naming it) rather
+/// than dropped: the caller would believe it recorded — a destination's
+/// id sent with a rejection, say. `records` says what the outcome keeps.
+pub(crate) fn misplaced(field: &str, outcome: &str, records: &str) -> ApiError {
+    ApiError::invalid(
+        "invalid_field",
+        field,
+        format!("{field}: not recorded with outcome {outcome:?}, which records {records}"),
+    )
+}
+
 fn required(value: Option<String>, field: &str, outcome: &str) -> Result<String, ApiError> {
     value.filter(|v| !v.trim().is_empty()).ok_or_else(|| {
         ApiError::invalid(
@@ -238,6 +249,42 @@ fn required(value: Option<String>, field: &str, outcome: &str) -> Result<String,
     })
 }
 
+/// An outcome's fields that it does not record (see [`misplaced`]); a
+/// `null` is an absent field.
+fn refuse_misplaced(body: &OutcomeBody) -> Result<(), ApiError> {
+    let (name, records, allowed): (_, _, &[&str]) = match body.outcome {
+        OutcomeKind::Confirmed => (
+            "confirmed",
+            "its result and evidence",
+            &["result", "evidence"],
+        ),
+        OutcomeKind::Rejected => (
+            "rejected",
+            "its reason and evidence",
+            &["reason", "evidence"],
+        ),
+        OutcomeKind::Unknown => (
+            "unknown",
+            "its reason and evidence",
+            &["reason", "evidence"],
+        ),
+        OutcomeKind::NotSent => ("not_sent", "its evidence", &["evidence"]),
+        OutcomeKind::Abandoned => ("abandoned", "nothing but the outcome", &[]),
+    };
+    let given = [
+        ("result", body.result.is_some()),
+        ("reason", body.reason.is_some()),
+        ("evidence", body.evidence.is_some()),
+    ];
+    match given
+        .into_iter()
+        .find(|(field, present)| *present && !allowed.contains(field))
+    {
+        Some((field, _)) => Err(misplaced(field, name, records)),
+        None => Ok(()),
+    }
+}
+
 pub(crate) async fn outcome(
     State(state): State<GatewayState>,
     client: Client,
@@ -246,6 +293,7 @@ pub(crate) async fn outcome(
     LedgerBody(body): LedgerBody<OutcomeBody>,
 ) -> Result<Response, ApiError> {
     let Path(key) = key.map_err(path_error)?;
+    refuse_misplaced(&body)?;
     let (claim, rec) = claim_for(&state, &client, &key, body.epoch).await?;
     let report = match body.outcome {
         OutcomeKind::Confirmed => Report::Confirmed {

@@ -21,7 +21,7 @@ use handover_router::reconcile::FoundRecord;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{LedgerBody, from_router, json_status, not_found, path_error, path_id};
+use super::{LedgerBody, from_router, json_status, misplaced, not_found, path_error, path_id};
 use crate::api_error::ApiError;
 use crate::auth::Client;
 use crate::state::GatewayState;
@@ -152,6 +152,19 @@ pub(crate) async fn report(
 ) -> Result<Response, ApiError> {
     let Path(key) = key.map_err(path_error)?;
     let id = path_id(client.scope.as_str(), &key)?;
+    // What the outcome does not record is refused, not dropped (see
+    // `misplaced`): records with a miss, an error text with an answer.
+    let (name, records) = match body.outcome {
+        LookupAnswer::Found => ("found", "its records"),
+        LookupAnswer::NotFound => ("not_found", "nothing but the miss"),
+        LookupAnswer::Error => ("error", "its error"),
+    };
+    if !matches!(body.outcome, LookupAnswer::Found) && !body.records.is_empty() {
+        return Err(misplaced("records", name, records));
+    }
+    if !matches!(body.outcome, LookupAnswer::Error) && body.error.is_some() {
+        return Err(misplaced("error", name, records));
+    }
     let answer = match body.outcome {
         LookupAnswer::Found if body.records.is_empty() => {
             return Err(ApiError::invalid(
