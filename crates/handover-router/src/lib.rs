@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub(crate) mod admission;
+mod answer_body;
 mod backoff;
 pub(crate) mod breaker;
 pub mod budget;

@@ -5,6 +5,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::executor::{DispatchContext, Executor, ExecutorError, ExecutorOutcome};
+use crate::answer_body::{self, Capped, DESTINATION_BODY_BYTES, ERROR_BODY_BYTES};
 
 /// POSTs the approved parameters as JSON to one URL, with the destination
 /// idempotency key in the contract's header (when the action has one), and
@@ -18,7 +19,9 @@ use super::executor::{DispatchContext, Executor, ExecutorError, ExecutorOutcome}
 /// * an answer from another URL than the one posted to (the client followed
 ///   a redirect: a 302/303 turns the POST into a GET of some other page)
 ///   → **unknown**, whatever its status;
-/// * a failure to connect → not sent (the operation may be claimed again).
+/// * a failure to connect → not sent (the operation may be claimed again);
+/// * a 2xx body over 4 MiB → **unknown** (the result cannot be recorded);
+///   of a refusal or failure the first 64 KiB are kept as the evidence.
 ///
 /// ```
 /// use handover_router::gate::HttpJsonExecutor;
@@ -95,21 +98,37 @@ impl Executor for HttpJsonExecutor {
                 )));
             }
             let status = resp.status();
-            let text = resp
-                .text()
+            let limit = if status.is_success() {
+                DESTINATION_BODY_BYTES
+            } else {
+                ERROR_BODY_BYTES
+            };
+            let body = answer_body::read(resp, limit)
                 .await
                 .map_err(|e| ExecutorError::from_reqwest(&e))?;
             if status.is_success() {
-                let result = serde_json::from_str(&text).unwrap_or(Value::String(text));
+                // The write succeeded, but a result this large cannot be
+                // read or recorded: unknown, for a lookup to settle with
+                // the record, never a confirmation with a made-up result.
+                let Capped::Whole(bytes) = body else {
+                    return Err(ExecutorError::maybe_sent(format!(
+                        "destination answered {status} with a body over {DESTINATION_BODY_BYTES} bytes: \
+                         too large to record as the result"
+                    )));
+                };
+                let result = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+                    Value::String(String::from_utf8_lossy(&bytes).into_owned())
+                });
                 Ok(ExecutorOutcome::Confirmed(result))
             } else if definitive_refusal(status.as_u16()) {
                 Ok(ExecutorOutcome::Rejected {
                     reason: format!("destination answered {status}"),
-                    evidence: Some(text),
+                    evidence: Some(body.text()),
                 })
             } else {
                 Err(ExecutorError::maybe_sent(format!(
-                    "destination answered {status}: {text}"
+                    "destination answered {status}: {}",
+                    body.text()
                 )))
             }
         })

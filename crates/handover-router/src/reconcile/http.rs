@@ -21,6 +21,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 
 use super::{FoundRecord, Lookup, LookupContext};
+use crate::answer_body::{self, Capped, DESTINATION_BODY_BYTES};
 use crate::config::validate::lookup::{dot_segment, fill};
 use crate::config::{Config, ConfigIssues, HttpLookupSpec, LookupHeader};
 use crate::error::RouterError;
@@ -180,10 +181,22 @@ impl HttpLookup {
         if !resp.status().is_success() {
             return Err(format!("lookup answered HTTP {status}"));
         }
-        let body: Value = resp
-            .json()
-            .await
-            .map_err(|e| format!("lookup answer is not JSON: {}", e.without_url()))?;
+        let body = match answer_body::read(resp, DESTINATION_BODY_BYTES).await {
+            Ok(Capped::Whole(body)) => body,
+            Ok(Capped::Cut(_)) => {
+                return Err(format!(
+                    "lookup answer is over {DESTINATION_BODY_BYTES} bytes: not read, proves nothing"
+                ));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "lookup answer could not be read: {}",
+                    e.without_url()
+                ));
+            }
+        };
+        let body: Value =
+            serde_json::from_slice(&body).map_err(|e| format!("lookup answer is not JSON: {e}"))?;
         let records = match self.0.records.as_deref() {
             None | Some("") => vec![body],
             Some(p) => match body.pointer(p) {
