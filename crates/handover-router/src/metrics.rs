@@ -126,6 +126,7 @@ pub(crate) fn reconcile(report: &crate::reconcile::ReconcileReport) {
         ("still_unknown", report.still_unknown),
         ("resent", report.resent),
         ("failed", report.failed),
+        ("late", report.late),
     ] {
         metrics::counter!("handover_reconciliations_total", "outcome" => outcome)
             .increment(n as u64);

@@ -58,6 +58,10 @@ pub struct ReconcileReport {
     /// Operations whose reconciliation failed (e.g. the ledger refused a
     /// write): logged and skipped; due again once the hold passes.
     pub failed: usize,
+    /// Records found after their operation was decided otherwise (an
+    /// operator rejected it while the lookup ran): the decision stands,
+    /// the finding is kept in the attempt log for a human.
+    pub late: usize,
 }
 
 /// Resolves unknown operations. Build it with the same [`WriteGate`] the

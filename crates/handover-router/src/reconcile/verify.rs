@@ -9,7 +9,7 @@ use futures::FutureExt;
 
 use handover_ledger::{
     AttemptKind, AttemptOutcome, AttemptRecord, NewAttempt, OperationRecord, Owner, ResolvedAs,
-    Timestamp, UnknownInfo,
+    State, StateKind, Timestamp, UnknownInfo,
 };
 
 use super::{FoundRecord, Lookup, LookupContext, ReconcileReport, Reconciler};
@@ -189,8 +189,58 @@ impl Reconciler {
         let confirmed = ResolvedAs::Confirmed {
             result: record.result,
         };
-        self.resolve(case.rec, confirmed, evidence).await?;
-        report.confirmed += 1;
+        match self.resolve(case.rec, confirmed, evidence).await {
+            Ok(()) => {
+                report.confirmed += 1;
+                Ok(())
+            }
+            Err(e) => self.found_after_decision(case, e, report).await,
+        }
+    }
+
+    /// The record was found, but the operation was decided while the
+    /// lookup ran (an operator's rejection, say): the ledger keeps the
+    /// decision, and the finding is kept as a late outcome for a human —
+    /// warned, counted in `handover_late_outcomes_total{report="confirmed"}`
+    /// and in the attempt log — instead of a failed pass that says
+    /// nothing. An agent told "rejected" may otherwise act again under a
+    /// new key. A confirmation that came first (another reconciler) needs
+    /// nothing; any other failure is the resolve's own error.
+    async fn found_after_decision(
+        &self,
+        case: &Case<'_>,
+        refused: RouterError,
+        report: &mut ReconcileReport,
+    ) -> Result<(), RouterError> {
+        let rec = case.rec;
+        let now = match self.gate.ledger().get(&rec.id).await {
+            Ok(Some(now)) if !matches!(now.state, State::Unknown(_)) => now,
+            _ => return Err(refused),
+        };
+        let decided = now.state.kind();
+        if decided == StateKind::Confirmed {
+            return Ok(());
+        }
+        tracing::warn!(
+            operation = %rec.id, action = %rec.action, decided = %decided.as_str(),
+            "a lookup found the record of an operation decided otherwise meanwhile; kept for review"
+        );
+        crate::metrics::late_outcome(rec.action.as_str(), "confirmed");
+        let evidence = format!(
+            "late finding: the lookup found the record after the operation was decided {}; \
+             the effect may have happened: a human must review it",
+            decided.as_str()
+        );
+        // The lookup itself is already noted (and counted) above.
+        let attempt = NewAttempt {
+            kind: AttemptKind::Lookup,
+            executor: self.name.clone(),
+            outcome: AttemptOutcome::Found,
+            evidence: Some(evidence),
+            metadata: Some(serde_json::json!({"late_report": true})),
+        };
+        self.gate.ledger().append_attempt(&rec.id, attempt).await?;
+        report.late += 1;
         Ok(())
     }
 
