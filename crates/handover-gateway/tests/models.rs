@@ -271,6 +271,10 @@ async fn one_model_is_retrieved_as_a_chat_request_would_resolve_it() {
         assert_eq!(body["error"]["code"], "model_not_found");
         assert_eq!(body["error"]["param"], "model");
     }
+    // A name that is no UTF-8 is a JSON 400 naming `model`, as any bad field.
+    let (status, body) = retrieve(&gw, "%FF%FE").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["param"], "model", "{body}");
     // Resolving a name asks no upstream.
     assert_eq!(wall.models_asked().await.len(), 0);
     assert_eq!(spare.models_asked().await.len(), 0);

@@ -393,7 +393,7 @@ async fn an_action_wide_block_tells_another_scope_nothing_of_the_blocking_operat
 }
 
 #[tokio::test]
-async fn a_list_page_size_outside_1_to_1000_is_refused_naming_limit() {
+async fn a_bad_list_query_is_refused_naming_the_parameter() {
     let gw = Running::start(&config()).await;
     for k in ["K-1", "K-2"] {
         begin(&gw, CLIENT_A, k, json!({"order": 1})).await;
@@ -401,15 +401,29 @@ async fn a_list_page_size_outside_1_to_1000_is_refused_naming_limit() {
     let (st, listed) = get(&gw, CLIENT_A, "/v1/operations?state=all&limit=1").await;
     assert_eq!(st, StatusCode::OK, "{listed}");
     assert_eq!(listed["operations"].as_array().unwrap().len(), 1);
-    for (who, path) in [
-        (CLIENT_A, "/v1/operations?state=all&limit=0"),
-        (CLIENT_A, "/v1/operations?state=all&limit=1001"),
-        (OPERATOR, "/v1/admin/operations?limit=0"),
-        (OPERATOR, "/v1/admin/operations?limit=5000"),
+    // Each query parameter that is wrong is named: out of range, no
+    // number, too big for one, given twice, unknown.
+    for (who, path, param) in [
+        (CLIENT_A, "/v1/operations?state=all&limit=0", "limit"),
+        (CLIENT_A, "/v1/operations?state=all&limit=1001", "limit"),
+        (OPERATOR, "/v1/admin/operations?limit=0", "limit"),
+        (OPERATOR, "/v1/admin/operations?limit=5000", "limit"),
+        (CLIENT_A, "/v1/operations?limit=abc", "limit"),
+        (
+            OPERATOR,
+            "/v1/admin/operations?limit=99999999999999999999",
+            "limit",
+        ),
+        (CLIENT_A, "/v1/operations?state=all&state=unknown", "state"),
+        (OPERATOR, "/v1/admin/operations?limit=5&limit=6", "limit"),
+        (CLIENT_A, "/v1/operations?page=2", "page"),
+        (OPERATOR, "/v1/admin/operations?scope=a&scope=b", "scope"),
     ] {
         let (st, body) = get(&gw, who, path).await;
         assert_eq!(st, StatusCode::BAD_REQUEST, "{path}: {body}");
-        assert_eq!(body["error"]["param"], "limit", "{path}: {body}");
+        assert_eq!(body["error"]["param"], param, "{path}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with(param), "{path}: {message}");
     }
 }
 

@@ -2,6 +2,7 @@
 //! and `GET /v1/models/{model}` (whether a name resolves, and to what).
 
 use axum::Json;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use handover_router::config::RouteVia;
 use serde_json::{Value, json};
@@ -39,8 +40,17 @@ pub(crate) async fn list(State(state): State<GatewayState>, _client: Client) -> 
 pub(crate) async fn get(
     State(state): State<GatewayState>,
     _client: Client,
-    Path(name): Path<String>,
+    name: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    // A name that is no UTF-8 (`%FF`) is named like any bad field, in
+    // JSON, not axum's plain-text rejection.
+    let Path(name) = name.map_err(|e| {
+        ApiError::invalid(
+            "invalid_path",
+            "model",
+            format!("model: invalid in the path: {}", e.body_text()),
+        )
+    })?;
     let route = state
         .config()
         .route(&name)

@@ -17,9 +17,10 @@ use crate::state::GatewayState;
 pub(crate) async fn list(
     State(state): State<GatewayState>,
     _op: Operator,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(q) = query.map_err(query_error)?;
+    let Query(pairs) = query.map_err(query_error)?;
+    let q = ListQuery::from_pairs(pairs)?;
     let scope = match q.scope.as_deref() {
         None => None,
         Some(s) => Some(

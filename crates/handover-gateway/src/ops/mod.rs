@@ -356,9 +356,10 @@ pub(crate) async fn show(state: &GatewayState, id: &OperationId) -> Result<Respo
 pub(crate) async fn list(
     State(state): State<GatewayState>,
     client: Client,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(q) = query.map_err(query_error)?;
+    let Query(pairs) = query.map_err(query_error)?;
+    let q = ListQuery::from_pairs(pairs)?;
     if q.scope.is_some() {
         return Err(ApiError::invalid(
             "invalid_query",

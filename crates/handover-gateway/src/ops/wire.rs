@@ -97,8 +97,7 @@ pub(crate) struct ResolveBody {
 }
 
 /// `?state=…&limit=…` (`state=all` lists every state).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default)]
 pub(crate) struct ListQuery {
     pub(crate) state: Option<String>,
     pub(crate) limit: Option<usize>,
@@ -106,6 +105,42 @@ pub(crate) struct ListQuery {
 }
 
 impl ListQuery {
+    /// The query's parameters, each named in the error when it is
+    /// unknown, given twice or no number (serde's query reader names
+    /// none of them: "invalid digit found in string").
+    pub(crate) fn from_pairs(pairs: Vec<(String, String)>) -> Result<Self, ApiError> {
+        let bad = |param: &str, message: String| ApiError::invalid("invalid_query", param, message);
+        let mut q = Self::default();
+        for (name, value) in pairs {
+            let given_twice = match name.as_str() {
+                "state" => q.state.replace(value).is_some(),
+                "scope" => q.scope.replace(value).is_some(),
+                "limit" => {
+                    let n = value.parse().map_err(|_| {
+                        bad(
+                            "limit",
+                            format!("limit: {value:?} is not a whole number 1 to 1000"),
+                        )
+                    })?;
+                    q.limit.replace(n).is_some()
+                }
+                _ => {
+                    let shown: String = name.chars().take(64).collect();
+                    return Err(bad(
+                        &shown,
+                        format!(
+                            "{shown}: unknown query parameter; expected one of state, limit, scope"
+                        ),
+                    ));
+                }
+            };
+            if given_twice {
+                return Err(bad(&name, format!("{name}: given twice; give it once")));
+            }
+        }
+        Ok(q)
+    }
+
     /// The page size asked for: 100 when absent, refused (naming `limit`)
     /// outside 1..=1000 rather than silently answering an empty or a
     /// shorter page than asked.
