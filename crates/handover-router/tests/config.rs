@@ -312,6 +312,9 @@ fn zero_negative_and_malformed_durations_are_errors() {
         ("0s", "must be greater than zero"),
         ("-5s", "invalid duration"),
         ("soon", "invalid duration"),
+        ("500000000years", "too long (at most 100 years)"),
+        // Past what a duration can hold: too long too, not "malformed".
+        ("99999999999999999999s", "too long (at most 100 years)"),
     ] {
         let text = format!("{BASE}deadline = \"{value}\"\n");
         let e = errors(&text);
@@ -388,6 +391,26 @@ fn unset_api_key_env_is_an_error_at_startup_and_a_warning_for_check() {
     let (_config, warnings) = Config::check(BASE, &|_| None).unwrap();
     assert_eq!(warnings.iter().count(), 1);
     assert!(Config::parse(BASE, &|v| (v == "DS_KEY").then(|| "k".to_owned())).is_ok());
+}
+
+/// A name no environment can hold is an error of the file, not a
+/// variable reported "not set" forever (`check` used to pass it).
+#[test]
+fn a_key_variable_name_no_environment_can_hold_is_refused() {
+    for name in ["A=B", "DS KEY", "DS_KEY\n"] {
+        let text = BASE.replace(
+            r#"api_key_env = "DS_KEY""#,
+            &format!("api_key_env = {name:?}"),
+        );
+        let e = match Config::check(&text, &|_| None) {
+            Err(RouterError::Config(issues)) => issues.to_string(),
+            other => panic!("{name:?}: expected a config error, got {other:?}"),
+        };
+        assert!(
+            e.contains("providers.b.api_key_env: not an environment variable name"),
+            "{name:?}: {e}"
+        );
+    }
 }
 
 #[test]

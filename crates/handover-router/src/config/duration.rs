@@ -31,13 +31,9 @@ pub(crate) fn parse(issues: &mut ConfigIssues, path: &str, text: &str) -> Option
             issues.push(path, format!("duration {text:?} must be greater than zero"));
             None
         }
-        Ok(d) if d > MAX => {
-            issues.push(
-                path,
-                format!("duration {text:?} is too long (at most 100 years)"),
-            );
-            None
-        }
+        Ok(d) if d > MAX => too_long(issues, path, text),
+        // A number past what a duration holds is too long, not malformed.
+        Err(humantime::DurationError::NumberOverflow) => too_long(issues, path, text),
         Ok(d) => Some(d),
         Err(_) => {
             issues.push(
@@ -47,4 +43,12 @@ pub(crate) fn parse(issues: &mut ConfigIssues, path: &str, text: &str) -> Option
             None
         }
     }
+}
+
+fn too_long(issues: &mut ConfigIssues, path: &str, text: &str) -> Option<Duration> {
+    issues.push(
+        path,
+        format!("duration {text:?} is too long (at most 100 years)"),
+    );
+    None
 }

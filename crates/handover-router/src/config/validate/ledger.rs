@@ -115,6 +115,8 @@ fn postgres(issues: &mut ConfigIssues, raw: &RawLedger) -> LedgerBackend {
             "ledger.url_env",
             "required for backend \"postgres\" (the environment variable holding the connection URL)",
         );
+    } else if let Some(problem) = super::env_name_problem(&url_env) {
+        issues.push("ledger.url_env", problem);
     }
     LedgerBackend::Postgres {
         url_env,

@@ -251,8 +251,8 @@ pub(super) fn headers(
                 LookupHeader::Literal(v)
             }
             RawHeaderValue::Env(e) => {
-                if e.env.is_empty() {
-                    issues.push(format!("{at}.env"), "must name an environment variable");
+                if let Some(problem) = super::env_name_problem(&e.env) {
+                    issues.push(format!("{at}.env"), problem);
                 } else if env(&e.env).is_none_or(|v| v.is_empty()) {
                     missing.push(
                         format!("{at}.env"),

@@ -35,6 +35,23 @@ use super::raw::RawConfig;
 /// process environment).
 pub(crate) type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
+/// What is wrong with `name` as the name of an environment variable that
+/// holds a secret, if anything: empty, or a name no environment can hold
+/// (`=`, NUL) or no shell can set (white space), which would only ever be
+/// reported as "not set".
+pub(crate) fn env_name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("must name an environment variable")
+    } else if name
+        .chars()
+        .any(|c| c == '=' || c == '\0' || c.is_whitespace())
+    {
+        Some("not an environment variable name (it may not hold '=', NUL or white space)")
+    } else {
+        None
+    }
+}
+
 /// Result of validation: the runtime config (when there were no errors) and
 /// API-key variables that are named but unset.
 pub(crate) struct Validated {

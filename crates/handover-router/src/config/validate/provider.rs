@@ -180,10 +180,9 @@ fn api_key(
 ) {
     match var {
         None => {}
-        Some("") => issues.push(
-            format!("{path}.api_key_env"),
-            "must name an environment variable",
-        ),
+        Some(var) if let Some(problem) = super::env_name_problem(var) => {
+            issues.push(format!("{path}.api_key_env"), problem);
+        }
         Some(var) if env(var).is_none_or(|v| v.is_empty()) => missing_keys.push(
             format!("{path}.api_key_env"),
             format!("environment variable {var} is not set"),
