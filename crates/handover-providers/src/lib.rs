@@ -47,6 +47,7 @@
 mod api;
 mod assemble;
 mod capability;
+pub mod capped;
 mod class;
 mod classify;
 mod dialect;

@@ -15,12 +15,13 @@
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::HeaderMap;
 use secrecy::SecretString;
 use tokio::time::{Instant, timeout_at};
 
 use crate::{
+    capped::{self, Capped},
     classify,
     dialect::Dialect,
     error::{ProviderError, TimeoutPhase},
@@ -60,54 +61,6 @@ pub(crate) struct Call {
 impl Call {
     pub(crate) fn total_deadline(&self) -> Instant {
         self.started + self.timeouts.total
-    }
-}
-
-/// A body read up to a limit: all of it, or the limit's worth.
-enum Capped {
-    Whole(Bytes),
-    Cut(Bytes),
-}
-
-/// A body being read: its one chunk so far, or a buffer once a second
-/// chunk came.
-enum Body {
-    One(Bytes),
-    More(BytesMut),
-}
-
-impl Default for Body {
-    fn default() -> Self {
-        Self::One(Bytes::new())
-    }
-}
-
-impl Body {
-    fn len(&self) -> usize {
-        match self {
-            Self::One(b) => b.len(),
-            Self::More(b) => b.len(),
-        }
-    }
-
-    fn push(&mut self, chunk: Bytes) {
-        match self {
-            Self::One(first) if first.is_empty() => *first = chunk,
-            Self::One(first) => {
-                let mut buf = BytesMut::with_capacity(first.len() + chunk.len());
-                buf.extend_from_slice(first);
-                buf.extend_from_slice(&chunk);
-                *self = Self::More(buf);
-            }
-            Self::More(buf) => buf.extend_from_slice(&chunk),
-        }
-    }
-
-    fn freeze(self) -> Bytes {
-        match self {
-            Self::One(b) => b,
-            Self::More(b) => b.freeze(),
-        }
     }
 }
 
@@ -214,21 +167,7 @@ impl Endpoint {
         status: u16,
         limit: usize,
     ) -> Result<Capped, ProviderError> {
-        let read = async {
-            // A body that arrives as one chunk (most answers) is that
-            // chunk, not a copy: only a second chunk starts a buffer.
-            let mut body = Body::default();
-            while let Some(chunk) = response.chunk().await? {
-                let room = limit - body.len();
-                if chunk.len() > room {
-                    body.push(chunk.slice(..room));
-                    return Ok(Capped::Cut(body.freeze()));
-                }
-                body.push(chunk);
-            }
-            Ok(Capped::Whole(body.freeze()))
-        };
-        match timeout_at(call.total_deadline(), read).await {
+        match timeout_at(call.total_deadline(), capped::read(&mut response, limit)).await {
             Err(_) => Err(self.timeout(TimeoutPhase::Total, call.timeouts.total)),
             Ok(Err(source)) => Err(ProviderError::ConnectionLost {
                 provider: self.provider.to_string(),
@@ -264,26 +203,5 @@ impl Endpoint {
             status: None,
             source: e,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_one_chunk_body_is_that_chunk_and_more_chunks_are_joined() {
-        let chunk = Bytes::from_static(b"{\"id\":1}");
-        let mut one = Body::default();
-        one.push(Bytes::new());
-        one.push(chunk.clone());
-        let one = one.freeze();
-        assert_eq!(one.as_ptr(), chunk.as_ptr(), "not copied");
-        let mut more = Body::default();
-        for part in [&b"{\"id\""[..], b":", b"1}"] {
-            more.push(Bytes::copy_from_slice(part));
-        }
-        assert_eq!(more.len(), 8);
-        assert_eq!(&more.freeze()[..], b"{\"id\":1}");
     }
 }

@@ -21,12 +21,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
+use handover_providers::capped::Capped;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::{Lost, Pending, Upstream, route};
 use crate::error::McpError;
-use crate::wire::{Peek, error_line};
+use crate::wire::{MAX_LINE_BYTES, Peek, error_line};
 
 const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -152,7 +153,7 @@ impl Conn {
 
     /// Routes what the server answered; `Err` if the answer to a request
     /// did not come (the caller says so to whoever waits).
-    async fn read(&self, resp: reqwest::Response, initialize: bool) -> Result<(), Lost> {
+    async fn read(&self, mut resp: reqwest::Response, initialize: bool) -> Result<(), Lost> {
         if initialize
             && let Some(s) = resp
                 .headers()
@@ -171,7 +172,16 @@ impl Conn {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if !sse {
-            let body = resp.text().await.map_err(|_| Lost::AfterSend)?;
+            // Read to the stdio side's own line limit: a longer message
+            // could not be forwarded anyway, and is not held whole.
+            let body = match handover_providers::capped::read(&mut resp, MAX_LINE_BYTES).await {
+                Ok(Capped::Whole(body)) => String::from_utf8_lossy(&body).into_owned(),
+                Ok(Capped::Cut(_)) => {
+                    tracing::warn!(%status, limit = MAX_LINE_BYTES, "upstream MCP answer is too large");
+                    return Err(Lost::AfterSend);
+                }
+                Err(_) => return Err(Lost::AfterSend),
+            };
             // A JSON-RPC answer (an error one too, at a 4xx) is an answer.
             let is_message = Peek::of(&body).is_some_and(|p| p.id.is_some() || p.method.is_some());
             if !is_message {

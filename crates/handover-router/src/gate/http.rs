@@ -82,7 +82,7 @@ impl Executor for HttpJsonExecutor {
             if let Some(header) = &ctx.idempotency_header {
                 req = req.header(header.as_str(), ctx.destination_key.as_str());
             }
-            let resp = req
+            let mut resp = req
                 .send()
                 .await
                 .map_err(|e| ExecutorError::from_reqwest(&e))?;
@@ -103,7 +103,7 @@ impl Executor for HttpJsonExecutor {
             } else {
                 ERROR_BODY_BYTES
             };
-            let body = answer_body::read(resp, limit)
+            let body = answer_body::read(&mut resp, limit)
                 .await
                 .map_err(|e| ExecutorError::from_reqwest(&e))?;
             if status.is_success() {
@@ -123,12 +123,12 @@ impl Executor for HttpJsonExecutor {
             } else if definitive_refusal(status.as_u16()) {
                 Ok(ExecutorOutcome::Rejected {
                     reason: format!("destination answered {status}"),
-                    evidence: Some(body.text()),
+                    evidence: Some(answer_body::text(&body)),
                 })
             } else {
                 Err(ExecutorError::maybe_sent(format!(
                     "destination answered {status}: {}",
-                    body.text()
+                    answer_body::text(&body)
                 )))
             }
         })

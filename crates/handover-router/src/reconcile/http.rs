@@ -169,7 +169,7 @@ impl HttpLookup {
     }
 
     async fn run(self, ctx: LookupContext) -> Result<Vec<FoundRecord>, String> {
-        let resp = self
+        let mut resp = self
             .request(&ctx)?
             .send()
             .await
@@ -181,7 +181,7 @@ impl HttpLookup {
         if !resp.status().is_success() {
             return Err(format!("lookup answered HTTP {status}"));
         }
-        let body = match answer_body::read(resp, DESTINATION_BODY_BYTES).await {
+        let body = match answer_body::read(&mut resp, DESTINATION_BODY_BYTES).await {
             Ok(Capped::Whole(body)) => body,
             Ok(Capped::Cut(_)) => {
                 return Err(format!(
