@@ -8,7 +8,6 @@ mod support;
 
 use handover_ledger::State;
 use handover_router::gate::{HttpJsonExecutor, PerformOptions, PerformOutcome};
-use handover_router::reconcile::{HttpLookup, Lookup, LookupContext};
 use serde_json::json;
 use support::*;
 use wiremock::matchers::method;
@@ -101,19 +100,7 @@ async fn a_lookup_answer_over_the_cap_proves_nothing() {
             )
             .mount(&dest)
             .await;
-        let config = config(&format!(
-            "[actions.ship.lookup]\nvisibility_lag = \"1s\"\nurl = \"{}/records?reference={{destination_key}}\"\n",
-            dest.uri()
-        ));
-        let lookups = HttpLookup::from_config(&config, &|_| None).unwrap();
-        let (_, lookup) = lookups.into_iter().find(|(a, _)| a == "ship").unwrap();
-        let ctx = LookupContext {
-            operation: handover_ledger::OperationId::new("tenant-1", "K-1").unwrap(),
-            action: handover_ledger::ActionName::new("ship").unwrap(),
-            params: json!({"order": "O-1"}),
-            destination_key: "ho1-abc".into(),
-        };
-        let answer = lookup.lookup(ctx).await;
+        let answer = configured_lookup(&dest.uri()).await;
         if read {
             let records = answer.unwrap();
             assert_eq!(records.len(), 1);

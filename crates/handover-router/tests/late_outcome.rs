@@ -28,17 +28,24 @@ check_every = "1s"
 max_check_every = "2s"
 "#;
 
-#[tokio::test]
-async fn an_answer_after_the_reconciler_rejected_is_not_reported_as_not_done_and_is_kept() {
+/// A SQLite ledger file, its clock, the mock destination and a gate.
+async fn setup() -> (
+    tempfile::TempDir,
+    handover_ledger::ManualClock,
+    Arc<MockDestination>,
+    handover_router::gate::WriteGate,
+) {
     let dir = tempfile::tempdir().unwrap();
     let clock = clock();
     let dest = Arc::new(MockDestination::builder().start().await);
-    let gate = gate(
-        sqlite(&dir.path().join("l.db"), &clock).await,
-        &config(LK),
-        &clock,
-        "g",
-    );
+    let ledger = sqlite(&dir.path().join("l.db"), &clock).await;
+    let gate = gate(ledger, &config(LK), &clock, "g");
+    (dir, clock, dest, gate)
+}
+
+#[tokio::test]
+async fn an_answer_after_the_reconciler_rejected_is_not_reported_as_not_done_and_is_kept() {
+    let (_dir, clock, dest, gate) = setup().await;
     let reconciler = Arc::new(
         Reconciler::new(gate.clone(), Arc::new(clock.clone()))
             .with_lookup("lk", http_lookup(&dest)),
@@ -117,15 +124,7 @@ async fn an_answer_after_the_reconciler_rejected_is_not_reported_as_not_done_and
 /// log, saying the effect may have happened and a human must review it.
 #[tokio::test]
 async fn a_record_found_after_an_operator_rejected_is_kept_for_review() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = clock();
-    let dest = Arc::new(MockDestination::builder().start().await);
-    let gate = gate(
-        sqlite(&dir.path().join("l.db"), &clock).await,
-        &config(LK),
-        &clock,
-        "g",
-    );
+    let (_dir, clock, dest, gate) = setup().await;
     dest.script([Behaviour::ApplyAndDrop]);
     let req = gate
         .request("t", "RACE-1", "lk", &json!({"order": "RACE-1"}))

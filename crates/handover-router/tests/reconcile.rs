@@ -551,7 +551,6 @@ async fn with_a_key_but_no_lookup_the_reconciler_waits_out_the_window_then_hands
 /// nothing, and its target sees no request.
 #[tokio::test]
 async fn a_redirected_lookup_fails_and_is_not_read_as_no_record() {
-    use handover_router::reconcile::{HttpLookup, Lookup};
     use wiremock::matchers::method;
     use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -568,19 +567,7 @@ async fn a_redirected_lookup_fails_and_is_not_read_as_no_record() {
         )
         .mount(&dest)
         .await;
-    let config = config(&format!(
-        "[actions.ship.lookup]\nvisibility_lag = \"1s\"\nurl = \"{}/records?reference={{destination_key}}\"\n",
-        dest.uri()
-    ));
-    let lookups = HttpLookup::from_config(&config, &|_| None).unwrap();
-    let (_, lookup) = lookups.into_iter().find(|(a, _)| a == "ship").unwrap();
-    let ctx = LookupContext {
-        operation: handover_ledger::OperationId::new("tenant-1", "K-1").unwrap(),
-        action: handover_ledger::ActionName::new("ship").unwrap(),
-        params: json!({"order": "O-1"}),
-        destination_key: "ho1-abc".into(),
-    };
-    let answer = lookup.lookup(ctx).await;
+    let answer = configured_lookup(&dest.uri()).await;
     assert!(
         answer.is_err(),
         "a redirect must not read as an answer: {answer:?}"

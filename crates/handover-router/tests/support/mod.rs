@@ -82,6 +82,24 @@ pub fn http_lookup(dest: &MockDestination) -> impl Lookup + 'static {
     }
 }
 
+/// Runs the configured HTTP lookup (`handover_router::reconcile::HttpLookup`)
+/// of an action `ship` whose `url` is `{base}/records?reference={destination_key}`,
+/// for operation `tenant-1`/`K-1` approved as `{"order": "O-1"}`.
+pub async fn configured_lookup(base: &str) -> Result<Vec<FoundRecord>, String> {
+    let config = config(&format!(
+        "[actions.ship.lookup]\nvisibility_lag = \"1s\"\nurl = \"{base}/records?reference={{destination_key}}\"\n"
+    ));
+    let lookups = handover_router::reconcile::HttpLookup::from_config(&config, &|_| None).unwrap();
+    let (_, lookup) = lookups.into_iter().find(|(a, _)| a == "ship").unwrap();
+    let ctx = LookupContext {
+        operation: handover_ledger::OperationId::new("tenant-1", "K-1").unwrap(),
+        action: handover_ledger::ActionName::new("ship").unwrap(),
+        params: serde_json::json!({"order": "O-1"}),
+        destination_key: "ho1-abc".into(),
+    };
+    lookup.lookup(ctx).await
+}
+
 /// Short executor timeout for lost-response scenarios (real time: the mock
 /// destination answers after it, or never).
 pub const SHORT: Duration = Duration::from_millis(300);
