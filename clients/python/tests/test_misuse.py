@@ -110,6 +110,13 @@ def test_an_unreachable_gateway_is_a_connection_error_and_nothing_runs(key: str)
         c.perform("create_shipment", key, PARAMS, never)
 
 
+@pytest.mark.parametrize("base_url", ["127.0.0.1:8787", "ftp://gw", "", None])
+def test_a_base_url_that_is_no_http_address_is_refused_at_once(base_url: object) -> None:
+    for cls in (hc.Client, hc.AsyncClient):
+        with pytest.raises(ValueError, match="base_url"):
+            cls(base_url, "token")  # type: ignore[arg-type]
+
+
 def test_the_task_header_goes_with_every_request(gateway: Gateway, destination: Destination, key: str) -> None:
     seen: list[str | None] = []
     http = httpx.Client(event_hooks={"request": [lambda r: seen.append(r.headers.get(hc.TASK_HEADER))]})

@@ -22,6 +22,10 @@ class _Settings:
     def __init__(self, base_url: str, token: str, task: str | None) -> None:
         if not isinstance(token, str) or not token:
             raise ValueError("token: a client token is required (the scope comes from it)")
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"base_url: expected the gateway's http:// or https:// address, got {base_url!r}"
+            )
         self._base_url = base_url.rstrip("/")
         self._token = token
         self._task = task
