@@ -166,3 +166,85 @@ async fn an_http_upstream_that_redirects_is_not_followed() {
         "the redirect was followed: {followed:?}"
     );
 }
+
+/// An upstream whose answer grows past one message's cap (16 MiB) and then
+/// stalls: the proxy stops reading there and tells the client the server
+/// did not answer, instead of holding the answer as it grows (or waiting
+/// for the rest). Once as one SSE event, once as one JSON body.
+#[test]
+fn an_http_upstream_answer_past_the_message_cap_is_refused_not_held() {
+    let Some(python) = python() else { return };
+    for sse in [true, false] {
+        let upstream = Oversized::start(sse);
+        let w = World::new(python.clone(), "");
+        over_http(&w, &upstream.url);
+        let proxy = w.through_handover();
+        let proxy: Vec<&str> = proxy.iter().map(String::as_str).collect();
+        let r = w.client("ok", &["refused"], &proxy);
+        let e = r[0].as_str().unwrap();
+        assert!(e.contains("did not answer"), "sse {sse}: {e}");
+        assert!(upstream.asked(), "the upstream was asked");
+    }
+}
+
+/// A raw HTTP server answering every request with more than 16 MiB of one
+/// message (an unfinished SSE `data:` line, or a JSON body announced as
+/// 1 GiB) and then holding the connection open without a byte more.
+struct Oversized {
+    url: String,
+    asked: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Oversized {
+    fn start(sse: bool) -> Self {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let asked = std::sync::Arc::new(AtomicBool::new(false));
+        let seen = asked.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let seen = seen.clone();
+                std::thread::spawn(move || {
+                    // The request's head is enough: the answer never depends on it.
+                    let mut request = [0u8; 4096];
+                    if conn.read(&mut request).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    seen.store(true, Ordering::SeqCst);
+                    let (start, head) = if sse {
+                        (
+                            &b"data: "[..],
+                            "content-type: text/event-stream\r\n".to_owned(),
+                        )
+                    } else {
+                        let length = 1u64 << 30;
+                        (
+                            &br#"{"jsonrpc":"2.0","id":0,"result":{"x":""#[..],
+                            format!(
+                                "content-type: application/json\r\ncontent-length: {length}\r\n"
+                            ),
+                        )
+                    };
+                    let _ = write!(conn, "HTTP/1.1 200 OK\r\n{head}\r\n");
+                    let _ = conn.write_all(start);
+                    let piece = vec![b'x'; 1 << 20];
+                    for _ in 0..17 {
+                        if conn.write_all(&piece).is_err() {
+                            return;
+                        }
+                    }
+                    // Held open, silent, until the proxy lets go.
+                    let _ = conn.read(&mut request);
+                });
+            }
+        });
+        Self { url, asked }
+    }
+
+    fn asked(&self) -> bool {
+        self.asked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

@@ -60,7 +60,7 @@ mod openai_json;
 mod provider;
 mod request;
 mod settings;
-mod sse;
+pub mod sse;
 mod stream;
 mod telemetry;
 mod transport;

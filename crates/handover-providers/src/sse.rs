@@ -19,6 +19,10 @@
 //! Invalid UTF-8 in a line ends the stream with [`SseError::Utf8`]; so
 //! does an event growing past [`MAX_EVENT_BYTES`] ([`SseError::TooLarge`]),
 //! instead of buffering without bound.
+//!
+//! Public because every SSE body a Handover process reads is read this
+//! way: a provider's streamed answer here, and an MCP server's Streamable
+//! HTTP answer in the MCP proxy. One parser, one bound.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -26,7 +30,7 @@ use std::task::{Context, Poll};
 use futures::Stream;
 
 /// The most one event (its pending line plus its data so far) may hold.
-pub(crate) const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// How many body pieces one poll reads before it yields (an answer's
 /// events come a few per piece; only one event spanning many pieces gets
@@ -35,26 +39,31 @@ const READS_PER_POLL: u32 = 64;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Event {
+#[non_exhaustive]
+pub struct Event {
     /// The `event` field, `message` when the event named none.
-    pub(crate) event: String,
+    pub event: String,
     /// The `data` lines, joined with `\n`.
-    pub(crate) data: String,
+    pub data: String,
 }
 
-/// Why the events stopped.
-#[derive(Debug)]
-pub(crate) enum SseError<E> {
+/// Why the events stopped. After one, the stream yields nothing more.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SseError<E> {
     /// A line is not valid UTF-8.
+    #[error("an SSE line is not valid UTF-8")]
     Utf8,
     /// One event grew past [`MAX_EVENT_BYTES`].
+    #[error("an SSE event is larger than {MAX_EVENT_BYTES} bytes")]
     TooLarge,
     /// The body itself failed.
-    Transport(E),
+    #[error("the SSE body failed")]
+    Transport(#[source] E),
 }
 
 /// The events of a byte stream (see the module docs).
-pub(crate) struct SseStream<S> {
+pub struct SseStream<S> {
     body: S,
     buf: Vec<u8>,
     /// Start of the unparsed bytes in `buf`.
@@ -71,7 +80,9 @@ pub(crate) struct SseStream<S> {
 }
 
 impl<S> SseStream<S> {
-    pub(crate) fn new(body: S) -> Self {
+    /// The events of `body`, a stream of byte chunks (a response's
+    /// `bytes_stream()`); nothing is read until the first poll.
+    pub fn new(body: S) -> Self {
         Self {
             body,
             buf: Vec::new(),

@@ -44,6 +44,11 @@ pub(crate) struct SseState {
     total_deadline: Instant,
     last_data: Option<Instant>,
     data_events: usize,
+    /// The answer's content type when it names something other than
+    /// server-sent events: if no event comes, the answer was not a
+    /// stream (a proxy that ignores `stream: true`, an HTML page), which
+    /// is malformed, not an interruption worth retrying.
+    not_sse: Option<String>,
     saw_finish: bool,
     done: bool,
     queue: VecDeque<StreamEvent>,
@@ -73,7 +78,19 @@ pub(crate) fn sse(
     opened_at: Instant,
     setup: SseSetup,
 ) -> impl Stream<Item = Result<StreamEvent, ProviderError>> + Send + 'static {
+    let not_sse = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        // The provider's words, so kept short (an error message names it).
+        .map(|v| {
+            String::from_utf8_lossy(v.as_bytes())
+                .chars()
+                .take(64)
+                .collect::<String>()
+        })
+        .filter(|ct| !is_event_stream(ct));
     let state = SseState {
+        not_sse,
         events: Box::pin(SseStream::new(Box::pin(response.bytes_stream()))),
         decoder: setup.decoder,
         provider: setup.provider,
@@ -101,6 +118,12 @@ pub(crate) fn sse(
         let item = s.next_item().instrument(span).await?;
         Some((item, s))
     })
+}
+
+/// Whether a content type is `text/event-stream` (any parameters, any case).
+fn is_event_stream(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("text/event-stream")
 }
 
 impl SseState {
@@ -192,6 +215,10 @@ impl SseState {
             };
             let event = match next {
                 None if self.saw_finish => return self.complete(),
+                None if self.data_events == 0 && self.not_sse.is_some() => {
+                    let ct = self.not_sse.take().unwrap_or_default();
+                    return self.malformed(format!("the answer is {ct:?}, not server-sent events"));
+                }
                 None => {
                     let err = ProviderError::StreamInterrupted {
                         provider: self.provider(),

@@ -13,6 +13,13 @@ async fn failing_with(body: serde_json::Value) -> handover_providers::ProviderEr
 }
 
 async fn answered(template: ResponseTemplate) -> handover_providers::ProviderError {
+    let (_server, p) = answering(template).await;
+    p.chat(&req(), &CallOptions::default()).await.unwrap_err()
+}
+
+/// A provider whose server answers its one request with `template` (the
+/// server lives as long as the first value; it checks the one request).
+async fn answering(template: ResponseTemplate) -> (MockServer, handover_providers::AnyProvider) {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(template)
@@ -20,8 +27,11 @@ async fn answered(template: ResponseTemplate) -> handover_providers::ProviderErr
         .mount(&server)
         .await;
     let p = support::provider(ProviderKind::OpenAi, &format!("{}/v1", server.uri()));
-    let req = ChatRequest::new(vec![Message::user("hello")]);
-    p.chat(&req, &CallOptions::default()).await.unwrap_err()
+    (server, p)
+}
+
+fn req() -> ChatRequest {
+    ChatRequest::new(vec![Message::user("hello")])
 }
 
 fn error(code: serde_json::Value, param: serde_json::Value) -> serde_json::Value {
@@ -120,4 +130,49 @@ async fn an_answer_past_its_limit_is_refused_as_decode() {
     assert_eq!(e.class(), ErrorClass::Decode);
     assert_eq!(e.status(), Some(200));
     assert!(e.to_string().contains("larger than 33554432 bytes"), "{e}");
+}
+
+/// A stream request answered 200 with a body that is no event stream (a
+/// proxy that ignores `stream: true`, a login page): malformed, so not
+/// retried at the same provider, and saying what came. A body labelled as
+/// events that ends before any is still an interruption.
+#[tokio::test]
+async fn a_stream_answered_without_events_is_malformed_naming_what_came() {
+    use futures::StreamExt;
+    let whole = json!({"id": "c1", "object": "chat.completion", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]});
+    let cases = [
+        (
+            ResponseTemplate::new(200).set_body_json(whole),
+            Some("application/json"),
+        ),
+        (
+            ResponseTemplate::new(200).set_body_raw("<html>sign in</html>", "text/html"),
+            Some("text/html"),
+        ),
+        (
+            ResponseTemplate::new(200).set_body_raw("", "text/event-stream; charset=utf-8"),
+            None,
+        ),
+    ];
+    for (template, named) in cases {
+        let (_server, p) = answering(template).await;
+        let mut s = p
+            .chat_stream(&req(), &CallOptions::default())
+            .await
+            .unwrap();
+        // No event was sent: the first item is the error.
+        let e = match s.next().await.expect("the stream ends with an error") {
+            Ok(ev) => panic!("no event was sent, got {ev:?}"),
+            Err(e) => e,
+        };
+        match named {
+            Some(ct) => {
+                assert_eq!(e.class(), ErrorClass::MalformedStream, "{e}");
+                assert!(!e.is_retryable());
+                assert!(e.to_string().contains(ct), "{e}");
+            }
+            None => assert_eq!(e.class(), ErrorClass::StreamInterrupted, "{e}"),
+        }
+    }
 }

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use handover_providers::capped::Capped;
+use handover_providers::sse::SseStream;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -191,10 +192,16 @@ impl Conn {
             self.deliver(body, initialize);
             return Ok(());
         }
-        let mut events = eventsource_stream::EventStream::new(resp.bytes_stream());
+        // One event is one message: bounded as a child's line is (the
+        // parser refuses an event past its own cap, the same 16 MiB).
+        let mut events = SseStream::new(resp.bytes_stream());
         while let Some(event) = events.next().await {
-            let Ok(event) = event else {
-                return Err(Lost::AfterSend);
+            let event = match event {
+                Ok(event) => event,
+                Err(e) => {
+                    tracing::warn!(error = %e, "upstream MCP event stream failed");
+                    return Err(Lost::AfterSend);
+                }
             };
             if event.data.is_empty() {
                 continue; // priming events
