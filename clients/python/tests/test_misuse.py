@@ -157,3 +157,35 @@ def test_every_error_status_has_its_type(status: int, cls: type[hc.APIStatusErro
 
     err = error_for(status, body)
     assert type(err) is cls and (err.code, err.param, err.status_code) == ("c", "p", status)
+
+
+def test_a_token_that_cannot_travel_in_a_header_is_refused_at_once_without_itself() -> None:
+    # What `open("token").read()` gives: the trailing newline.
+    for token in ["secret-client-token-123\n", "two words", "t\u00f6ken"]:
+        for cls in (hc.Client, hc.AsyncClient):
+            with pytest.raises(ValueError, match="token") as e:
+                cls("http://127.0.0.1:9", token)
+            assert token.strip() not in str(e.value), "the token is a secret"
+
+
+def test_keys_that_are_dot_segments_are_their_own_operations(
+    gateway: Gateway, destination: Destination
+) -> None:
+    # As path segments `.` and `..` would be resolved away by the HTTP client.
+    with gateway.client() as c:
+        for key in [".", ".."]:
+            out = c.perform("create_shipment", key, {**PARAMS, "order_id": key}, shipper(destination))
+            assert isinstance(out, hc.Confirmed), out
+            assert (c.get(key).key, c.get(key).state) == (key, "confirmed")
+    assert len(destination.effects) == 2
+
+
+def test_a_key_or_task_with_control_characters_is_refused_before_anything_is_claimed(
+    gateway: Gateway, key: str
+) -> None:
+    with gateway.client() as c:
+        with pytest.raises(ValueError, match="key"):
+            c.perform("create_shipment", key + "\n", PARAMS, never)
+        with pytest.raises(ValueError, match="task"):
+            c.perform("create_shipment", key, PARAMS, never, task="t\r\n1")
+    _nothing_recorded(gateway, key)

@@ -22,6 +22,12 @@ class _Settings:
     def __init__(self, base_url: str, token: str, task: str | None) -> None:
         if not isinstance(token, str) or not token:
             raise ValueError("token: a client token is required (the scope comes from it)")
+        if any(not 0x21 <= ord(c) <= 0x7E for c in token):
+            # The token itself is never in the message: it is a secret.
+            raise ValueError(
+                "token: must be printable ASCII without spaces or line breaks"
+                " (read from a file? strip its trailing newline)"
+            )
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(
                 f"base_url: expected the gateway's http:// or https:// address, got {base_url!r}"

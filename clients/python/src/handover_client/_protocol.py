@@ -183,8 +183,16 @@ def private_copy(value: Any, what: str) -> Any:
         raise TypeError(f"{what}: not JSON: {e}") from e
 
 
+def path_segment(key: str) -> str:
+    """`key` as one URL path segment. `.` and `..` are spelled `%2E`: as
+    themselves an HTTP client resolves them as dot-segments, and
+    `/v1/operations/../dispatch` would become `/v1/dispatch`."""
+    segment = quote(key, safe="")
+    return segment.replace(".", "%2E") if segment in (".", "..") else segment
+
+
 def _op_path(key: str) -> str:
-    return "/v1/operations/" + quote(key, safe="")
+    return "/v1/operations/" + path_segment(key)
 
 
 def _header_value(key: str) -> str | bytes:
@@ -198,6 +206,10 @@ def _check_names(action: Any, key: Any) -> None:
         raise TypeError(f"action: expected str, got {type(action).__name__}")
     if not isinstance(key, str):
         raise TypeError(f"key: expected str, got {type(key).__name__}")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
+        # It travels in a header, where no control character may; caught
+        # here before anything is claimed.
+        raise ValueError(f"key: control characters are not allowed, got {key!r}")
 
 
 def approve(action: str, key: str, params: Any, headers: Mapping[str, str]) -> Flow[Approval]:
@@ -444,5 +456,7 @@ def list_operations(state: str, limit: int, headers: Mapping[str, str]) -> Flow[
 
 def task_headers(task: str | None) -> dict[str, str]:
     """Per-call headers: the task whose budget the call draws from."""
+    if task is not None and (not isinstance(task, str) or any(ord(c) < 0x20 or ord(c) == 0x7F for c in task)):
+        raise ValueError(f"task: expected a str without control characters, got {task!r}")
     return {TASK_HEADER: task} if task is not None else {}
 

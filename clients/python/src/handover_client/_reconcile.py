@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
-from urllib.parse import quote
 
 from ._errors import HandoverError, error_for
-from ._protocol import Call, Flow, Raised, Request, private_copy, qualname
+from ._protocol import Call, Flow, Raised, Request, path_segment, private_copy, qualname
 
 
 @dataclass(frozen=True)
@@ -115,7 +114,7 @@ def reconcile(limit: int, lease_s: int, headers: Mapping[str, str]) -> Flow[list
             report: dict[str, Any] = {"outcome": "error", "error": f"the lookup raised {qualname(cause)}"}
         else:
             report = _report(got.value)  # a wrong answer is the caller's bug: loud, nothing reported
-        path = "/v1/reconcile/" + quote(due.key, safe="") + "/report"
+        path = "/v1/reconcile/" + path_segment(due.key) + "/report"
         try:
             ans = yield Request("POST", path, report, headers)
             if ans.status != 200:
