@@ -396,18 +396,33 @@ impl RawSession {
     }
 
     fn send(&mut self, line: &str) {
+        self.send_bytes(line.as_bytes());
+    }
+
+    /// Writes `line` and a newline, whatever its bytes.
+    fn send_bytes(&mut self, line: &[u8]) {
         use std::io::Write;
-        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.write_all(line).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
         self.stdin.flush().unwrap();
     }
 
     /// Sends `line` and returns the next line the proxy writes.
     fn answer(&mut self, line: &str) -> serde_json::Value {
-        self.send(line);
+        self.answer_bytes(line.as_bytes())
+    }
+
+    fn answer_bytes(&mut self, line: &[u8]) -> serde_json::Value {
+        self.send_bytes(line);
         let out = self
             .answers
             .recv_timeout(std::time::Duration::from_secs(30))
-            .unwrap_or_else(|e| panic!("no answer to {line:?}: {e}"));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "no answer to {:?}: {e}",
+                    String::from_utf8_lossy(&line[..line.len().min(200)])
+                )
+            });
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out:?}"))
     }
 
@@ -484,4 +499,46 @@ fn lines_that_are_not_one_json_object_are_answered_and_never_forwarded() {
     assert_eq!(applied.len(), 1, "only the BOM call, guarded: {applied:?}");
     assert_eq!(applied[0]["order_id"], "BOM-1");
     assert!(applied[0]["reference"].as_str().unwrap().starts_with("ho"));
+}
+
+/// A line that is not UTF-8, or longer than 16 MiB, costs that line: it is
+/// answered `-32700` (to its id when it can still be read), nothing of it
+/// is sent, and the session goes on (it used to end, calls in flight and
+/// all). Effects counted in the shipping server's log.
+#[test]
+fn an_unreadable_line_is_answered_and_the_session_goes_on() {
+    let Some(python) = python() else { return };
+    let w = World::new(python, "");
+    let mut s = RawSession::start(&w);
+    let not_utf8 = b"{\"jsonrpc\":\"2.0\",\"id\":20,\"method\":\"tools/call\",\"params\":{\"name\":\"create_shipment\",\"arguments\":{\"order_id\":\"U-1\",\"sku\":\"\xff\xfe\",\"qty\":1}}}";
+    let a = s.answer_bytes(not_utf8);
+    assert_eq!(
+        (&a["id"], &a["error"]["code"]),
+        (&json!(20), &json!(-32700)),
+        "{a}"
+    );
+    assert!(
+        a["error"]["message"].as_str().unwrap().contains("UTF-8"),
+        "{a}"
+    );
+    let mut long = br#"{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"create_shipment","arguments":{"order_id":"U-2","sku":""#.to_vec();
+    long.resize(long.len() + 17 * 1024 * 1024, b'x');
+    long.extend_from_slice(br#"","qty":1}}}"#);
+    let a = s.answer_bytes(&long);
+    assert_eq!(
+        (&a["id"], &a["error"]["code"]),
+        (&json!(null), &json!(-32700)),
+        "{a}"
+    );
+    let ok = r#"{"jsonrpc":"2.0","id":22,"method":"tools/call","params":{"name":"create_shipment","arguments":{"order_id":"U-3","sku":"KETTLE","qty":1}}}"#;
+    let a = s.answer(ok);
+    assert_eq!(
+        (&a["id"], &a["result"]["isError"]),
+        (&json!(22), &json!(false)),
+        "{a}"
+    );
+    s.close();
+    let applied = w.shipments();
+    assert_eq!(applied.len(), 1, "only the readable call: {applied:?}");
+    assert_eq!(applied[0]["order_id"], "U-3");
 }

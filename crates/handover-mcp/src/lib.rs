@@ -21,6 +21,7 @@
 mod error;
 mod guard;
 mod http;
+mod lines;
 mod lookup;
 mod proxy;
 mod upstream;

@@ -19,9 +19,10 @@ use handover_router::reconcile::Reconciler;
 
 use crate::error::McpError;
 use crate::guard;
+use crate::lines::{Line, LineCodec};
 use crate::lookup::McpLookup;
 use crate::upstream::Upstream;
-use crate::wire::{self, codec, error_line, result_line};
+use crate::wire::{self, error_line, result_line};
 
 /// The MCP proxy: Handover's write gate in front of one upstream MCP
 /// server's tools. Built from the same [`Handover`] as every other door,
@@ -140,13 +141,34 @@ impl McpProxy {
         let (to_client, mut client_lines) = mpsc::unbounded_channel::<String>();
         let upstream = self.start(to_client.clone())?;
         let writer = tokio::spawn(async move {
-            let mut sink = FramedWrite::new(write, codec());
+            let mut sink = FramedWrite::new(write, LineCodec::default());
             while let Some(line) = client_lines.recv().await {
                 sink.send(line).await.map_err(std::io::Error::other)?;
             }
             Ok::<_, std::io::Error>(())
         });
-        let lines = FramedRead::new(read, codec());
+        // A line that cannot be read is answered `-32700` here (to its id
+        // when one can still be read), and the session goes on.
+        let refuse = to_client.clone();
+        let lines = FramedRead::new(read, LineCodec::default()).filter_map(move |line| {
+            let line = match line {
+                Ok(Line::Text(text)) => Some(Ok(text)),
+                Ok(bad) => {
+                    let id = match &bad {
+                        Line::NotUtf8(lossy) => wire::lenient_id(lossy),
+                        _ => None,
+                    };
+                    let e = rmcp::model::ErrorData::parse_error(
+                        format!("{}: nothing was sent", bad.problem()),
+                        None,
+                    );
+                    let _ = refuse.send(error_line(id.as_deref(), &e));
+                    None
+                }
+                Err(e) => Some(Err(e)),
+            };
+            std::future::ready(line)
+        });
         self.drive(upstream, lines, to_client, self.settings.scope.clone())
             .await;
         writer

@@ -8,15 +8,6 @@ use std::borrow::Cow;
 use rmcp::model::ErrorData;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio_util::codec::LinesCodec;
-
-/// Longest accepted message line (the SDK's default as well).
-pub(crate) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
-
-/// One line per message, bounded.
-pub(crate) fn codec() -> LinesCodec {
-    LinesCodec::new_with_max_length(MAX_LINE_BYTES)
-}
 
 /// The routing fields of a JSON-RPC message.
 #[derive(Debug, Deserialize)]
@@ -196,7 +187,7 @@ fn batch(text: &str) -> Incoming<'_> {
 /// `NaN`, `Infinity` or `-Infinity` (what `json.dumps` writes by default),
 /// so that its error answer reaches the request that is waiting for it.
 /// Only a string or an integer is taken (what a request id may be).
-fn lenient_id(text: &str) -> Option<Box<RawValue>> {
+pub(crate) fn lenient_id(text: &str) -> Option<Box<RawValue>> {
     if !text.starts_with('{') {
         return None;
     }

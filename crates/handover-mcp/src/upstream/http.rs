@@ -28,7 +28,8 @@ use tokio::sync::mpsc;
 
 use super::{Lost, Pending, Upstream, route};
 use crate::error::McpError;
-use crate::wire::{MAX_LINE_BYTES, Peek, error_line};
+use crate::lines::MAX_LINE_BYTES;
+use crate::wire::{Peek, error_line};
 
 const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

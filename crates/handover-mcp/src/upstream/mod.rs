@@ -17,7 +17,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::error::McpError;
-use crate::wire::{Peek, codec};
+use crate::lines::{Line, LineCodec};
+use crate::wire::Peek;
 
 const OWN_ID_PREFIX: &str = "handover-";
 
@@ -107,7 +108,7 @@ impl Upstream {
         let (to_server, mut outgoing) = mpsc::unbounded_channel::<String>();
         let pending: Pending = Arc::default();
         tokio::spawn(async move {
-            let mut sink = FramedWrite::new(stdin, codec());
+            let mut sink = FramedWrite::new(stdin, LineCodec::default());
             while let Some(line) = outgoing.recv().await {
                 if sink.send(line).await.is_err() {
                     break;
@@ -117,9 +118,19 @@ impl Upstream {
         let routes = pending.clone();
         let (gone_tx, gone) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
-            let mut lines = FramedRead::new(stdout, codec());
+            let mut lines = FramedRead::new(stdout, LineCodec::default());
             while let Some(Ok(line)) = lines.next().await {
-                route(&routes, &to_client, line);
+                match line {
+                    Line::Text(line) => route(&routes, &to_client, line),
+                    // Whatever it answered is lost (its waiter's deadline
+                    // says so); the session goes on.
+                    bad => {
+                        tracing::warn!(
+                            line = bad.problem(),
+                            "the upstream MCP server wrote an unreadable line: dropped"
+                        );
+                    }
+                }
             }
             // The server is gone: every waiting call lost its answer.
             routes
