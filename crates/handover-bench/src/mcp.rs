@@ -218,7 +218,7 @@ pub(crate) async fn proxy(args: Args) -> BenchResult {
     let config = handover::Config::load(args.string("config", "handover.toml"))?;
     let handover = handover::Handover::open(&config).await?;
     handover_mcp::McpProxy::new(&handover, None)?
-        .serve_stdio()
+        .serve_stdio(std::future::pending())
         .await?;
     Ok(())
 }

@@ -130,6 +130,10 @@ fn main() -> ExitCode {
             Command::DemoShippingServer(args) => demo::shipping::run(&args),
         }
     });
+    // Every command awaited its own work; what is left is at most a
+    // blocking read of stdin (`handover mcp` stopped by SIGTERM), which
+    // no one can cancel and which dropping the runtime would wait for.
+    runtime.shutdown_background();
     match result {
         Ok(code) => code,
         // The reader of our output went away (`handover ops list | head`):

@@ -28,7 +28,8 @@ pub(crate) struct McpArgs {
     listen: Option<std::net::SocketAddr>,
 }
 
-/// Serves one MCP client on stdio until it closes its side.
+/// Serves one MCP client on stdio until it closes its side or a SIGTERM
+/// or SIGINT comes.
 pub(crate) async fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     let config = handover::Config::load(&args.config)
         .with_context(|| format!("{}", args.config.display()))?;
@@ -46,7 +47,15 @@ pub(crate) async fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
         .context("while opening the ledger")?;
     let proxy = handover_mcp::McpProxy::new(&handover, args.server.as_deref())?;
     let Some(listen) = listen else {
-        let served = proxy.serve_stdio().await;
+        // SIGTERM or SIGINT: no further line is read; guarded calls in
+        // flight are recorded and answered, then it exits as at EOF.
+        let stop = crate::serve::stop_signal()?;
+        let served = proxy
+            .serve_stdio(async move {
+                let name = stop.await;
+                eprintln!("handover mcp: {name} received; finishing calls in flight");
+            })
+            .await;
         // Closed, not dropped, so a SQLite ledger's file holds every record.
         handover.ledger().close().await;
         served?;

@@ -542,3 +542,73 @@ fn an_unreadable_line_is_answered_and_the_session_goes_on() {
     assert_eq!(applied.len(), 1, "only the readable call: {applied:?}");
     assert_eq!(applied[0]["order_id"], "U-3");
 }
+
+/// SIGTERM while a guarded call waits for its answer (stdin still open):
+/// the proxy reads no further line, lets the call reach its deadline,
+/// records it unknown and answers it, then exits cleanly. The retry is
+/// unknown at once (recorded, not left to a lease running out) and nothing
+/// is sent again.
+#[test]
+fn sigterm_during_a_guarded_call_records_and_answers_it_before_exiting() {
+    use std::io::{BufRead, Write};
+    let Some(python) = python() else { return };
+    let w = World::new(python, "timeout = \"1s\"");
+    let fifo = applied_fifo(&w);
+    let mut proxy = Command::new(env!("CARGO_BIN_EXE_handover"))
+        .args(["mcp", "--config"])
+        .arg(w.path("handover.toml"))
+        .env("SHIPPING_LOG", w.path("shipments.jsonl"))
+        .env("SHIPPING_MODE", "stall")
+        .env("SHIPPING_APPLIED", &fifo)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = proxy.stdin.take().unwrap();
+    for line in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "term-test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "create_shipment",
+            "arguments": {"order_id": "T-1", "sku": "KETTLE", "qty": 1}}}),
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let upstream_pid = applied_pid(&fifo);
+    let term = Command::new("kill")
+        .args(["-TERM", &proxy.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    // stdin stays open: the proxy must end on the signal, not on EOF.
+    let out = std::io::BufReader::new(proxy.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let lines: Vec<String> = out.lines().map_while(Result::ok).collect();
+        let _ = tx.send(lines);
+    });
+    let lines = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the proxy ended after SIGTERM");
+    let answers: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let call = answers
+        .iter()
+        .find(|a| a["id"] == 2)
+        .expect("call 2 answered");
+    assert!(proxy.wait().unwrap().success(), "exits cleanly");
+    drop(stdin);
+    let _ = Command::new("kill")
+        .args(["-9", upstream_pid.trim()])
+        .status();
+    assert!(call.to_string().contains("unknown"), "{call}");
+    let r = w.calls("ok", &json!([ship("T-1", 1)]));
+    assert_eq!(status(&r[0]), "outcome_unknown", "{}", r[0]);
+    let applied = w.shipments();
+    assert_eq!(applied.len(), 1, "T-1 once: {applied:?}");
+}

@@ -125,15 +125,28 @@ impl McpProxy {
     }
 
     /// Serves one client on this process's stdin and stdout until the
-    /// client closes its side; then waits for guarded calls in flight to be
-    /// recorded (each is bounded by its action's timeout).
-    pub async fn serve_stdio(&self) -> Result<(), McpError> {
-        self.serve(tokio::io::stdin(), tokio::io::stdout()).await
+    /// client closes its side or `stop` completes (SIGTERM, say); then
+    /// waits for guarded calls in flight to be recorded and answered (each
+    /// is bounded by its action's timeout). After `stop`, no further line
+    /// is read: what the client sends then is never sent on.
+    pub async fn serve_stdio(
+        &self,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), McpError> {
+        self.serve(tokio::io::stdin(), tokio::io::stdout(), stop)
+            .await
     }
 
     /// Serves one client over `read`/`write` (newline-delimited JSON-RPC,
-    /// the MCP stdio transport), with the stdio session's scope (`[mcp] scope`).
-    pub async fn serve<R, W>(&self, read: R, write: W) -> Result<(), McpError>
+    /// the MCP stdio transport), with the stdio session's scope (`[mcp]
+    /// scope`), until the client closes `read` or `stop` completes (see
+    /// [`McpProxy::serve_stdio`]).
+    pub async fn serve<R, W>(
+        &self,
+        read: R,
+        write: W,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), McpError>
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -169,6 +182,7 @@ impl McpProxy {
             };
             std::future::ready(line)
         });
+        let lines = lines.take_until(Box::pin(stop));
         self.drive(upstream, lines, to_client, self.settings.scope.clone())
             .await;
         writer

@@ -321,7 +321,11 @@ impl Session {
         let (client, server) = tokio::io::duplex(1 << 16);
         let (server_read, server_write) = tokio::io::split(server);
         let proxy = proxy.clone();
-        let serving = tokio::spawn(async move { proxy.serve(server_read, server_write).await });
+        let serving = tokio::spawn(async move {
+            proxy
+                .serve(server_read, server_write, std::future::pending())
+                .await
+        });
         let (read, write) = tokio::io::split(client);
         let mut s = Self {
             write,
