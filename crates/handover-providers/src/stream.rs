@@ -81,14 +81,11 @@ pub(crate) fn sse(
     let not_sse = response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
-        // The provider's words, so kept short (an error message names it).
-        .map(|v| {
-            String::from_utf8_lossy(v.as_bytes())
-                .chars()
-                .take(64)
-                .collect::<String>()
-        })
-        .filter(|ct| !is_event_stream(ct));
+        .map(|v| String::from_utf8_lossy(v.as_bytes()))
+        .filter(|ct| !is_event_stream(ct))
+        // The provider's words, so kept short (an error message names it);
+        // allocated only when the answer is not an event stream.
+        .map(|ct| ct.chars().take(64).collect::<String>());
     let state = SseState {
         not_sse,
         events: Box::pin(SseStream::new(Box::pin(response.bytes_stream()))),

@@ -201,12 +201,17 @@ def _header_value(key: str) -> str | bytes:
     return key if key.isascii() else key.encode("utf-8")
 
 
+def _has_control(s: str) -> bool:
+    """Whether `s` holds a character no HTTP header may carry."""
+    return any(ord(c) < 0x20 or ord(c) == 0x7F for c in s)
+
+
 def _check_names(action: Any, key: Any) -> None:
     if not isinstance(action, str):
         raise TypeError(f"action: expected str, got {type(action).__name__}")
     if not isinstance(key, str):
         raise TypeError(f"key: expected str, got {type(key).__name__}")
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
+    if _has_control(key):
         # It travels in a header, where no control character may; caught
         # here before anything is claimed.
         raise ValueError(f"key: control characters are not allowed, got {key!r}")
@@ -456,7 +461,7 @@ def list_operations(state: str, limit: int, headers: Mapping[str, str]) -> Flow[
 
 def task_headers(task: str | None) -> dict[str, str]:
     """Per-call headers: the task whose budget the call draws from."""
-    if task is not None and (not isinstance(task, str) or any(ord(c) < 0x20 or ord(c) == 0x7F for c in task)):
+    if task is not None and (not isinstance(task, str) or _has_control(task)):
         raise ValueError(f"task: expected a str without control characters, got {task!r}")
     return {TASK_HEADER: task} if task is not None else {}
 
