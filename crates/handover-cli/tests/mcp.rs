@@ -10,11 +10,9 @@
 mod mcp_world;
 mod support;
 
-use std::process::Command;
-
 use mcp_world::{
     LOOKUP, SCRIPTS, World, applied_fifo, applied_pid, assert_replays_the_one_shipment, kill_9,
-    python, ship, status,
+    open_and_ship, python, ship, status,
 };
 use serde_json::json;
 
@@ -52,15 +50,14 @@ fn a_guarded_tool_is_performed_once_replayed_and_conflicts_on_other_arguments() 
         ship("A-1", 1),
         ship("A-1", 1),
         ship("A-1", 3),
-        { "tool": "create_shipment", "arguments": { "order_id": "A-2", "sku": "KETTLE", "qty": 1 },
-          "meta": { "idempotencyKey": "K-9" } },
-        { "tool": "create_shipment", "arguments": { "order_id": "A-3", "sku": "KETTLE", "qty": 1 },
-          "meta": { "idempotencyKey": "K-9" } },
+        // A framework that stamps each attempt with its own key.
+        { "tool": "create_shipment", "arguments": { "order_id": "A-1", "sku": "KETTLE", "qty": 1 },
+          "meta": { "idempotencyKey": "attempt-2" } },
         rate,
     ]);
     let r = w.calls("ok", &plan);
     let applied = w.shipments();
-    assert_eq!(applied.len(), 2, "A-1 once and K-9 once: {applied:?}");
+    assert_eq!(applied.len(), 1, "A-1 once: {applied:?}");
 
     // Confirmed: the upstream's own result, with the destination key it got.
     assert_eq!(r[0]["isError"], false);
@@ -86,34 +83,63 @@ fn a_guarded_tool_is_performed_once_replayed_and_conflicts_on_other_arguments() 
     assert_eq!(r[2]["isError"], true);
     assert_eq!(status(&r[2]), "conflict");
     assert_eq!(r[2]["structuredContent"]["differing"], json!(["qty"]));
-    // `_meta.idempotencyKey` is the identity when sent: the same key with
-    // other arguments is a conflict, not a second shipment.
-    assert_eq!(r[3]["isError"], false);
-    assert_eq!(status(&r[4]), "conflict");
-    assert_eq!(r[4]["structuredContent"]["differing"], json!(["order_id"]));
-    assert_ne!(applied[1]["reference"], applied[0]["reference"]);
+    // `key_from` is the identity: a client's own key on a retry does not
+    // make it a second shipment.
+    assert_eq!(r[3]["content"], r[0]["content"], "{}", r[3]);
+    assert_eq!(r[3]["_meta"]["handover"]["replayed"], true);
     // A read-only tool passes through.
     assert!(
-        r[5]["content"][0]["text"]
+        r[4]["content"][0]["text"]
             .as_str()
             .unwrap()
             .contains("price_cents")
     );
 }
 
+/// A guarded tool without `key_from`: the client's `_meta.idempotencyKey`
+/// is the identity — the same key with other arguments is a conflict, not a
+/// second shipment — and a call without one is refused, nothing sent.
+#[test]
+fn without_key_from_the_clients_idempotency_key_is_the_identity() {
+    let Some(python) = python() else { return };
+    let w = World::new(python, "");
+    w.unbind_key_from();
+    let plan = json!([
+        { "tool": "create_shipment", "arguments": { "order_id": "A-2", "sku": "KETTLE", "qty": 1 },
+          "meta": { "idempotencyKey": "K-9" } },
+        { "tool": "create_shipment", "arguments": { "order_id": "A-3", "sku": "KETTLE", "qty": 1 },
+          "meta": { "idempotencyKey": "K-9" } },
+        ship("A-4", 1),
+    ]);
+    let r = w.calls("ok", &plan);
+    let applied = w.shipments();
+    assert_eq!(applied.len(), 1, "K-9 once: {applied:?}");
+    assert_eq!(applied[0]["order_id"], "A-2");
+    assert_eq!(r[0]["isError"], false, "{}", r[0]);
+    assert_eq!(status(&r[1]), "conflict");
+    assert_eq!(r[1]["structuredContent"]["differing"], json!(["order_id"]));
+    assert_eq!(status(&r[2]), "refused", "{}", r[2]);
+    assert!(
+        r[2].to_string().contains("_meta.idempotencyKey"),
+        "{}",
+        r[2]
+    );
+}
+
 /// The SDK answers `isError` for any exception, also one raised after the
 /// effect (the shipment written, then the carrier call timed out). That
 /// is not "not done": the call is unknown ("being verified", the
-/// upstream's error text after it), the retry sends nothing, and a model
-/// that re-proposes it under a new key is blocked, not given a second
-/// shipment (`block = "action"`). Without a lookup an operator resolves it.
+/// upstream's error text after it), the retry sends nothing, and another
+/// call of the action under a new key (B-2) is suspended while it is
+/// unknown (`block = "action"`). Without a lookup an operator resolves it.
 #[test]
 fn an_upstream_error_result_is_unknown_and_nothing_is_sent_again() {
     let Some(python) = python() else { return };
     let w = World::new(python, r#"block = "action""#);
-    let mut new_key = ship("B-1", 1);
-    new_key["meta"] = json!({ "idempotencyKey": "K-B-1-again" });
-    let r = w.calls("raise", &json!([ship("B-1", 1), ship("B-1", 1), new_key]));
+    let r = w.calls(
+        "raise",
+        &json!([ship("B-1", 1), ship("B-1", 1), ship("B-2", 1)]),
+    );
     assert_eq!(w.shipments().len(), 1, "applied once, never re-sent");
     assert_eq!(status(&r[0]), "outcome_unknown", "{}", r[0]);
     assert_eq!(r[0]["structuredContent"]["owner"], "review", "{}", r[0]);
@@ -224,35 +250,11 @@ fn the_lookup_tool_confirms_a_lost_answer_and_the_retry_replays_it() {
 
 #[test]
 fn kill_9_between_dispatch_and_answer_leaves_the_call_unresolved_after_restart() {
-    use std::io::Write;
     let Some(python) = python() else { return };
     let w = World::new(python, "lease = \"1s\"\ntimeout = \"1s\"");
     let fifo = applied_fifo(&w);
-    let mut proxy = Command::new(env!("CARGO_BIN_EXE_handover"))
-        .args(["mcp", "--config"])
-        .arg(w.path("handover.toml"))
-        .env("SHIPPING_LOG", w.path("shipments.jsonl"))
-        .env("SHIPPING_MODE", "stall")
-        .env("SHIPPING_APPLIED", &fifo)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A client on the handshake-era protocol, written by hand: initialize,
-    // initialized, then the guarded call.
-    let mut stdin = proxy.stdin.take().unwrap();
-    for line in [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "kill-test", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "create_shipment",
-            "arguments": {"order_id": "F-1", "sku": "KETTLE", "qty": 1}}}),
-    ] {
-        writeln!(stdin, "{line}").unwrap();
-    }
-    stdin.flush().unwrap();
+    let mut proxy = w.proxy("stall", Some(&fifo));
+    open_and_ship(proxy.stdin.as_mut().unwrap(), "kill-test", "F-1");
     // The server applied the shipment (its signal); the answer is pending.
     let upstream_pid = applied_pid(&fifo);
     proxy.kill().unwrap(); // SIGKILL: no drop guard, no cleanup
@@ -283,15 +285,7 @@ fn a_guarded_call_the_proxy_cannot_read_unambiguously_is_refused_not_forwarded()
     use std::io::{BufRead, BufReader, Write};
     let Some(python) = python() else { return };
     let w = World::new(python, "");
-    let mut proxy = Command::new(env!("CARGO_BIN_EXE_handover"))
-        .args(["mcp", "--config"])
-        .arg(w.path("handover.toml"))
-        .env("SHIPPING_LOG", w.path("shipments.jsonl"))
-        .env("SHIPPING_MODE", "ok")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut proxy = w.proxy("ok", None);
     let mut stdin = proxy.stdin.take().unwrap();
     let mut stdout = BufReader::new(proxy.stdout.take().unwrap());
     let mut answer = |stdin: &mut std::process::ChildStdin, line: &str| -> serde_json::Value {
@@ -362,15 +356,7 @@ struct RawSession {
 impl RawSession {
     fn start(w: &World) -> Self {
         use std::io::BufRead;
-        let mut proxy = Command::new(env!("CARGO_BIN_EXE_handover"))
-            .args(["mcp", "--config"])
-            .arg(w.path("handover.toml"))
-            .env("SHIPPING_LOG", w.path("shipments.jsonl"))
-            .env("SHIPPING_MODE", "ok")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut proxy = w.proxy("ok", None);
         let stdin = proxy.stdin.take().unwrap();
         let stdout = std::io::BufReader::new(proxy.stdout.take().unwrap());
         let (tx, answers) = std::sync::mpsc::channel();
@@ -477,6 +463,22 @@ fn lines_that_are_not_one_json_object_are_answered_and_never_forwarded() {
     let a = s.answer(&format!("[{rate}]"));
     assert_eq!(a[0]["id"], 14, "{a}");
     assert_eq!(a[0]["error"]["code"], -32600, "{a}");
+    // Two messages on one line: refused, the answer saying what it saw.
+    let a = s.answer(&format!(
+        "{}{}",
+        call("18", "TWO-1", ""),
+        call("19", "TWO-2", "")
+    ));
+    assert_eq!(a["error"]["code"], -32700, "{a}");
+    let message = a["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("trailing characters"), "{a}");
+    // Arguments that are not an object: the error names them.
+    let a = s.answer(
+        r#"{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"create_shipment","arguments":"ship TWO-3"}}"#,
+    );
+    assert_eq!(a["id"], 20, "{a}");
+    let message = a["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("params.arguments: "), "{a}");
     // A guarded call with a null id: refused with an answer.
     let a = s.answer(&call("null", "NULL-1", ""));
     assert_eq!(a["id"], serde_json::Value::Null, "{a}");
@@ -550,39 +552,15 @@ fn an_unreadable_line_is_answered_and_the_session_goes_on() {
 /// is sent again.
 #[test]
 fn sigterm_during_a_guarded_call_records_and_answers_it_before_exiting() {
-    use std::io::{BufRead, Write};
+    use std::io::BufRead;
     let Some(python) = python() else { return };
     let w = World::new(python, "timeout = \"1s\"");
     let fifo = applied_fifo(&w);
-    let mut proxy = Command::new(env!("CARGO_BIN_EXE_handover"))
-        .args(["mcp", "--config"])
-        .arg(w.path("handover.toml"))
-        .env("SHIPPING_LOG", w.path("shipments.jsonl"))
-        .env("SHIPPING_MODE", "stall")
-        .env("SHIPPING_APPLIED", &fifo)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut proxy = w.proxy("stall", Some(&fifo));
     let mut stdin = proxy.stdin.take().unwrap();
-    for line in [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "term-test", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "create_shipment",
-            "arguments": {"order_id": "T-1", "sku": "KETTLE", "qty": 1}}}),
-    ] {
-        writeln!(stdin, "{line}").unwrap();
-    }
-    stdin.flush().unwrap();
+    open_and_ship(&mut stdin, "term-test", "T-1");
     let upstream_pid = applied_pid(&fifo);
-    let term = Command::new("kill")
-        .args(["-TERM", &proxy.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
+    support::signal(&proxy, "TERM");
     // stdin stays open: the proxy must end on the signal, not on EOF.
     let out = std::io::BufReader::new(proxy.stdout.take().unwrap());
     let (tx, rx) = std::sync::mpsc::channel();
@@ -603,7 +581,8 @@ fn sigterm_during_a_guarded_call_records_and_answers_it_before_exiting() {
         .expect("call 2 answered");
     assert!(proxy.wait().unwrap().success(), "exits cleanly");
     drop(stdin);
-    let _ = Command::new("kill")
+    // The proxy ends its upstream on exit; this only makes sure.
+    let _ = std::process::Command::new("kill")
         .args(["-9", upstream_pid.trim()])
         .status();
     assert!(call.to_string().contains("unknown"), "{call}");

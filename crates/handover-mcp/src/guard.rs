@@ -3,9 +3,10 @@
 //! executor, the gate's answer as a tool result; every rule of the
 //! protocol is the gate's.
 //!
-//! Identity is `(session scope, key)`, the key being the client's
-//! `_meta.idempotencyKey` or, failing that, the configured `key_from`
-//! argument values — never the JSON-RPC id, which changes on every retry.
+//! Identity is `(session scope, key)`, the key being the configured
+//! `key_from` argument values or, for a tool without `key_from`, the
+//! client's `_meta.idempotencyKey` — never the JSON-RPC id, which changes
+//! on every retry.
 
 use futures::future::BoxFuture;
 use handover_ledger::{OperationId, Terminal, UnknownInfo};
@@ -79,25 +80,32 @@ fn operation_key(
     params: &CallToolRequestParams,
     arguments: &Map<String, Value>,
 ) -> Result<String, String> {
-    let from_meta = params
-        .meta
-        .as_ref()
-        .and_then(|m| serde_json::to_value(m).ok())
-        .and_then(|m| m.get(IDEMPOTENCY_KEY).cloned());
-    match from_meta {
-        Some(Value::String(key)) => return Ok(key),
-        Some(_) => return Err(format!("_meta.{IDEMPOTENCY_KEY} must be a string")),
-        None => {}
-    }
     if tool.key_from.is_empty() {
-        return Err(format!(
-            "{:?} performs a business action: send _meta.{IDEMPOTENCY_KEY} (the same on every retry of this action)",
-            tool.tool
-        ));
+        let from_meta = params
+            .meta
+            .as_ref()
+            .and_then(|m| serde_json::to_value(m).ok())
+            .and_then(|m| m.get(IDEMPOTENCY_KEY).cloned());
+        return match from_meta {
+            Some(Value::String(key)) => Ok(key),
+            Some(_) => Err(format!("_meta.{IDEMPOTENCY_KEY} must be a string")),
+            None => Err(format!(
+                "{:?} performs a business action: send _meta.{IDEMPOTENCY_KEY} (the same on every retry of this action)",
+                tool.tool
+            )),
+        };
     }
+    // The configured identity wins over a client's key: a framework that
+    // stamps each attempt with a fresh `_meta.idempotencyKey` must not turn
+    // one order into two shipments.
     let mut parts = Vec::with_capacity(tool.key_from.len());
     for field in &tool.key_from {
         match arguments.get(field) {
+            Some(Value::String(s)) if s.is_empty() => {
+                return Err(format!(
+                    "argument {field:?} must not be empty: it identifies this action"
+                ));
+            }
             Some(Value::String(s)) => parts.push(s.clone()),
             Some(v @ (Value::Number(_) | Value::Bool(_))) => parts.push(v.to_string()),
             Some(_) => {
@@ -107,7 +115,7 @@ fn operation_key(
             }
             None => {
                 return Err(format!(
-                    "argument {field:?} is required: it identifies this action (or send _meta.{IDEMPOTENCY_KEY})"
+                    "argument {field:?} is required: it identifies this action"
                 ));
             }
         }
@@ -412,14 +420,18 @@ mod tests {
     }
 
     #[test]
-    fn the_key_comes_from_meta_or_the_key_from_arguments_never_from_elsewhere() {
+    fn the_key_comes_from_the_key_from_arguments_or_meta_never_from_elsewhere() {
         let t = tool(&["order_id", "n"]);
         let args = json!({"order_id": "A-1", "n": 2, "amount": 5});
         assert_eq!(key(&t, args.clone(), None).unwrap(), "refund:A-1/2");
+        // A client's per-attempt key does not split one order in two.
         let meta = Some(json!({"idempotencyKey": "K-701"}));
-        assert_eq!(key(&t, args.clone(), meta).unwrap(), "K-701");
+        assert_eq!(key(&t, args.clone(), meta.clone()).unwrap(), "refund:A-1/2");
+        assert_eq!(key(&tool(&[]), args.clone(), meta).unwrap(), "K-701");
         let e = key(&t, json!({"order_id": "A-1"}), None).unwrap_err();
         assert!(e.contains("\"n\" is required"), "{e}");
+        let e = key(&t, json!({"order_id": "", "n": 2}), None).unwrap_err();
+        assert!(e.contains("\"order_id\" must not be empty"), "{e}");
         let e = key(&tool(&[]), args, None).unwrap_err();
         assert!(e.contains("_meta.idempotencyKey"), "{e}");
     }

@@ -389,11 +389,21 @@ impl McpProxy {
         if let Err(e) = handover_ledger::validate_json_text(params) {
             return invalid(id, format!("params: {e}"));
         }
-        match serde_json::from_str::<CallToolRequestParams>(params) {
+        match guarded_params(params) {
             Ok(params) => Route::Guarded(id.to_owned(), Box::new(params)),
-            Err(e) => invalid(id, format!("params: {e}")),
+            Err(message) => invalid(id, message),
         }
     }
+}
+
+/// A guarded call's `params`, or an error naming the member that does not
+/// fit (`params.arguments: invalid type: string "x", expected a map`).
+fn guarded_params(params: &str) -> Result<CallToolRequestParams, String> {
+    let de = &mut serde_json::Deserializer::from_str(params);
+    serde_path_to_error::deserialize(de).map_err(|e| match e.path().to_string() {
+        path if path == "." => format!("params: {}", e.inner()),
+        path => format!("params.{path}: {}", e.inner()),
+    })
 }
 
 /// A guarded call's parameters cannot be taken: a JSON-RPC error to `id`.

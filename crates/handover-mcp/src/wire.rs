@@ -139,11 +139,15 @@ pub(crate) fn incoming(line: &str) -> Incoming<'_> {
 
 /// Why a line that is not one readable message was refused.
 fn refused_unreadable(text: &str) -> Incoming<'_> {
-    if serde_json::from_str::<&RawValue>(text).is_err() {
+    if let Err(e) = serde_json::from_str::<&RawValue>(text) {
+        // serde_json's words say where and what ("trailing characters" for
+        // two messages on one line, "expected value" for `NaN`).
         return Incoming::Refused {
             id: lenient_id(text),
             error: ErrorData::parse_error(
-                "not valid JSON (NaN and Infinity are not JSON numbers): nothing was sent",
+                format!(
+                    "not valid JSON ({e}; one message per line, and NaN and Infinity are not JSON numbers): nothing was sent"
+                ),
                 None,
             ),
         };

@@ -75,6 +75,16 @@ mcp = {{ server = "shipping", tool = "create_shipment", key_from = ["order_id"],
         std::fs::write(path, config).unwrap();
     }
 
+    /// Removes `key_from` from the action's binding: the client's
+    /// `_meta.idempotencyKey` is then the identity.
+    pub fn unbind_key_from(&self) {
+        let path = self.path("handover.toml");
+        let config = std::fs::read_to_string(&path).unwrap();
+        let key_from = r#"key_from = ["order_id"], "#;
+        assert!(config.contains(key_from));
+        std::fs::write(path, config.replace(key_from, "")).unwrap();
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -130,6 +140,24 @@ mcp = {{ server = "shipping", tool = "create_shipment", key_from = ["order_id"],
         self.client(mode, &["calls", &plan], &server)
     }
 
+    /// `handover mcp` over stdio with piped stdin and stdout, the shipping
+    /// server in `mode`; with `applied`, the server signals each applied
+    /// shipment on that FIFO (see [`applied_fifo`]).
+    pub fn proxy(&self, mode: &str, applied: Option<&Path>) -> std::process::Child {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_handover"));
+        command
+            .args(["mcp", "--config"])
+            .arg(self.path("handover.toml"))
+            .env("SHIPPING_LOG", self.path("shipments.jsonl"))
+            .env("SHIPPING_MODE", mode)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        if let Some(fifo) = applied {
+            command.env("SHIPPING_APPLIED", fifo);
+        }
+        command.spawn().unwrap()
+    }
+
     /// What the upstream applied, in order (the effects).
     pub fn shipments(&self) -> Vec<Value> {
         shipments(&self.path("shipments.jsonl"))
@@ -176,6 +204,23 @@ pub fn assert_replays_the_one_shipment(w: &World, replay: &Value) {
         replay["structuredContent"]["shipment_id"],
         applied[0]["shipment_id"]
     );
+}
+
+/// The handshake-era opening of a session written by hand (initialize,
+/// initialized) and a guarded `create_shipment` of `order` with id 2.
+pub fn open_and_ship(stdin: &mut impl std::io::Write, client: &str, order: &str) {
+    for line in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": client, "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "create_shipment",
+            "arguments": {"order_id": order, "sku": "KETTLE", "qty": 1}}}),
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
 }
 
 /// A FIFO the shipping server writes its pid to once it applied a
