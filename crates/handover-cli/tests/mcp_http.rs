@@ -15,7 +15,7 @@ use mcp_world::{
     LOOKUP, SCRIPTS, World, applied_fifo, applied_pid, assert_replays_the_one_shipment, kill_9,
     python, ship, status,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 const TOKEN: &str = "agent-http-token";
 
@@ -240,8 +240,13 @@ fn origins_sessions_and_malformed_messages_are_checked() {
     let huge = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
         "name": "create_shipment", "arguments": {"order_id": "X".repeat(8000), "sku": "KETTLE", "qty": 1}}})
     .to_string();
-    let (code, _) = server.raw("POST", &[&auth, &session], &huge);
+    let (code, answer) = server.raw("POST", &[&auth, &session], &huge);
     assert_eq!(code, 413);
+    // As a JSON-RPC error an MCP client can show, not axum's plain text.
+    let body = answer.split("\r\n\r\n").nth(1).unwrap();
+    let error: Value = serde_json::from_str(body).unwrap();
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("gateway.max_body_bytes"), "{answer}");
     assert!(w.shipments().is_empty());
     // GET needs a session; DELETE ends it; then it is gone.
     let (code, _) = server.raw("GET", &[&auth], "");

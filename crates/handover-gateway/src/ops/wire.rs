@@ -25,11 +25,18 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for LedgerBody<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = body::read(req, state).await?;
-        let value: T = crate::fields::parse(&bytes)?;
+        let text = std::str::from_utf8(&bytes).ok();
+        let unrecordable = |e: handover_ledger::ValidationError| {
+            ApiError::invalid("invalid_field", e.field(), e.to_string())
+        };
+        let value: T = crate::fields::parse(&bytes).map_err(|e| {
+            // A number past a double (`1e400`) fails the parse itself, as
+            // "malformed"; the scan names where it is and why.
+            text.and_then(|t| handover_ledger::validate_json_text(t).err())
+                .map_or(e, unrecordable)
+        })?;
         // Parsed, so the text is valid JSON (UTF-8 included).
-        let text = std::str::from_utf8(&bytes).unwrap_or_default();
-        handover_ledger::validate_json_text(text)
-            .map_err(|e| ApiError::invalid("invalid_field", e.field(), e.to_string()))?;
+        handover_ledger::validate_json_text(text.unwrap_or_default()).map_err(unrecordable)?;
         Ok(Self(value))
     }
 }

@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -190,6 +191,23 @@ fn refusal(status: StatusCode, message: &str) -> Response {
     .into_response()
 }
 
+/// A body that could not be read, as a JSON-RPC refusal (axum's own
+/// rejection is plain text, which an MCP client cannot show as an error).
+fn unreadable(r: &BytesRejection) -> Response {
+    let status = r.status();
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        return refusal(
+            status,
+            "the body is larger than gateway.max_body_bytes (nothing was sent)",
+        );
+    }
+    let message = format!(
+        "could not read the request body: {} (nothing was sent)",
+        r.body_text()
+    );
+    refusal(status, &message)
+}
+
 fn session_id(headers: &HeaderMap) -> Option<&str> {
     headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
 }
@@ -206,11 +224,15 @@ async fn post(
     State(http): State<Http>,
     server: Option<Path<String>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let (client, registry) = match http.caller_at(&headers, server.as_deref()) {
         Ok(c) => c,
         Err(r) => return r.into_response(),
+    };
+    let body = match body {
+        Ok(b) => b,
+        Err(r) => return unreadable(&r),
     };
     let Ok(text) = std::str::from_utf8(&body) else {
         return refusal(StatusCode::BAD_REQUEST, "the body is not UTF-8");
