@@ -31,7 +31,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for LedgerBody<T> {
         };
         let value: T = crate::fields::parse(&bytes).map_err(|e| {
             // A number past a double (`1e400`) fails the parse itself, as
-            // "malformed"; the scan names where it is and why.
+            // a body that is not JSON; the scan names where it is and why.
+            // An error that already names a field stays as it is.
+            if !matches!(e.param.as_deref(), None | Some("body")) {
+                return e;
+            }
             text.and_then(|t| handover_ledger::validate_json_text(t).err())
                 .map_or(e, unrecordable)
         })?;
