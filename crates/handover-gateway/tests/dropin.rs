@@ -467,3 +467,96 @@ async fn errors_quote_the_start_of_a_huge_value_not_all_of_it() {
     }
     assert_eq!(received(&server).await.len(), 0, "nothing was sent");
 }
+
+/// Two parallel tool calls streamed whole, each with its own id and no
+/// `index` (as Google's OpenAI-compatible endpoint sends them).
+fn calls_without_index() -> String {
+    let call = |id: &str, city: &str| {
+        chunk(
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"id": id, "type": "function",
+            "function": {"name": "get_weather", "arguments": format!("{{\"city\":\"{city}\"}}")}}]},
+            "finish_reason": null}]}),
+        )
+    };
+    [
+        call("call_N1", "Rome"),
+        call("call_N2", "Oslo"),
+        chunk(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat()
+}
+
+#[tokio::test]
+async fn streamed_tool_calls_without_an_index_stay_apart_on_both_doors() {
+    let server = upstream(
+        ResponseTemplate::new(200)
+            .set_body_raw(calls_without_index().into_bytes(), "text/event-stream"),
+    )
+    .await;
+    let gw = gateway(&provider("p", "openai", &server), &["p"]).await;
+    // Chat completions: what a client assembling deltas by index gets.
+    let text = post(
+        &gw,
+        &json!({"model": "default", "stream": true, "messages": [{"role": "user", "content": "weather?"}]}),
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    assert!(text.contains("data: [DONE]"), "{text}");
+    let mut calls: Vec<(String, String)> = Vec::new();
+    for d in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        let Ok(c) = serde_json::from_str::<Value>(d) else {
+            continue;
+        };
+        for tc in c["choices"][0]["delta"]["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let i = usize::try_from(tc["index"].as_u64().expect("an index")).unwrap();
+            if calls.len() <= i {
+                calls.resize(i + 1, Default::default());
+            }
+            calls[i].0 += tc["id"].as_str().unwrap_or_default();
+            calls[i].1 += tc["function"]["arguments"].as_str().unwrap_or_default();
+        }
+    }
+    let two = [
+        ("call_N1".to_owned(), r#"{"city":"Rome"}"#.to_owned()),
+        ("call_N2".to_owned(), r#"{"city":"Oslo"}"#.to_owned()),
+    ];
+    assert_eq!(calls, two, "{text}");
+    // Responses: the gateway assembles the calls itself.
+    let text = gw
+        .http
+        .post(gw.url("/v1/responses"))
+        .bearer_auth(CLIENT_A)
+        .json(&json!({"model": "default", "input": "weather?", "stream": true}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let completed = text
+        .split("\n\n")
+        .find(|ev| ev.lines().any(|l| l == "event: response.completed"))
+        .and_then(|ev| ev.lines().find_map(|l| l.strip_prefix("data: ")))
+        .unwrap_or_else(|| panic!("no response.completed: {text}"));
+    let answer: Value = serde_json::from_str(completed).unwrap();
+    let items: Vec<(String, String)> = answer["response"]["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .map(|i| {
+            (
+                i["call_id"].as_str().unwrap().to_owned(),
+                i["arguments"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(items, two, "{answer}");
+}

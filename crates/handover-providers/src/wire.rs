@@ -303,6 +303,54 @@ keep_extra!(WireDelta<'de> {
 pub(crate) struct ChunkHistory {
     model_seen: bool,
     top: Fields,
+    calls: CallIndices,
+}
+
+/// The index of each tool call a stream has opened, for deltas that carry
+/// none. OpenAI numbers every tool-call delta; Google's OpenAI-compatible
+/// endpoint (and some proxies) send each call whole, with its own `id`
+/// and no `index`. Read as "position in this chunk", two such calls in two
+/// chunks would both be call 0 and merge into one call with both ids and
+/// both argument texts glued together — a call the model never made.
+#[derive(Default)]
+struct CallIndices {
+    /// `(index, id)` of every call seen, in the order they opened.
+    seen: Vec<(u32, Option<String>)>,
+    /// The call the last delta belonged to.
+    last: Option<u32>,
+}
+
+impl CallIndices {
+    /// The index of a delta: its own, else the call its `id` opened,
+    /// else a new call for a new `id`, else (no id) the call the previous
+    /// delta continued.
+    fn index(&mut self, given: Option<u32>, id: Option<&str>) -> u32 {
+        let index = match (given, id) {
+            (Some(i), _) => i,
+            (None, Some(id)) => self
+                .seen
+                .iter()
+                .find(|(_, seen)| seen.as_deref() == Some(id))
+                .map_or_else(|| self.next(), |(i, _)| *i),
+            (None, None) => self.last.unwrap_or(0),
+        };
+        match self.seen.iter_mut().find(|(i, _)| *i == index) {
+            Some((_, seen)) if seen.is_none() => *seen = id.map(str::to_owned),
+            Some(_) => {}
+            None => self.seen.push((index, id.map(str::to_owned))),
+        }
+        self.last = Some(index);
+        index
+    }
+
+    /// One past the highest index seen.
+    fn next(&self) -> u32 {
+        self.seen
+            .iter()
+            .map(|(i, _)| i.saturating_add(1))
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 impl ChunkHistory {
@@ -370,13 +418,13 @@ impl WireChunk<'_> {
             if let Some(c) = delta.content.filter(|c| !c.is_empty()) {
                 out.push(StreamEvent::ContentDelta(c));
             }
-            for (pos, tc) in delta.tool_calls.into_iter().enumerate() {
+            for tc in delta.tool_calls {
                 let (name, arguments) = match tc.function {
                     Some(f) => (f.name, f.arguments),
                     None => (None, None),
                 };
                 out.push(StreamEvent::ToolCallDelta {
-                    index: tc.index.unwrap_or(pos as u32),
+                    index: history.calls.index(tc.index, tc.id.as_deref()),
                     id: tc.id,
                     name,
                     arguments,
@@ -495,6 +543,77 @@ mod tests {
             top(&changed[0]),
             serde_json::json!({"system_fingerprint": "fp_2"})
         );
+    }
+
+    fn call_indices(h: &mut ChunkHistory, data: &str) -> Vec<(u32, Option<String>)> {
+        events(h, data)
+            .into_iter()
+            .filter_map(|ev| match ev {
+                StreamEvent::ToolCallDelta { index, id, .. } => Some((index, id)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tool_calls_without_an_index_are_told_apart_by_their_ids() {
+        let call = |id: &str, args: &str| {
+            let id = if id.is_empty() {
+                String::new()
+            } else {
+                format!(r#""id":"{id}","#)
+            };
+            format!(
+                r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{{{id}"type":"function","function":{{"name":"f","arguments":"{args}"}}}}]}}}}]}}"#
+            )
+        };
+        let mut h = ChunkHistory::default();
+        // Each call whole in a chunk of its own, ids only (Gemini's
+        // OpenAI-compatible endpoint): two calls, not one.
+        assert_eq!(
+            call_indices(&mut h, &call("a", "1")),
+            [(0, Some("a".into()))]
+        );
+        assert_eq!(
+            call_indices(&mut h, &call("b", "2")),
+            [(1, Some("b".into()))]
+        );
+        // A delta without id continues the call before it; the same id
+        // again is that call.
+        assert_eq!(call_indices(&mut h, &call("", "3")), [(1, None)]);
+        assert_eq!(
+            call_indices(&mut h, &call("a", "4")),
+            [(0, Some("a".into()))]
+        );
+        // Two calls in one chunk without indices.
+        let mut h = ChunkHistory::default();
+        let both = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"x","function":{"name":"f","arguments":"{}"}},{"id":"y","function":{"name":"g","arguments":"{}"}}]}}]}"#;
+        assert_eq!(
+            call_indices(&mut h, both),
+            [(0, Some("x".into())), (1, Some("y".into()))]
+        );
+        // Numbered deltas keep their numbers (OpenAI sends the id once).
+        let mut h = ChunkHistory::default();
+        let numbered = |i: u32, id: &str| {
+            let id = if id.is_empty() {
+                String::new()
+            } else {
+                format!(r#""id":"{id}","#)
+            };
+            format!(
+                r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":{i},{id}"function":{{"arguments":"x"}}}}]}}}}]}}"#
+            )
+        };
+        assert_eq!(
+            call_indices(&mut h, &numbered(0, "a")),
+            [(0, Some("a".into()))]
+        );
+        assert_eq!(call_indices(&mut h, &numbered(0, "")), [(0, None)]);
+        assert_eq!(
+            call_indices(&mut h, &numbered(1, "b")),
+            [(1, Some("b".into()))]
+        );
+        assert_eq!(call_indices(&mut h, &numbered(1, "")), [(1, None)]);
     }
 
     #[test]
