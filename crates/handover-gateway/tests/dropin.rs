@@ -560,3 +560,55 @@ async fn streamed_tool_calls_without_an_index_stay_apart_on_both_doors() {
         .collect();
     assert_eq!(items, two, "{answer}");
 }
+
+#[tokio::test]
+async fn a_chunk_field_sent_once_stays_on_its_chunk() {
+    // Azure's first chunk carries `prompt_filter_results` and no choice;
+    // a vendor field rides on one delta only.
+    let body = [
+        chunk(json!({"id": "", "created": 0, "model": "", "prompt_filter_results": [{"prompt_index": 0}]})),
+        chunk(json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "a"}, "finish_reason": null}], "x_once": 1})),
+        chunk(json!({"choices": [{"index": 0, "delta": {"content": "b"}, "finish_reason": null}]})),
+        chunk(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    let server =
+        upstream(ResponseTemplate::new(200).set_body_raw(body.into_bytes(), "text/event-stream"))
+            .await;
+    let gw = gateway(&provider("p", "openai", &server), &["p"]).await;
+    let text = post(
+        &gw,
+        &json!({"model": "default", "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    let chunks: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let with = |field: &str| -> Vec<usize> {
+        (0..chunks.len())
+            .filter(|&i| chunks[i].get(field).is_some())
+            .collect()
+    };
+    let delta = |i: usize| chunks[i]["choices"][0]["delta"]["content"].clone();
+    // The opening chunk stands for the provider's first; then "a", "b",
+    // the finish.
+    assert_eq!(chunks.len(), 4, "{text}");
+    assert_eq!(with("prompt_filter_results"), [0], "{text}");
+    assert_eq!(with("x_once"), [1], "{text}");
+    assert_eq!((delta(1), delta(2)), (json!("a"), json!("b")), "{text}");
+    assert!(
+        chunks.iter().all(|c| c["service_tier"] == "default"),
+        "a field every chunk carries stays on every chunk: {text}"
+    );
+    assert!(
+        chunks.iter().all(|c| c["id"] == "chatcmpl-upstream-2"),
+        "one id for the stream, though Azure's first chunk has \"\": {text}"
+    );
+}

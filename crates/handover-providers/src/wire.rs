@@ -295,10 +295,12 @@ keep_extra!(WireDelta<'de> {
 /// What one stream's chunks have said so far: whether the model was
 /// named, and the chunk-level fields as last sent (their JSON text).
 /// Most providers repeat the same `id`, `created` and
-/// `system_fingerprint` on every chunk; only a field that is new or
-/// changed becomes a [`StreamEvent::Passthrough`], so a consumer that
-/// keeps the latest value of each (the gateway, [`crate::StreamAssembler`])
-/// sees the same fields as if every chunk were passed on.
+/// `system_fingerprint` on every chunk, so the set is passed on only when
+/// it differs from the previous chunk's (a field new, changed or gone),
+/// and then whole: a consumer that takes each set as the fields of the
+/// chunks from there on (the gateway) writes every chunk with the fields
+/// the provider gave it, and a field sent once (Azure's
+/// `prompt_filter_results`) stays on its chunk.
 #[derive(Default)]
 pub(crate) struct ChunkHistory {
     model_seen: bool,
@@ -354,22 +356,25 @@ impl CallIndices {
 }
 
 impl ChunkHistory {
-    /// The chunk-level fields of `raw` that are new or changed; `object`
-    /// (the chunk's type) and nulls say nothing new.
+    /// The chunk-level fields of `raw`, whole, if they differ from the
+    /// previous chunk's; empty if they are the same. `object` (the
+    /// chunk's type) and nulls are no fields.
     fn news(&mut self, raw: RawExtra<'_>) -> Fields {
-        let mut news = Fields::new();
-        for (k, v) in raw {
-            let text = v.get();
-            if k == "object" || text == "null" {
-                continue;
-            }
-            if self.top.get(&k).map(RawValue::get) == Some(text) {
-                continue;
-            }
-            self.top.insert_raw(k.as_ref(), v.to_owned());
-            news.insert_raw(k, v.to_owned());
+        let field = |k: &str, v: &RawValue| k != "object" && v.get() != "null";
+        let mut same = 0;
+        let unchanged = raw.iter().filter(|(k, v)| field(k, v)).all(|(k, v)| {
+            same += 1;
+            self.top.get(k).map(RawValue::get) == Some(v.get())
+        });
+        if unchanged && same == self.top.len() {
+            return Fields::new();
         }
-        news
+        let mut now = Fields::new();
+        for (k, v) in raw.into_iter().filter(|(k, v)| field(k, v)) {
+            now.insert_raw(k, v.to_owned());
+        }
+        self.top.clone_from(&now);
+        now
     }
 }
 
@@ -517,7 +522,7 @@ mod tests {
     }
 
     #[test]
-    fn chunk_fields_pass_on_once_and_again_only_when_they_change() {
+    fn chunk_fields_pass_on_whole_and_again_only_when_they_change() {
         let mut h = ChunkHistory::default();
         let chunk = |fp: &str, text: &str| {
             format!(
@@ -535,14 +540,21 @@ mod tests {
         // The same fields again: only the delta.
         let same = events(&mut h, &chunk(r#""fp_1""#, "b"));
         assert_eq!(same, [StreamEvent::ContentDelta("b".into())]);
-        // A null says nothing new; a changed field is news on its own.
-        let null = events(&mut h, &chunk("null", "c"));
-        assert_eq!(null, [StreamEvent::ContentDelta("c".into())]);
-        let changed = events(&mut h, &chunk(r#""fp_2""#, "d"));
+        // A changed field: the whole set again.
+        let changed = events(&mut h, &chunk(r#""fp_2""#, "c"));
         assert_eq!(
             top(&changed[0]),
-            serde_json::json!({"system_fingerprint": "fp_2"})
+            serde_json::json!({"id": "c-1", "created": 7, "system_fingerprint": "fp_2"})
         );
+        // A field gone (null is no field): the set without it, so a field
+        // sent on one chunk is not carried onto the next.
+        let gone = events(&mut h, &chunk("null", "d"));
+        assert_eq!(
+            top(&gone[0]),
+            serde_json::json!({"id": "c-1", "created": 7})
+        );
+        let again = events(&mut h, &chunk("null", "e"));
+        assert_eq!(again, [StreamEvent::ContentDelta("e".into())]);
     }
 
     fn call_indices(h: &mut ChunkHistory, data: &str) -> Vec<(u32, Option<String>)> {

@@ -50,8 +50,12 @@ pub(crate) struct Chunker {
     created: u64,
     model: String,
     include_usage: bool,
-    /// The provider's top-level chunk fields, repeated on every chunk.
+    /// The provider's top-level chunk fields as its latest chunk sent
+    /// them, written on every chunk until it sends others.
     top: Fields,
+    /// The fields of the provider's first chunk, for the opening chunk,
+    /// which stands for it (a later heading chunk's fields are its own).
+    first_top: Option<Fields>,
     /// Choice and delta fields of the provider's current chunk (its
     /// `logprobs`, a `refusal` piece), waiting for that chunk's delta so
     /// they leave in one chunk, as the provider sent them.
@@ -135,6 +139,7 @@ impl Chunker {
             model: String::new(),
             include_usage,
             top: Fields::new(),
+            first_top: None,
             pending: None,
             shared: None,
         }
@@ -184,15 +189,14 @@ impl Chunker {
         Self::write(out, self.shared(), Some(choice), None);
     }
 
-    /// Takes in the provider's chunk-level fields; the shared text is
-    /// rebuilt only if one of them changed (the provider's stream passes
-    /// on only fields that are new or changed, and most repeat theirs).
-    fn extend_top(&mut self, fields: &Fields) {
-        for (k, v) in fields.iter() {
-            if self.top.get(k).map(RawValue::get) != Some(v.get()) {
-                self.top.insert_raw(k, v.to_owned());
-                self.shared = None;
-            }
+    /// Takes in the provider's chunk-level fields: the provider's stream
+    /// passes on the whole set of a chunk when it differs from the
+    /// previous chunk's (nothing when it is the same), so the chunks from
+    /// here on carry exactly these; the shared text is rebuilt only then.
+    fn set_top(&mut self, fields: &Fields) {
+        if !fields.is_empty() && self.top != *fields {
+            self.top.clone_from(fields);
+            self.shared = None;
         }
     }
 
@@ -286,7 +290,10 @@ impl Encoder for Chunker {
         match ev {
             StreamEvent::Model(m) => self.set_model(m),
             StreamEvent::Passthrough(p) if p.choice.is_empty() && p.message.is_empty() => {
-                self.extend_top(&p.top);
+                if self.first_top.is_none() && !p.top.is_empty() {
+                    self.first_top = Some(p.top.clone());
+                }
+                self.set_top(&p.top);
             }
             _ => return false,
         }
@@ -298,7 +305,17 @@ impl Encoder for Chunker {
     /// which a stream that waited with keep-alives could not send).
     fn opening(&mut self, handover: &Value, out: &mut SseText) {
         // Ours wins over a provider field of the same name.
-        let mut fields = shared_fields(&self.top, &self.id, self.created, &self.model);
+        // The first chunk's fields, under the one `id` and `created`
+        // every chunk of the stream carries (Azure's first chunk has `""`
+        // and `0`).
+        let mut top = self.first_top.clone().unwrap_or_else(|| self.top.clone());
+        for k in ["id", "created"] {
+            match self.top.get(k) {
+                Some(v) => top.insert_raw(k, v.to_owned()),
+                None => drop(top.remove(k)),
+            }
+        }
+        let mut fields = shared_fields(&top, &self.id, self.created, &self.model);
         fields.remove("handover");
         let choice = (Delta::Role, None, Passthrough::default());
         Self::write(
@@ -320,7 +337,7 @@ impl Encoder for Chunker {
             StreamEvent::Model(m) => self.set_model(&m),
             StreamEvent::Passthrough(p) => {
                 self.flush(out);
-                self.extend_top(&p.top);
+                self.set_top(&p.top);
                 if !p.choice.is_empty() || !p.message.is_empty() {
                     self.pending = Some(Passthrough {
                         top: Fields::new(),
@@ -436,7 +453,7 @@ mod tests {
         top.insert("id", &json!("chatcmpl-provider"));
         top.insert("system_fingerprint", &json!("fp_1"));
         top.insert("handover", &json!("theirs"));
-        c.extend_top(&top);
+        c.set_top(&top);
         let mut out = SseText::default();
         c.opening(&json!({"provider": "p", "attempts": ""}), &mut out);
         c.event(StreamEvent::ContentDelta("hi \"you\"\n".into()), &mut out);
