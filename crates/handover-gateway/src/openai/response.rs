@@ -5,7 +5,7 @@ use axum::http::HeaderValue;
 use handover_providers::{Fields, Passthrough, StreamEvent};
 use handover_router::route::{Attempt, AttemptResult, Skip};
 use serde::Serialize;
-use serde_json::{Value, value::RawValue};
+use serde_json::Value;
 
 use super::stream::{Encoder, SseText, json};
 use crate::api_error::ApiError;
