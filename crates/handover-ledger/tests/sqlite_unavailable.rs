@@ -144,3 +144,55 @@ async fn a_deleted_ledger_file_fails_closed_without_group_commit() {
 async fn a_moved_ledger_file_fails_closed() {
     deleted_file_fails_closed(true, true).await;
 }
+
+/// Only the write-ahead log is deleted while the ledger is open. In WAL
+/// mode it holds every commit since the last checkpoint: SQLite would go
+/// on committing into the unlinked log, every answer a success, and a
+/// crash would lose every one of those records (a confirmed or dispatched
+/// operation forgotten, so it could run again). Instead writes fail
+/// closed, naming the log; reads still answer.
+async fn deleted_wal_fails_closed(group_commit: bool) {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("ledger.db");
+    let ledger = SqliteLedger::open(
+        &path,
+        SqliteOptions {
+            group_commit,
+            ..SqliteOptions::default()
+        },
+    )
+    .await
+    .expect("open");
+    let opts = BeginOptions::new("a", Duration::from_secs(30));
+    let first = OperationRequest::new("t", "K-0", "a", &json!({}), &Limits::default()).unwrap();
+    assert!(matches!(
+        ledger.begin(&first, &opts).await.expect("begin"),
+        BeginOutcome::Started(_)
+    ));
+    std::fs::remove_file(dir.path().join("ledger.db-wal")).expect("delete the log");
+
+    let req = request();
+    let err = ledger
+        .begin(&req, &opts)
+        .await
+        .expect_err("no claim once the log is gone");
+    assert!(err.is_unavailable(), "got {err:?}");
+    assert!(
+        err.to_string().contains("ledger.db-wal"),
+        "the error names the log: {err}"
+    );
+    assert!(
+        !dir.path().join("ledger.db-wal").exists(),
+        "no new log made"
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_write_ahead_log_fails_closed_with_group_commit() {
+    deleted_wal_fails_closed(true).await;
+}
+
+#[tokio::test]
+async fn a_deleted_write_ahead_log_fails_closed_without_group_commit() {
+    deleted_wal_fails_closed(false).await;
+}

@@ -15,6 +15,13 @@
 //! sent again. So each write transaction checks, right before its COMMIT,
 //! that the path still names the file opened; if not, it rolls back and
 //! the caller gets `Unavailable` (fail closed: no claim, nothing sent).
+//! The same holds for the write-ahead log (`-wal`), which in WAL mode
+//! holds every commit since the last checkpoint: deleted while open,
+//! SQLite goes on committing into the unlinked log, and a crash loses
+//! every one of those records. The log keeps its inode while any
+//! connection has the file open (SQLite deletes it only when the last
+//! one closes), and a ledger always keeps one open: the group-commit
+//! writer's, or a connection held for the purpose.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -164,30 +171,43 @@ pub(super) async fn open_lock(
     }
 }
 
-/// The path and identity (device, inode) of the opened ledger file.
+/// The path and identity (device, inode) of the opened ledger file, and
+/// of its write-ahead log.
 #[derive(Debug, Clone)]
 pub(super) struct LedgerFile {
     path: PathBuf,
     id: Option<(u64, u64)>,
+    /// `-wal` and its identity, when it existed at the open (a ledger
+    /// opened read-write is in WAL mode, so it does).
+    wal: Option<(PathBuf, Option<(u64, u64)>)>,
 }
 
 impl LedgerFile {
     /// The file now at `path` (made absolute, so a later change of the
-    /// working directory changes nothing).
+    /// working directory changes nothing), with its write-ahead log.
     pub(super) fn opened(path: &Path) -> Result<Self, LedgerError> {
         let path = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
         let id =
             identity(&path).map_err(|e| LedgerError::unavailable(CHECKING, gone(&path, &e)))?;
-        Ok(Self { path, id })
+        let mut wal = path.clone().into_os_string();
+        wal.push("-wal");
+        let wal = PathBuf::from(wal);
+        let wal = identity(&wal).ok().map(|id| (wal, id));
+        Ok(Self { path, id, wal })
     }
 
-    /// `Ok` if the path still names the file that was opened; otherwise
-    /// why not, naming the path.
+    /// `Ok` if the path still names the file that was opened, and its
+    /// `-wal` the log that was; otherwise why not, naming the path.
     pub(super) fn check(&self) -> Result<(), String> {
-        match identity(&self.path) {
-            Ok(id) if id == self.id => Ok(()),
-            Ok(_) => Err(gone(&self.path, &"another file is there now")),
-            Err(e) => Err(gone(&self.path, &e)),
+        let same = |path: &Path, opened: Option<(u64, u64)>| match identity(path) {
+            Ok(id) if id == opened => Ok(()),
+            Ok(_) => Err(gone(path, &"another file is there now")),
+            Err(e) => Err(gone(path, &e)),
+        };
+        same(&self.path, self.id)?;
+        match &self.wal {
+            Some((wal, id)) => same(wal, *id),
+            None => Ok(()),
         }
     }
 }

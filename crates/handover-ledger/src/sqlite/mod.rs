@@ -132,6 +132,9 @@ pub struct SqliteLedger {
     writes: Writes,
     cfg: Config,
     read_only: bool,
+    /// Without group commit, a connection held open so the write-ahead
+    /// log keeps its inode (see `file`); closed by [`Self::close`].
+    keeper: std::sync::Mutex<Option<sqlx::SqliteConnection>>,
     /// The file writes go to (`None` when read-only), checked before every commit.
     file: Option<file::LedgerFile>,
 }
@@ -174,6 +177,11 @@ impl SqliteLedger {
             retention: opts.retention,
             limits: opts.limits,
         };
+        // In group-commit mode the writer's connection stays open for the
+        // ledger's life; without it, one is held for that alone, so the
+        // pool closing its idle connections never makes SQLite delete
+        // the log the commit check watches (see `file`).
+        let mut keeper = None;
         let writes = if opts.group_commit {
             let conn = connect
                 .connect()
@@ -194,6 +202,11 @@ impl SqliteLedger {
                 writer: std::sync::Mutex::new(Some((stop, task))),
             }
         } else {
+            let conn = connect
+                .connect()
+                .await
+                .map_err(|e| map_err("opening the connection that keeps the log", e))?;
+            keeper = Some(conn);
             Writes::Direct
         };
         Ok(Self {
@@ -202,6 +215,7 @@ impl SqliteLedger {
             cfg,
             read_only: false,
             file: Some(file),
+            keeper: std::sync::Mutex::new(keeper),
         })
     }
 
@@ -227,6 +241,7 @@ impl SqliteLedger {
             },
             read_only: true,
             file: None,
+            keeper: std::sync::Mutex::new(None),
         })
     }
 
@@ -254,6 +269,10 @@ impl SqliteLedger {
                 let _ = stop.send(());
                 let _ = task.await;
             }
+        }
+        let keeper = self.keeper.lock().ok().and_then(|mut k| k.take());
+        if let Some(conn) = keeper {
+            let _ = sqlx::Connection::close(conn).await;
         }
         if self.pool.is_closed() {
             return;
