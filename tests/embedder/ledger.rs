@@ -184,6 +184,7 @@ async fn finishing_wrongly_is_refused_and_changes_nothing(backend: Backend) {
         lease_until: app.clock.now().plus(Duration::from_secs(30)),
         destination_key: "x".into(),
         attempt_number: 1,
+        block: handover::ledger::BlockWidth::Operation,
     };
     let e = l.confirm(&ghost, json!(1), None).await.unwrap_err();
     assert!(matches!(e, LedgerError::NotFound { .. }), "{e:?}");

@@ -504,3 +504,57 @@ async fn a_resolution_field_the_decision_has_no_place_for_is_refused_not_dropped
         );
     }
 }
+
+/// A claim taken while its sibling was still in flight may not be sent
+/// once the sibling's outcome is lost: the block is checked again at
+/// `dispatch` (the HTTP door claims and sends in two requests), with the
+/// answer `begin` would give, and nothing is recorded as sent.
+#[tokio::test]
+async fn a_claim_is_suspended_at_dispatch_when_a_sibling_became_unknown() {
+    let gw = Running::start(&config()).await;
+    let (_, x) = begin(&gw, CLIENT_A, "K-X", json!({"order": 1})).await;
+    let ex = epoch(&x);
+    let (st, _) = post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-X/dispatch",
+        json!({"epoch": ex}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    // K-Y is claimed while K-X is in flight.
+    let (st, y) = begin(&gw, CLIENT_A, "K-Y", json!({"order": 2})).await;
+    assert_eq!(st, StatusCode::CREATED, "{y}");
+    let ey = epoch(&y);
+    let (st, _) = post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-X/outcome",
+        json!({"epoch": ex, "outcome": "unknown", "reason": "timeout after send"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, body) = post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-Y/dispatch",
+        json!({"epoch": ey}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::LOCKED, "{body}");
+    assert_eq!(body["status"], "suspended");
+    assert_eq!(body["blocked_by"]["key"], "K-X");
+    let (_, shown) = get(&gw, CLIENT_A, "/v1/operations/K-Y").await;
+    assert_eq!(shown["status"], "claimed", "{shown}");
+    assert_eq!(shown["operation"]["dispatch_count"], 0, "{shown}");
+    // The claim is given back with not_sent, as after any refused dispatch.
+    let (st, body) = post(
+        &gw,
+        CLIENT_A,
+        "/v1/operations/K-Y/outcome",
+        json!({"epoch": ey, "outcome": "not_sent", "evidence": "suspended at dispatch"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "planned");
+}

@@ -99,6 +99,20 @@ pub enum LedgerError {
         /// The refused command (`"confirm"`, `"mark_dispatched"`, …).
         op: &'static str,
     },
+    /// The claim may not be sent: another operation within its block
+    /// width became `unknown` after it was taken. Nothing was recorded;
+    /// the claim lapses at its lease (or is given back).
+    #[error(
+        "operation {id} may not be sent: operation {blocked_by} of the same action has an unknown outcome"
+    )]
+    Blocked {
+        /// The identity.
+        id: OperationId,
+        /// The unresolved operation that blocks it.
+        blocked_by: OperationId,
+        /// Its unknown state (owner, reason, next check).
+        info: Box<crate::model::UnknownInfo>,
+    },
     /// The store cannot be reached or did not commit: fail closed.
     #[error("ledger store unavailable while {context}: {message}")]
     Unavailable {
@@ -124,6 +138,12 @@ impl LedgerError {
     /// The caller's claim no longer holds (superseded or expired): record nothing, send nothing.
     pub fn is_stale(&self) -> bool {
         matches!(self, Self::StaleEpoch { .. } | Self::LeaseExpired { .. })
+    }
+
+    /// Another unresolved operation blocks sending this one (see
+    /// [`LedgerError::Blocked`]); nothing may be sent.
+    pub fn is_blocked(&self) -> bool {
+        matches!(self, Self::Blocked { .. })
     }
 
     /// For validation errors, the offending field.

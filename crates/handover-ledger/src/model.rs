@@ -265,6 +265,13 @@ pub struct Claim {
     pub destination_key: String,
     /// 1 + the number of earlier dispatches of this operation.
     pub attempt_number: u32,
+    /// How widely an unresolved sibling blocks this claim, checked again
+    /// when it is marked dispatched: a sibling that became `unknown` after
+    /// the claim was taken stops the send (a door that claims and sends
+    /// in two requests leaves time for that). [`BlockWidth::Operation`]
+    /// for a re-send, whose destination key cannot add an effect.
+    #[serde(skip)]
+    pub block: crate::ledger::BlockWidth,
 }
 
 /// A recorded outcome, as replayed to a retry.

@@ -258,7 +258,9 @@ def perform(action: str, key: str, params: Any, headers: Mapping[str, str]) -> F
 
     try:
         ans = yield Request("POST", path + "/dispatch", {"epoch": epoch}, headers)
-        if ans.status != 200:
+        # Another operation of this action became unknown since the claim.
+        suspended = ans.status == 423 and _status_of(ans) == "suspended"
+        if ans.status != 200 and not suspended:
             raise error_for(ans.status, ans.body)
     except HandoverError as e:
         # The destination was not called: say so, so the key is free again.
@@ -271,6 +273,18 @@ def perform(action: str, key: str, params: Any, headers: Mapping[str, str]) -> F
         except HandoverError:
             pass  # the lease returns an undispatched claim; a dispatched one becomes unknown
         raise
+    if suspended:
+        # Nothing may be sent: give the claim back, answer as `begin` would.
+        try:
+            yield Request(
+                "POST", path + "/outcome",
+                {"epoch": epoch, "outcome": "not_sent",
+                 "evidence": "suspended at dispatch: another operation of this action is unresolved"},
+                headers,
+            )
+        except HandoverError:
+            pass  # the lease returns the undispatched claim
+        return _not_started(action, key, ans)
 
     started = time.monotonic()
     got = yield Call(ctx, ctx.timeout, "the executor")

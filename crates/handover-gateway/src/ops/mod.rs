@@ -26,7 +26,7 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use handover_ledger::{Claim, Dispatch, ListFilter, OperationId, OperationRecord};
+use handover_ledger::{Claim, Dispatch, LedgerError, ListFilter, OperationId, OperationRecord};
 use handover_router::RouterError;
 use handover_router::protocol::{Begun, NotStarted, Report};
 use serde_json::{Value, json};
@@ -214,11 +214,26 @@ pub(crate) async fn dispatch(
         executor: body.executor.unwrap_or_else(|| holder(&client)),
         metadata: body.metadata,
     };
-    let attempt = state
-        .protocol()
-        .mark_dispatched(&claim, dispatch)
-        .await
-        .map_err(from_router)?;
+    let attempt = match state.protocol().mark_dispatched(&claim, dispatch).await {
+        Ok(attempt) => attempt,
+        // A sibling became unknown since the claim was taken: the same
+        // answer `begin` gives then, and nothing may be sent.
+        Err(e) => {
+            return match e.ledger_error() {
+                Some(LedgerError::Blocked {
+                    blocked_by, info, ..
+                }) => {
+                    let suspended = NotStarted::Suspended {
+                        blocked_by: blocked_by.clone(),
+                        info: (**info).clone(),
+                    };
+                    let (status, body) = wire::not_started(suspended, &client.scope);
+                    Ok(json_status(status, body))
+                }
+                _ => Err(from_router(e)),
+            };
+        }
+    };
     let mut resp = json_status(
         200,
         json!({"status": "dispatched", "attempt_id": attempt,

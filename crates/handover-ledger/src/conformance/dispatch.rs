@@ -193,3 +193,70 @@ pub async fn begin_dispatched_races_one_winner<
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].executor, winners[0].holder);
 }
+
+/// A claim taken under a block width wider than the operation is checked
+/// again when it is marked dispatched: a sibling that became unknown in
+/// between (a door that claims and sends in two requests leaves time for
+/// that) blocks the send, and nothing changes; the claim can still be
+/// given back. A re-send claim (same destination key) is not blocked.
+pub async fn block_width_is_checked_again_at_dispatch<
+    F: Fn(Setup) -> Fut,
+    Fut: Future<Output = Subject>,
+>(
+    make: F,
+) {
+    let e = env(make, Retention::default()).await;
+    let scoped = crate::BeginOptions {
+        block: crate::BlockWidth::Scope,
+        ..opts("exec-a")
+    };
+    let x = req("order-1", "ship-x", json!({"order": 1}));
+    let y = req("order-1", "ship-y", json!({"order": 1}));
+    let x_claim = started(e.ledger.begin(&x, &scoped).await.expect("begin x"));
+    e.ledger
+        .mark_dispatched(&x_claim, dispatch("exec-a"))
+        .await
+        .expect("dispatch x");
+    // Y is claimed while X is in flight (not yet unresolved) ...
+    let y_claim = started(e.ledger.begin(&y, &scoped).await.expect("begin y"));
+    assert_eq!(y_claim.block, crate::BlockWidth::Scope);
+    // ... then X's outcome is lost.
+    let unknown = crate::UnknownReport {
+        reason: "timeout after send".into(),
+        evidence: None,
+        owner: crate::Owner::Reconciler,
+        next_check_at: None,
+    };
+    e.ledger
+        .mark_unknown(&x_claim, unknown)
+        .await
+        .expect("x unknown");
+    let before = e.snapshot(&y).await;
+    let err = e
+        .ledger
+        .mark_dispatched(&y_claim, dispatch("exec-a"))
+        .await
+        .expect_err("y may not be sent");
+    match &err {
+        crate::LedgerError::Blocked { id, blocked_by, .. } => {
+            assert_eq!((id, blocked_by), (y.id(), x.id()));
+        }
+        other => panic!("expected blocked, got {other:?}"),
+    }
+    assert!(err.is_blocked());
+    assert_eq!(e.snapshot(&y).await, before, "nothing changed");
+    assert_eq!(e.get(&y).await.expect("y").state.kind(), StateKind::Claimed);
+    e.ledger
+        .release(&y_claim, crate::ReleaseReason::Abandoned)
+        .await
+        .expect("the claim can be given back");
+    assert_eq!(e.get(&y).await.expect("y").state.kind(), StateKind::Planned);
+
+    // The same claim under the operation's own width is sent.
+    let z = req("order-1", "ship-z", json!({"order": 1}));
+    let z_claim = e.start(&z, "exec-a").await;
+    e.ledger
+        .mark_dispatched(&z_claim, dispatch("exec-a"))
+        .await
+        .expect("an operation-wide claim is not blocked by a sibling");
+}

@@ -109,6 +109,7 @@ pub async fn finish_unknown_identity_changes_nothing<
         lease_until: T0.plus(super::LEASE),
         destination_key: destination_key(r.id()),
         attempt_number: 1,
+        block: crate::ledger::BlockWidth::Operation,
     };
     let errs = [
         e.ledger

@@ -34,7 +34,10 @@ pub use approval::{
     approval_binds_parameters, approval_in_unknown_and_cancelled,
     concurrent_approvals_record_one_plan, numbers_are_recorded_exactly,
 };
-pub use dispatch::{begin_dispatched_claims_and_dispatches, begin_dispatched_races_one_winner};
+pub use dispatch::{
+    begin_dispatched_claims_and_dispatches, begin_dispatched_races_one_winner,
+    block_width_is_checked_again_at_dispatch,
+};
 pub use errors::{
     finish_invalid_result_changes_nothing, finish_mismatched_params_changes_nothing,
     finish_unknown_identity_changes_nothing, second_finish_cannot_overwrite, stale_epoch_refused,
@@ -214,7 +217,8 @@ macro_rules! conformance_tests {
             task_budget_open_join_and_policy_mismatch,
             task_budget_concurrent_reservations_never_exceed,
             task_budget_cost_deadline_expiry_and_purge,
-            begin_dispatched_claims_and_dispatches, begin_dispatched_races_one_winner
+            begin_dispatched_claims_and_dispatches, begin_dispatched_races_one_winner,
+            block_width_is_checked_again_at_dispatch
         );
     };
     (@each $make:path, $enabled:path; $($name:ident),+ $(,)?) => {

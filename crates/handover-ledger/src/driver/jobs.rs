@@ -9,7 +9,7 @@ use super::{Job, Store};
 use crate::identity::{OperationId, OperationRequest};
 use crate::ledger::{BeginOptions, BeginOutcome, BlockWidth, Dispatch, UnknownUpdate};
 use crate::machine::{self, Change, Ctx, Effect, Retire, Step};
-use crate::model::{OperationRecord, State};
+use crate::model::{Claim, OperationRecord, State};
 use crate::retention::PurgeReport;
 
 /// How a single-record command uses its record (a hint for backends).
@@ -141,6 +141,49 @@ impl Job for Begin {
     /// insert — unless a wider block width needs other rows.
     fn try_unlocked(&self) -> bool {
         self.opts.block == BlockWidth::Operation
+    }
+}
+
+/// `mark_dispatched`, with the claim's block width checked again (see
+/// [`crate::Claim::block`]): the claim's record and, for a width wider
+/// than the operation, the first other unresolved operation within it.
+pub(crate) struct MarkDispatched {
+    pub(crate) claim: Claim,
+    pub(crate) dispatch: Dispatch,
+}
+
+impl Job for MarkDispatched {
+    type Output = uuid::Uuid;
+
+    async fn plan<S: Store + ?Sized>(&self, store: &mut S, ctx: Ctx<'_>) -> Step<uuid::Uuid> {
+        let id = &self.claim.id;
+        let cur = store.load(id).await?;
+        let scope = match self.claim.block {
+            BlockWidth::Operation => None,
+            BlockWidth::Scope => Some(Some(&id.scope)),
+            BlockWidth::Action => Some(None),
+        };
+        let blocker = match (scope, &cur) {
+            (Some(scope), Some(rec)) => store.find_blocker(id, &rec.action, scope, ctx.now).await?,
+            _ => None,
+        };
+        let attempt = uuid::Uuid::now_v7();
+        machine::mark_dispatched(
+            cur.as_ref(),
+            blocker.as_ref(),
+            &self.claim,
+            &self.dispatch,
+            attempt,
+            ctx,
+        )
+    }
+
+    fn holder_of(&self) -> Option<&OperationId> {
+        Some(&self.claim.id)
+    }
+
+    fn loads(&self) -> Option<&OperationId> {
+        Some(&self.claim.id)
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::Backend;
-use super::jobs::{Begin, OnRecord, Purge, TakeDueUnknown};
+use super::jobs::{Begin, MarkDispatched, OnRecord, Purge, TakeDueUnknown};
 use crate::error::LedgerError;
 use crate::identity::{OperationId, OperationRequest};
 use crate::ledger::{
@@ -69,10 +69,10 @@ impl<B: Backend> Ledger for B {
         claim: &Claim,
         dispatch: Dispatch,
     ) -> Result<uuid::Uuid, LedgerError> {
-        let c = claim.clone();
-        self.run(OnRecord::holder(&claim.id, move |cur, ctx| {
-            machine::mark_dispatched(cur, &c, &dispatch, uuid::Uuid::now_v7(), ctx)
-        }))
+        self.run(MarkDispatched {
+            claim: claim.clone(),
+            dispatch,
+        })
         .await
     }
 

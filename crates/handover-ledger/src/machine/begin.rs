@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::{Change, Ctx, Effect, Step, illegal, require_lease, require_text, view};
 use crate::error::{LedgerError, ValidationError};
 use crate::identity::{OperationId, OperationRequest, destination_key};
-use crate::ledger::{ApproveOutcome, BeginOptions, BeginOutcome, Dispatch};
+use crate::ledger::{ApproveOutcome, BeginOptions, BeginOutcome, BlockWidth, Dispatch};
 use crate::model::{Claim, Epoch, OperationRecord, State, Terminal};
 
 fn validate_opts(opts: &BeginOptions) -> Result<(), ValidationError> {
@@ -31,6 +31,7 @@ fn claim(rec: &mut OperationRecord, opts: &BeginOptions, ctx: Ctx<'_>) -> Claim 
         lease_until,
         destination_key: rec.destination_key.clone(),
         attempt_number: rec.dispatch_count + 1,
+        block: opts.block,
     }
 }
 
@@ -225,7 +226,7 @@ pub(crate) fn begin_dispatched(
     // dispatched one in its place.
     let claimed = effect.saves.pop();
     let dispatched =
-        super::holder::mark_dispatched(claimed.as_ref(), claim, dispatch, attempt_id, ctx)?;
+        super::holder::mark_dispatched(claimed.as_ref(), None, claim, dispatch, attempt_id, ctx)?;
     effect.extend(dispatched.effect);
     Ok(Change::new(effect, begun.answer))
 }
@@ -254,7 +255,11 @@ pub(crate) fn claim_for_resend(
     if !inside || info.diverged {
         return Ok(Change::new(effect, None));
     }
-    let c = claim(&mut rec, opts, ctx);
+    let c = Claim {
+        // The same destination key again: nothing a sibling could block.
+        block: BlockWidth::Operation,
+        ..claim(&mut rec, opts, ctx)
+    };
     effect.saves.retain(|r| r.id != rec.id);
     effect.saves.push(rec);
     Ok(Change::new(effect, Some(c)))

@@ -6,7 +6,7 @@ use super::{
     AttemptFinish, Change, Ctx, Effect, Step, answer_opt_text, answer_text, canonical_value, fence,
     illegal, require_lease, require_text,
 };
-use crate::error::ValidationError;
+use crate::error::{LedgerError, ValidationError};
 use crate::ledger::{Dispatch, ReleaseReason, UnknownReport};
 use crate::model::{
     AttemptKind, AttemptOutcome, AttemptRecord, Claim, OperationRecord, Owner, State, UnknownInfo,
@@ -47,9 +47,13 @@ pub(super) fn validate_dispatch(
         .transpose()
 }
 
-/// `claimed` → `dispatched`, appending a pending dispatch attempt.
+/// `claimed` → `dispatched`, appending a pending dispatch attempt —
+/// unless `blocker`, an operation the backend found within the claim's
+/// block width, is `unknown` (or dispatched past its lease): then
+/// [`LedgerError::Blocked`] and nothing changes.
 pub(crate) fn mark_dispatched(
     cur: Option<&OperationRecord>,
+    blocker: Option<&OperationRecord>,
     claim: &Claim,
     dispatch: &Dispatch,
     attempt_id: uuid::Uuid,
@@ -65,6 +69,15 @@ pub(crate) fn mark_dispatched(
     else {
         return Err(illegal(&rec, "mark_dispatched"));
     };
+    if let Some(b) = blocker.filter(|b| b.id != rec.id)
+        && let State::Unknown(info) = super::view(b, ctx.now).0.state
+    {
+        return Err(LedgerError::Blocked {
+            id: rec.id.clone(),
+            blocked_by: b.id.clone(),
+            info: Box::new(info),
+        });
+    }
     let epoch = *epoch;
     rec.state = State::Dispatched {
         holder: holder.clone(),

@@ -160,11 +160,7 @@ impl Protocol {
         BeginOptions {
             holder: holder.to_owned(),
             lease,
-            block: match contract.block {
-                BlockSetting::Operation => BlockWidth::Operation,
-                BlockSetting::Scope => BlockWidth::Scope,
-                BlockSetting::Action => BlockWidth::Action,
-            },
+            block: block_width(contract.block),
         }
     }
 
@@ -329,11 +325,27 @@ impl Protocol {
             lease_until: Timestamp(0),
             destination_key: rec.destination_key.clone(),
             attempt_number: rec.dispatch_count + 1,
+            // A claim on an operation sent before is a re-send's (same
+            // destination key), which no sibling blocks.
+            block: if rec.dispatch_count > 0 {
+                BlockWidth::Operation
+            } else {
+                block_width(self.contract(rec.action.as_str()).block)
+            },
         };
         Ok((claim, rec))
     }
 
     pub(crate) fn now_plus(&self, d: std::time::Duration) -> Timestamp {
         self.clock.now().plus(d)
+    }
+}
+
+/// The ledger's block width for an action's `block` setting.
+fn block_width(setting: BlockSetting) -> BlockWidth {
+    match setting {
+        BlockSetting::Operation => BlockWidth::Operation,
+        BlockSetting::Scope => BlockWidth::Scope,
+        BlockSetting::Action => BlockWidth::Action,
     }
 }
