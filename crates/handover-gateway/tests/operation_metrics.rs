@@ -118,3 +118,48 @@ async fn operations_over_http_are_counted_once_each_and_the_review_queue_is_meas
         "{text}"
     );
 }
+
+/// Action names come from clients; only the configuration's become label
+/// values. Operations of actions the file does not declare are counted
+/// under `action="undeclared"`, so a client inventing names cannot grow
+/// the series without bound or publish its names on `/metrics`.
+#[tokio::test]
+async fn undeclared_action_names_share_one_label() {
+    let gw = Running::start(&config()).await;
+    let label = "handover_operations_total{action=\"undeclared\",outcome=\"confirmed\"}";
+    let before = metric(&gw.metrics().await, label).unwrap_or(0.0);
+    for i in 0..20 {
+        let key = format!("U-{i}");
+        let action = format!("invented-action-{i}");
+        let (st, started) = gw
+            .post_json(
+                CLIENT_A,
+                "/v1/operations",
+                Some(&key),
+                json!({"action": action, "params": {}}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::CREATED, "{started}");
+        let epoch = started["claim"]["epoch"].as_u64().unwrap();
+        for (path, body) in [
+            ("dispatch", json!({"epoch": epoch})),
+            (
+                "outcome",
+                json!({"epoch": epoch, "outcome": "confirmed", "result": {}}),
+            ),
+        ] {
+            let (st, answer) = gw
+                .post_json(
+                    CLIENT_A,
+                    &format!("/v1/operations/{key}/{path}"),
+                    None,
+                    body,
+                )
+                .await;
+            assert_eq!(st, StatusCode::OK, "{answer}");
+        }
+    }
+    let text = gw.metrics().await;
+    assert!(!text.contains("invented-action"), "{text}");
+    assert_eq!(metric(&text, label), Some(before + 20.0), "{text}");
+}

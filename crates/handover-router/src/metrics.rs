@@ -97,6 +97,10 @@ impl ProviderSeries {
     }
 }
 
+/// The `action` label of an action the configuration does not declare
+/// (see `Protocol::action_label`).
+pub(crate) const UNDECLARED_ACTION: &str = "undeclared";
+
 /// Counts one `perform` by action and outcome.
 pub(crate) fn operation(action: &str, outcome: &'static str) {
     metrics::counter!("handover_operations_total", "action" => action.to_owned(), "outcome" => outcome)

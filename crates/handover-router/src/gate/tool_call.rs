@@ -210,7 +210,7 @@ impl WriteGate {
             let approved =
                 self.request(id.scope.as_str(), id.key.as_str(), &call.action, approved)?;
             if approved.fingerprint() != req.fingerprint() {
-                crate::metrics::operation(&call.action, "conflict");
+                crate::metrics::operation(self.protocol.action_label(&call.action), "conflict");
                 return Ok(PerformOutcome::Conflict {
                     recorded: approved.fingerprint(),
                     requested: req.fingerprint(),

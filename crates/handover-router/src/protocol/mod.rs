@@ -125,6 +125,20 @@ impl Protocol {
             .map_err(|e| RouterError::Ledger(e.into()))
     }
 
+    /// What an action's metrics are labelled with: its name if the
+    /// configuration declares it, else `undeclared`. Clients choose action
+    /// names (an undeclared one gets the careful default contract): a
+    /// series per name would let any client grow the gateway's memory and
+    /// every scrape without bound, and `/metrics` would list every
+    /// tenant's names.
+    pub(crate) fn action_label<'a>(&'a self, action: &'a str) -> &'a str {
+        if self.config.action(action).is_some() {
+            action
+        } else {
+            crate::metrics::UNDECLARED_ACTION
+        }
+    }
+
     /// The contract of `action`: its configured one, or the most careful
     /// default (block only itself, no re-send, no lookup — an unknown
     /// outcome waits for an operator).
@@ -265,7 +279,10 @@ impl Protocol {
             }
             BeginOutcome::Cancelled { reason } => NotStarted::Cancelled { reason },
         };
-        crate::metrics::operation(req.action().as_str(), not_started.as_str());
+        crate::metrics::operation(
+            self.action_label(req.action().as_str()),
+            not_started.as_str(),
+        );
         Ok(Begun::NotStarted(not_started))
     }
 

@@ -161,7 +161,7 @@ impl Protocol {
     ) -> Result<OperationRecord, RouterError> {
         let outcome = report.outcome();
         let rec = self.record_uncounted(claim, action, report).await?;
-        crate::metrics::operation(action.as_str(), outcome);
+        crate::metrics::operation(self.action_label(action.as_str()), outcome);
         Ok(rec)
     }
 
@@ -181,7 +181,7 @@ impl Protocol {
                 let rec = ledger.confirm(claim, result, evidence).await;
                 if let Ok(rec) = &rec {
                     crate::metrics::confirmed_action(
-                        action.as_str(),
+                        self.action_label(action.as_str()),
                         rec.updated_at.saturating_since(rec.created_at),
                     );
                 }
@@ -236,7 +236,7 @@ impl Protocol {
             report = report.as_str(), refusal = %refusal,
             "a dispatch's outcome arrived after the ledger had closed the dispatch; kept for review"
         );
-        crate::metrics::late_outcome(action.as_str(), report.as_str());
+        crate::metrics::late_outcome(self.action_label(action.as_str()), report.as_str());
         let kept = match self.ledger.append_attempt(&claim.id, attempt).await {
             // A result that cannot be stored (not I-JSON, too large) must
             // not cost the evidence: keep the report without it.

@@ -263,7 +263,8 @@ impl Reconciler {
         for rec in &unknown {
             if let State::Unknown(info) = &rec.state {
                 let age = now.saturating_since(info.since);
-                let oldest = ages.entry(rec.action.to_string()).or_default();
+                let label = self.action_label(rec);
+                let oldest = ages.entry(label.to_owned()).or_default();
                 *oldest = (*oldest).max(age);
                 oldest_of_all = oldest_of_all.max(age);
             }
@@ -497,16 +498,23 @@ impl Reconciler {
             .await?;
         if let State::Unknown(info) = &rec.state {
             crate::metrics::recovered(
-                rec.action.as_str(),
+                self.action_label(rec),
                 resolved.updated_at.saturating_since(info.since),
             );
         }
         if resolved.state.kind() == StateKind::Confirmed {
             crate::metrics::confirmed_action(
-                rec.action.as_str(),
+                self.action_label(rec),
                 resolved.updated_at.saturating_since(rec.created_at),
             );
         }
         Ok(())
+    }
+}
+
+impl Reconciler {
+    /// The metrics label of `rec`'s action (see `Protocol::action_label`).
+    fn action_label<'a>(&'a self, rec: &'a OperationRecord) -> &'a str {
+        self.gate.protocol().action_label(rec.action.as_str())
     }
 }

@@ -156,7 +156,7 @@ impl Reconciler {
         let reason = format!("duplicate effect: {evidence}");
         self.update(case.rec, Owner::Review, &reason, None, true)
             .await?;
-        crate::metrics::duplicate_effect(case.rec.action.as_str());
+        crate::metrics::duplicate_effect(self.action_label(case.rec));
         report.duplicates += 1;
         report.diverged += 1;
         Ok(())
@@ -225,7 +225,7 @@ impl Reconciler {
             operation = %rec.id, action = %rec.action, decided = %decided.as_str(),
             "a lookup found the record of an operation decided otherwise meanwhile; kept for review"
         );
-        crate::metrics::late_outcome(rec.action.as_str(), "confirmed");
+        crate::metrics::late_outcome(self.action_label(rec), "confirmed");
         let evidence = format!(
             "late finding: the lookup found the record after the operation was decided {}; \
              the effect may have happened: a human must review it",
@@ -259,7 +259,7 @@ impl Reconciler {
             metadata: None,
         };
         self.gate.ledger().append_attempt(&rec.id, attempt).await?;
-        crate::metrics::lookup(rec.action.as_str(), outcome.as_str());
+        crate::metrics::lookup(self.action_label(rec), outcome.as_str());
         Ok(())
     }
 }
