@@ -174,21 +174,27 @@ def stop_serve(proc: subprocess.Popen[str]) -> None:
 BACKENDS = ["sqlite", "postgres"]
 
 
+def postgres_url() -> str:
+    """The test database's URL (skips when none is set)."""
+    pg = os.environ.get("HANDOVER_TEST_POSTGRES_URL")
+    if not pg:
+        pytest.skip("HANDOVER_TEST_POSTGRES_URL is not set")
+    return pg
+
+
 @contextlib.contextmanager
-def serving(backend: str, tmp: Path) -> Iterator[Gateway]:
+def serving(backend: str, tmp: Path, ledger_options: str = "") -> Iterator[Gateway]:
     """`handover serve` on ``backend`` with a scope of its own, so runs that
-    share a PostgreSQL database never see each other's operations."""
+    share a PostgreSQL database never see each other's operations.
+    ``ledger_options``: more lines for its `[ledger]` table."""
     env: dict[str, str] = {}
     if backend == "sqlite":
         ledger = f'[ledger]\nbackend = "sqlite"\npath = "{tmp / "ledger.db"}"\n'
     else:
-        pg = os.environ.get("HANDOVER_TEST_POSTGRES_URL")
-        if not pg:
-            pytest.skip("HANDOVER_TEST_POSTGRES_URL is not set")
         ledger = '[ledger]\nbackend = "postgres"\nurl_env = "HANDOVER_PY_LEDGER_URL"\n'
-        env["HANDOVER_PY_LEDGER_URL"] = pg
+        env["HANDOVER_PY_LEDGER_URL"] = postgres_url()
     scope = f"py-{uuid.uuid4().hex[:12]}"
-    with serve(config(ledger, scope), tmp, env) as url:
+    with serve(config(ledger + ledger_options, scope), tmp, env) as url:
         yield Gateway(backend, url, scope)
 
 

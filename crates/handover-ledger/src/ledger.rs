@@ -200,6 +200,9 @@ pub struct NewAttempt {
     pub evidence: Option<String>,
     /// Metadata.
     pub metadata: Option<serde_json::Value>,
+    /// When it was sent (a lookup's request), if before it is appended;
+    /// `None` (or a later time) is when it is appended.
+    pub sent_at: Option<crate::Timestamp>,
 }
 
 /// Which due unknown operations [`Ledger::take_due_unknown`] may hand out;

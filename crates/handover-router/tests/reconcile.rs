@@ -673,3 +673,56 @@ async fn a_match_field_absent_on_both_sides_confirms() {
     assert_eq!(rec.state.kind(), StateKind::Confirmed);
     assert_eq!(dest.received_requests().await.unwrap().len(), 1);
 }
+
+/// A lookup sent inside the visibility lag and answered after it proves
+/// nothing: the destination may have read its records before the one
+/// created at the dispatch became visible. Only a lookup *sent* after the
+/// lag rejects; the attempt log says when the lookup was sent.
+#[tokio::test]
+async fn an_empty_lookup_sent_inside_the_lag_and_answered_after_it_is_not_proof() {
+    let s = setup(SHIP).await;
+    s.dest.script([Behaviour::ApplyAndDrop]);
+    let req = s
+        .gate
+        .request("t", "K-8", "create_shipment", &json!({"sku": "A"}))
+        .unwrap();
+    let first = s
+        .gate
+        .perform(&req, &http_executor(&s.dest), PerformOptions::default())
+        .await
+        .unwrap();
+    assert!(matches!(first, PerformOutcome::Unresolved(_)), "{first:?}");
+    // The destination reads its records at once (empty: inside the lag),
+    // and its answer arrives 10 s later, past the lag.
+    let (clock, inner) = (s.clock.clone(), Arc::new(http_lookup(&s.dest)));
+    let slow = move |ctx: LookupContext| {
+        let (clock, inner) = (clock.clone(), inner.clone());
+        async move {
+            let found = handover_router::reconcile::Lookup::lookup(&*inner, ctx).await;
+            clock.advance(Duration::from_secs(10));
+            found
+        }
+    };
+    let rec = Reconciler::new(s.gate.clone(), Arc::new(s.clock.clone()))
+        .with_lookup("create_shipment", slow);
+    s.clock.advance(Duration::from_secs(25));
+    let r = rec.run_once().await.unwrap();
+    assert_eq!((r.checked, r.rejected), (1, 0), "{r:?}");
+    let record = s.gate.ledger().get(req.id()).await.unwrap().unwrap();
+    assert_eq!(record.state.kind(), StateKind::Unknown);
+    let lookup = s
+        .gate
+        .ledger()
+        .attempts(req.id())
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|a| a.kind == AttemptKind::Lookup)
+        .unwrap();
+    let took = lookup.finished_at.unwrap().saturating_since(lookup.sent_at);
+    assert_eq!(took, Duration::from_secs(10), "{lookup:?}");
+    // Sent after the lag, the record is there: confirmed, never rejected.
+    s.clock.advance(Duration::from_secs(10));
+    assert_eq!(rec.run_once().await.unwrap().confirmed, 1);
+    assert_eq!(s.dest.effect_count(), 1);
+}

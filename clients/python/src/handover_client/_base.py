@@ -32,6 +32,7 @@ class _Settings:
             raise ValueError(
                 f"base_url: expected the gateway's http:// or https:// address, got {base_url!r}"
             )
+        proto.task_headers(task)  # a task no header can carry fails here, not at the first call
         self._base_url = base_url.rstrip("/")
         self._token = token
         self._task = task

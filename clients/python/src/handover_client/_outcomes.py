@@ -125,6 +125,16 @@ class Unresolved(Outcome):
     the dispatch (as ``rejected``) before the executor reported a result
     (or raised after it may have sent). Only a human can tell which is
     right; ``reason`` says what each side said."""
+    executor_result: Any = None
+    """The result this call's executor returned, when the ledger did not
+    record it as confirmed (it could not be written while the lease held,
+    it cannot be recorded exactly, or the dispatch was closed meanwhile);
+    None otherwise. Keep it: it is the evidence that settles the
+    operation (an operator resolving it, a lookup). Never shown to the
+    model: the effect is not confirmed."""
+    executor_rejection: str | None = None
+    """The reason of this call's executor's ``ctx.reject(...)``, when the
+    ledger did not record it as rejected; None otherwise."""
 
     status: ClassVar[str] = "unresolved"
 

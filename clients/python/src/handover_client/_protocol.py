@@ -1,22 +1,25 @@
 """The operations protocol, written once for the sync and async clients.
 
 Each flow is a generator that yields what must happen next — an HTTP
-request to Handover (:class:`Request`) or the call to the destination
-(:class:`Call`: the executor, or a reconciliation lookup) — and receives
-its result. The clients only carry
-these steps out (``httpx.Client`` or ``httpx.AsyncClient``; a plain or an
-awaited executor), so the order of the protocol cannot differ between
-them: the executor step is yielded only after Handover has answered that
-the dispatch is recorded.
+request to Handover (:class:`Request`), the call to the destination
+(:class:`Call`: the executor, or a reconciliation lookup) or a pause
+before a retry (:class:`Wait`) — and receives its result. The clients
+only carry these steps out (``httpx.Client`` or ``httpx.AsyncClient``; a
+plain or an awaited executor; ``time.sleep`` or ``asyncio.sleep``), so
+the order of the protocol cannot differ between them: the executor step
+is yielded only after Handover has answered that the dispatch is
+recorded.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
+import random
 import time
-from collections.abc import Generator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, Union
 from urllib.parse import quote
 
@@ -79,7 +82,7 @@ class Dispatch:
     """True for a re-send inside the destination's idempotency window."""
     timeout: float | None
     """The action's executor timeout in seconds (the async client enforces it;
-    a sync executor should pass it to its own HTTP calls)."""
+    an executor should pass it to its own HTTP calls)."""
 
     @property
     def headers(self) -> dict[str, str]:
@@ -104,17 +107,6 @@ class Rejection:
 
 
 @dataclass(frozen=True)
-class Call:
-    """Step: call the user's function with ``arg`` now (for an executor:
-    the dispatch is recorded), within ``timeout`` seconds where the client
-    can enforce it."""
-
-    arg: Any
-    timeout: float | None
-    what: str
-
-
-@dataclass(frozen=True)
 class Returned:
     """The executor returned ``value``."""
 
@@ -126,6 +118,33 @@ class Raised:
     """The executor raised (or timed out, or was cancelled)."""
 
     error: BaseException
+
+
+Got = Union[Returned, Raised]
+
+
+@dataclass(frozen=True)
+class Call:
+    """Step: call the user's function with ``arg`` now (for an executor:
+    the dispatch is recorded), within ``timeout`` seconds where the client
+    can enforce it.
+
+    ``late``: what to do with the answer of a call the client stopped
+    waiting for (its timeout passed, or the caller was cancelled) but
+    could not stop — a plain function in a thread; None: drop it."""
+
+    arg: Any
+    timeout: float | None
+    what: str
+    late: Callable[[Got], Flow[Any]] | None = None
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Step: pause ``seconds`` before a retry (never past a deadline the
+    flow already checked)."""
+
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -169,7 +188,7 @@ class Operation:
         )
 
 
-Step = Union[Request, Call]
+Step = Union[Request, Call, Wait]
 Flow = Generator[Step, Any, T]
 
 
@@ -201,9 +220,16 @@ def _header_value(key: str) -> str | bytes:
     return key if key.isascii() else key.encode("utf-8")
 
 
-def _has_control(s: str) -> bool:
-    """Whether `s` holds a character no HTTP header may carry."""
-    return any(ord(c) < 0x20 or ord(c) == 0x7F for c in s)
+def _check_header_value(name: str, value: str) -> None:
+    """`value` travels in an HTTP header: refused here, naming ``name``,
+    before anything is claimed, if no header can carry it as it is. A
+    control character cannot travel at all; a space at either end is
+    refused by the HTTP client, and would be trimmed by the server (RFC
+    9110), which would make ``" K-1"`` and ``"K-1"`` one operation."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise ValueError(f"{name}: control characters are not allowed, got {value!r}")
+    if value != value.strip(" "):
+        raise ValueError(f"{name}: leading or trailing spaces are not allowed, got {value!r}")
 
 
 def _check_names(action: Any, key: Any) -> None:
@@ -211,10 +237,7 @@ def _check_names(action: Any, key: Any) -> None:
         raise TypeError(f"action: expected str, got {type(action).__name__}")
     if not isinstance(key, str):
         raise TypeError(f"key: expected str, got {type(key).__name__}")
-    if _has_control(key):
-        # It travels in a header, where no control character may; caught
-        # here before anything is claimed.
-        raise ValueError(f"key: control characters are not allowed, got {key!r}")
+    _check_header_value("key", key)
 
 
 def approve(action: str, key: str, params: Any, headers: Mapping[str, str]) -> Flow[Approval]:
@@ -241,23 +264,68 @@ def perform(action: str, key: str, params: Any, headers: Mapping[str, str]) -> F
     ans = yield Request("POST", "/v1/operations", {"action": action, "params": params}, begin_headers)
     if not (ans.status == 201 and _status_of(ans) == "started"):
         return _not_started(action, key, ans)
-    claim, contract = ans.body["claim"], ans.body["contract"]
-    epoch = claim["epoch"]
-    path = _op_path(key)
-    timeout = contract.get("timeout_s")
-    ctx = Dispatch(
-        action=action,
-        key=key,
-        params=private_copy(params, "params"),
-        destination_key=claim["destination_key"],
-        idempotency_header=contract.get("idempotency_header"),
-        attempt_number=claim.get("attempt_number", 1),
-        resend=bool(ans.body.get("resend")),
-        timeout=float(timeout) if timeout else None,
-    )
+    held = _Held.of(action, key, params, ans.body, headers)
+    not_sent = yield from _dispatch(held, ans.body)
+    if not_sent is not None:
+        return not_sent
+    started = time.monotonic()
+    got = yield Call(held.ctx, held.ctx.timeout, "the executor", functools.partial(_report, held, started))
+    outcome = yield from _report(held, started, got)
+    if isinstance(got, Raised) and not isinstance(got.error, Exception):
+        raise got.error  # KeyboardInterrupt, cancellation: recorded, then re-raised
+    return outcome
 
+
+@dataclass(frozen=True)
+class _Held:
+    """The claim this call holds: what the executor gets, the epoch every
+    write carries, and when the lease ends (``time.monotonic``)."""
+
+    ctx: Dispatch
+    epoch: int
+    lease_end: float
+    headers: Mapping[str, str]
+
+    @staticmethod
+    def of(action: str, key: str, params: Any, started: Mapping[str, Any], headers: Mapping[str, str]) -> _Held:
+        claim, contract = started["claim"], started["contract"]
+        timeout = contract.get("timeout_s")
+        ctx = Dispatch(
+            action=action,
+            key=key,
+            params=private_copy(params, "params"),
+            destination_key=claim["destination_key"],
+            idempotency_header=contract.get("idempotency_header"),
+            attempt_number=claim.get("attempt_number", 1),
+            resend=bool(started.get("resend")),
+            timeout=float(timeout) if timeout else None,
+        )
+        return _Held(ctx, claim["epoch"], _lease_end(claim, contract), headers)
+
+    @property
+    def path(self) -> str:
+        return _op_path(self.ctx.key)
+
+
+def _lease_end(claim: Mapping[str, Any], contract: Mapping[str, Any]) -> float:
+    """The claim's ``lease_until`` (the server's clock, ms since the Unix
+    epoch) on this machine's monotonic clock — never later than the
+    lease's length from now, so a clock behind the server's cannot
+    stretch it (one ahead only shortens it)."""
+    left = float(contract.get("lease_s") or 0)
+    lease_until = claim.get("lease_until")
+    if isinstance(lease_until, (int, float)):
+        left = min(left, lease_until / 1000 - time.time())
+    return time.monotonic() + max(0.0, left)
+
+
+def _dispatch(held: _Held, started: Mapping[str, Any]) -> Flow[Outcome | None]:
+    """Records the dispatch; None when the executor may run. Otherwise the
+    claim is given back (the destination was not called) and the answer
+    is the error raised, or ``Suspended``."""
+    ctx, give_back = held.ctx, {"epoch": held.epoch, "outcome": "not_sent"}
     try:
-        ans = yield Request("POST", path + "/dispatch", {"epoch": epoch}, headers)
+        ans = yield Request("POST", held.path + "/dispatch", {"epoch": held.epoch}, held.headers)
         # Another operation of this action became unknown since the claim.
         suspended = ans.status == 423 and _status_of(ans) == "suspended"
         if ans.status != 200 and not suspended:
@@ -266,48 +334,67 @@ def perform(action: str, key: str, params: Any, headers: Mapping[str, str]) -> F
         # The destination was not called: say so, so the key is free again.
         evidence = f"the client did not call the destination: dispatch was not confirmed ({e})"
         try:
-            yield Request(
-                "POST", path + "/outcome",
-                {"epoch": epoch, "outcome": "not_sent", "evidence": evidence}, headers,
-            )
+            yield Request("POST", held.path + "/outcome", {**give_back, "evidence": evidence}, held.headers)
         except HandoverError:
             pass  # the lease returns an undispatched claim; a dispatched one becomes unknown
         raise
-    if suspended:
-        # Nothing may be sent: give the claim back, answer as `begin` would.
-        try:
-            yield Request(
-                "POST", path + "/outcome",
-                {"epoch": epoch, "outcome": "not_sent",
-                 "evidence": "suspended at dispatch: another operation of this action is unresolved"},
-                headers,
-            )
-        except HandoverError:
-            pass  # the lease returns the undispatched claim
-        return _not_started(action, key, ans)
+    if not suspended:
+        return None
+    # Nothing may be sent: give the claim back, answer as `begin` would.
+    evidence = "suspended at dispatch: another operation of this action is unresolved"
+    try:
+        yield Request("POST", held.path + "/outcome", {**give_back, "evidence": evidence}, held.headers)
+    except HandoverError:
+        pass  # the lease returns the undispatched claim
+    return _not_started(ctx.action, ctx.key, ans)
 
-    started = time.monotonic()
-    got = yield Call(ctx, ctx.timeout, "the executor")
+
+def _report(held: _Held, started: float, got: Got) -> Flow[Outcome]:
+    """Records what the executor answered (``started``: when it was
+    called, ``time.monotonic``). An executor answer the ledger did not
+    record as confirmed or rejected stays on the ``Unresolved``
+    (``executor_result``, ``executor_rejection``) for the application to
+    keep."""
     took = time.monotonic() - started
     # The sync client cannot stop an executor; one that ran past its
     # timeout may answer after the ledger closed the dispatch. What it
     # reports is still recorded if the ledger's fence allows (it is true);
     # if not, `_read_back` says so, and how late it was.
-    late = took if ctx.timeout is not None and took > ctx.timeout else None
+    timeout = held.ctx.timeout
+    late = took if timeout is not None and took > timeout else None
+    report, cause = _report_of(got)
+    outcome = yield from _record(held, report, cause, late)
+    if not isinstance(outcome, Unresolved):
+        return outcome
+    if report["outcome"] == "confirmed":
+        return replace(outcome, executor_result=report["result"])
+    if report["outcome"] == "rejected":
+        return replace(outcome, executor_rejection=report["reason"])
+    return outcome
+
+
+NO_RESULT = (
+    "the executor returned None, not the destination's answer: return what the destination "
+    "answered (its result), ctx.reject(reason) for a definitive refusal, or raise"
+)
+
+
+def _report_of(got: Got) -> tuple[dict[str, Any], BaseException | None]:
+    """The outcome report for what the executor did, and its cause."""
     if isinstance(got, Raised):
         # The type only: an exception's text may carry what must not be
         # stored (a URL with a token); the caller gets it in `cause`.
-        reason = f"the executor raised {qualname(got.error)} after dispatch"
-        outcome = yield from _record(ctx, epoch, _unknown(reason), headers, got.error, late)
-        if not isinstance(got.error, Exception):
-            raise got.error  # KeyboardInterrupt, cancellation: recorded, then re-raised
-        return outcome
+        return _unknown(f"the executor raised {qualname(got.error)} after dispatch"), got.error
     value = got.value
     if isinstance(value, Rejection):
         report: dict[str, Any] = {"outcome": "rejected", "reason": value.reason}
         if value.evidence is not None:
             report["evidence"] = value.evidence
-        return (yield from _record(ctx, epoch, report, headers, None, late))
+        return report, None
+    if value is None:
+        # A forgotten `return`, or a status nobody checked: no answer is
+        # no confirmation.
+        return _unknown(NO_RESULT), TypeError(NO_RESULT)
     try:
         result = private_copy(value, "result")
     except TypeError as e:
@@ -315,8 +402,8 @@ def perform(action: str, key: str, params: Any, headers: Mapping[str, str]) -> F
             f"the executor returned a {type(value).__name__}, not JSON: "
             "it cannot be recorded as a confirmed result"
         )
-        return (yield from _record(ctx, epoch, _unknown(reason), headers, e, late))
-    return (yield from _record(ctx, epoch, {"outcome": "confirmed", "result": result}, headers, None, late))
+        return _unknown(reason), e
+    return {"outcome": "confirmed", "result": result}, None
 
 
 def qualname(e: BaseException) -> str:
@@ -339,40 +426,63 @@ def _unknown(reason: str) -> dict[str, Any]:
 
 
 def _record(
-    ctx: Dispatch,
-    epoch: int,
-    report: dict[str, Any],
-    headers: Mapping[str, str],
-    cause: BaseException | None,
-    late: float | None = None,
+    held: _Held, report: dict[str, Any], cause: BaseException | None, late: float | None
 ) -> Flow[Outcome]:
     """Writes the outcome; if that fails, reads what the ledger holds.
     ``late``: how long the executor ran, if past its timeout."""
-    path = _op_path(ctx.key)
-    reported = report["outcome"]
-    try:
-        ans = yield Request("POST", path + "/outcome", {"epoch": epoch, **report}, headers)
-    except APIConnectionError as e:
-        return (yield from _read_back(ctx, headers, e, reported, late))
-    if ans.status == 200:
-        return _from_record(ctx.action, ctx.key, ans.body["operation"], cause)
-    err = error_for(ans.status, ans.body)
-    if report["outcome"] in ("confirmed", "rejected") and ans.status == 400:
+    ctx, reported = held.ctx, report["outcome"]
+    sent = yield from _send_outcome(held, report)
+    if isinstance(sent, HandoverError):
+        return (yield from _read_back(held, sent, reported, late))
+    if sent.status == 200:
+        return _from_record(ctx.action, ctx.key, sent.body["operation"], cause)
+    err = error_for(sent.status, sent.body)
+    if reported in ("confirmed", "rejected") and sent.status == 400:
         # The destination answered, but the report is not recordable (a
         # result number outside I-JSON, an empty reason): record unknown
         # rather than leave the operation dispatched.
-        reason = f"the destination answered but the {report['outcome']} report cannot be recorded: {err.message}"
-        return (yield from _record(ctx, epoch, _unknown(reason), headers, err, late))
-    return (yield from _read_back(ctx, headers, err, reported, late))
+        reason = f"the destination answered but the {reported} report cannot be recorded: {err.message}"
+        return (yield from _record(held, _unknown(reason), err, late))
+    return (yield from _read_back(held, err, reported, late))
 
 
-def _read_back(
-    ctx: Dispatch, headers: Mapping[str, str], err: HandoverError, reported: str, late: float | None
-) -> Flow[Outcome]:
+RETRY_FIRST = 0.25
+"""Seconds before the first retry of an outcome; doubled each time up to
+:data:`RETRY_MAX`, with jitter, and never past the claim's lease."""
+RETRY_MAX = 2.0
+
+
+def _send_outcome(held: _Held, report: dict[str, Any]) -> Flow[Answer | HandoverError]:
+    """Posts the outcome. While the lease holds, an answer that says
+    nothing was done yet (429, 503 ``ledger_unavailable``) or no answer at
+    all is retried — the same outcome, the same epoch (docs/gateway.md,
+    "When the ledger does not answer"): a retry of a report that was in
+    fact recorded is refused (409) and the read-back shows it. Returns
+    the last answer, or the error when there was none."""
+    body = {"epoch": held.epoch, **report}
+    pause = RETRY_FIRST
+    while True:
+        try:
+            ans: Answer = yield Request("POST", held.path + "/outcome", body, held.headers)
+        except APIConnectionError as e:
+            failed: Answer | HandoverError = e
+        else:
+            if ans.status not in (429, 503):
+                return ans
+            failed = error_for(ans.status, ans.body)
+        wait = pause * random.uniform(0.5, 1.0)
+        if time.monotonic() + wait >= held.lease_end:
+            return failed
+        yield Wait(wait)
+        pause = min(pause * 2, RETRY_MAX)
+
+
+def _read_back(held: _Held, err: HandoverError, reported: str, late: float | None) -> Flow[Outcome]:
     """What to say when this call's report was not recorded (``err``):
     what the ledger holds — unless that would contradict the executor."""
+    ctx = held.ctx
     try:
-        ans = yield Request("GET", _op_path(ctx.key), None, headers)
+        ans = yield Request("GET", held.path, None, held.headers)
     except HandoverError:
         ans = None
     if ans is not None and ans.status == 200:
@@ -475,7 +585,10 @@ def list_operations(state: str, limit: int, headers: Mapping[str, str]) -> Flow[
 
 def task_headers(task: str | None) -> dict[str, str]:
     """Per-call headers: the task whose budget the call draws from."""
-    if task is not None and (not isinstance(task, str) or _has_control(task)):
-        raise ValueError(f"task: expected a str without control characters, got {task!r}")
-    return {TASK_HEADER: task} if task is not None else {}
+    if task is None:
+        return {}
+    if not isinstance(task, str):
+        raise TypeError(f"task: expected str, got {type(task).__name__}")
+    _check_header_value("task", task)
+    return {TASK_HEADER: task}
 

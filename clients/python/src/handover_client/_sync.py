@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -19,7 +20,8 @@ T = TypeVar("T")
 
 Executor = Callable[[proto.Dispatch], Any]
 """Calls the destination once dispatch is recorded; returns the result
-(JSON), or ``ctx.reject(reason)`` for a definitive refusal."""
+(JSON; None confirms nothing and is recorded unknown), or
+``ctx.reject(reason)`` for a definitive refusal."""
 
 
 class Client(_Common):
@@ -60,7 +62,8 @@ class Client(_Common):
         ``fn(ctx)`` is called only after Handover recorded the dispatch, and
         only if this call holds the operation; its return value is recorded
         as confirmed, ``ctx.reject(reason)`` as rejected, and any exception
-        as unknown (never rejected: the effect may have happened).
+        — or a return of None, which confirms nothing — as unknown (never
+        rejected: the effect may have happened).
         """
         proto.check_callable(fn, "fn", awaitable_ok=False)
         return self._run(proto.perform(action, key, params, self._s._headers(task)), fn)
@@ -134,6 +137,9 @@ class Client(_Common):
                     reply = answer(resp)
                 except httpx.HTTPError as e:
                     error = APIConnectionError(f"{step.method} {step.path}: {type(e).__name__}: {e}")
+            elif isinstance(step, proto.Wait):
+                time.sleep(step.seconds)
+                reply = None
             else:
                 assert fn is not None
                 try:

@@ -267,6 +267,7 @@ pub async fn numbers_are_recorded_exactly<F: Fn(Setup) -> Fut, Fut: Future<Outpu
         outcome: crate::AttemptOutcome::Found,
         evidence: None,
         metadata: Some(json!([9_007_199_254_740_993_u64])),
+        sent_at: None,
     };
     let err = e
         .ledger

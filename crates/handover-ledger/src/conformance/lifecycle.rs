@@ -364,6 +364,8 @@ pub async fn attempt_log<F: Fn(Setup) -> Fut, Fut: Future<Output = Subject>>(mak
                 outcome: AttemptOutcome::NotFound,
                 evidence: Some("GET /shipments?key=… → []".into()),
                 metadata: None,
+                // Sent before it is appended (when the answer came).
+                sent_at: Some(super::T0),
             },
         )
         .await
@@ -379,6 +381,7 @@ pub async fn attempt_log<F: Fn(Setup) -> Fut, Fut: Future<Output = Subject>>(mak
                     outcome: AttemptOutcome::NotFound,
                     evidence: None,
                     metadata: None,
+                    sent_at: None,
                 },
             )
             .await,
@@ -404,6 +407,11 @@ pub async fn attempt_log<F: Fn(Setup) -> Fut, Fut: Future<Output = Subject>>(mak
     assert_eq!(log[1].kind, AttemptKind::Lookup);
     assert_eq!(log[1].outcome, AttemptOutcome::NotFound);
     assert_eq!(log[1].epoch, None);
+    assert_eq!(
+        (log[1].sent_at, log[1].finished_at),
+        (super::T0, d.finished_at),
+        "a lookup is logged from when it was sent to when it answered"
+    );
     // The same action re-proposed by a fallback model with another tool-call id
     // is the same operation: it is unresolved, not started.
     assert!(matches!(

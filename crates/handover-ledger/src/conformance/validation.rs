@@ -274,6 +274,7 @@ pub async fn nul_in_text<F: Fn(Setup) -> Fut, Fut: Future<Output = Subject>>(mak
         outcome: AttemptOutcome::Unknown,
         evidence: Some(NUL.into()),
         metadata: None,
+        sent_at: None,
     };
     e.ledger
         .append_attempt(r.id(), lookup("reconciler"))

@@ -142,7 +142,7 @@ pub(crate) fn append_attempt(
         epoch: None,
         executor: attempt.executor.clone(),
         destination_key: rec.destination_key.clone(),
-        sent_at: ctx.now,
+        sent_at: attempt.sent_at.map_or(ctx.now, |t| t.min(ctx.now)),
         finished_at: (!pending).then_some(ctx.now),
         outcome: attempt.outcome,
         evidence,

@@ -111,6 +111,7 @@ impl Report {
             outcome,
             evidence: Some(text),
             metadata: Some(metadata),
+            sent_at: None,
         })
     }
 }

@@ -29,6 +29,12 @@ pub(super) struct Case<'a> {
 
 /// When this lookup happened, against the lag and the schedule.
 struct Timing {
+    /// When the lookup was sent. Its answer tells what the destination
+    /// held at some moment from then on, so only a lookup sent after the
+    /// lag proves an absence (one sent before it and answered after it
+    /// may have been read before the record became visible).
+    sent: Timestamp,
+    /// When its answer came.
     now: Timestamp,
     /// Lookups recorded before this one (the schedule backs off with them).
     lookups_done: usize,
@@ -58,6 +64,7 @@ impl Reconciler {
             .filter(|a| a.kind == AttemptKind::Lookup)
             .count();
         let last_dispatch = last_dispatch(case, &attempts);
+        let sent = self.clock.now();
         // A lookup that panics (or panics while building its future) is a
         // failed lookup of this operation: it proves nothing, and the pass
         // goes on with the others.
@@ -68,6 +75,7 @@ impl Reconciler {
             Err(_) => Err(format!("lookup timed out after {:?}", case.timeout)),
         };
         let at = Timing {
+            sent,
             now: self.clock.now(),
             lookups_done,
             last_dispatch,
@@ -75,12 +83,14 @@ impl Reconciler {
         };
         match found {
             Err(e) => self.lookup_failed(case, &at, e, report).await,
-            Ok(records) if records.is_empty() && at.now >= at.lag_ends => {
+            Ok(records) if records.is_empty() && at.sent >= at.lag_ends => {
                 self.absent(case, &at, report).await
             }
             Ok(records) if records.is_empty() => self.not_visible_yet(case, &at, report).await,
-            Ok(records) if records.len() > 1 => self.duplicated(case, records.len(), report).await,
-            Ok(mut records) => self.found(case, records.remove(0), report).await,
+            Ok(records) if records.len() > 1 => {
+                self.duplicated(case, &at, records.len(), report).await
+            }
+            Ok(mut records) => self.found(case, &at, records.remove(0), report).await,
         }
     }
 
@@ -92,7 +102,8 @@ impl Reconciler {
         error: String,
         report: &mut ReconcileReport,
     ) -> Result<(), RouterError> {
-        self.note(case.rec, AttemptOutcome::Error, error).await?;
+        self.note(case.rec, at, AttemptOutcome::Error, error)
+            .await?;
         let next = next_check(at.now, case.lc, at.lookups_done, None);
         let reason = &case.info.reason;
         self.update(case.rec, Owner::Reconciler, reason, Some(next), false)
@@ -109,11 +120,11 @@ impl Reconciler {
         report: &mut ReconcileReport,
     ) -> Result<(), RouterError> {
         let evidence = format!(
-            "lookup found no record {} after the last dispatch ended (visibility lag {:?})",
-            humantime::format_duration(at.now.saturating_since(at.last_dispatch)),
+            "lookup sent {} after the last dispatch ended found no record (visibility lag {:?})",
+            humantime::format_duration(at.sent.saturating_since(at.last_dispatch)),
             case.lc.visibility_lag
         );
-        self.note(case.rec, AttemptOutcome::NotFound, evidence.clone())
+        self.note(case.rec, at, AttemptOutcome::NotFound, evidence.clone())
             .await?;
         let reason = "not applied: absent from the destination after its visibility lag";
         let rejected = ResolvedAs::Rejected {
@@ -133,7 +144,7 @@ impl Reconciler {
         report: &mut ReconcileReport,
     ) -> Result<(), RouterError> {
         let evidence = "lookup found no record, but the visibility lag has not passed: not proof";
-        self.note(case.rec, AttemptOutcome::NotFound, evidence.to_owned())
+        self.note(case.rec, at, AttemptOutcome::NotFound, evidence.to_owned())
             .await?;
         let next = next_check(at.now, case.lc, at.lookups_done, Some(at.lag_ends));
         let reason = &case.info.reason;
@@ -147,11 +158,12 @@ impl Reconciler {
     async fn duplicated(
         &self,
         case: &Case<'_>,
+        at: &Timing,
         records: usize,
         report: &mut ReconcileReport,
     ) -> Result<(), RouterError> {
         let evidence = format!("lookup found {records} records for one operation");
-        self.note(case.rec, AttemptOutcome::Diverged, evidence.clone())
+        self.note(case.rec, at, AttemptOutcome::Diverged, evidence.clone())
             .await?;
         let reason = format!("duplicate effect: {evidence}");
         self.update(case.rec, Owner::Review, &reason, None, true)
@@ -167,6 +179,7 @@ impl Reconciler {
     async fn found(
         &self,
         case: &Case<'_>,
+        at: &Timing,
         record: FoundRecord,
         report: &mut ReconcileReport,
     ) -> Result<(), RouterError> {
@@ -175,7 +188,7 @@ impl Reconciler {
                 "lookup found a record with other parameters: {}",
                 record.params
             );
-            self.note(case.rec, AttemptOutcome::Diverged, evidence)
+            self.note(case.rec, at, AttemptOutcome::Diverged, evidence)
                 .await?;
             let reason = "diverged: the destination has other parameters";
             self.update(case.rec, Owner::Review, reason, None, true)
@@ -184,7 +197,7 @@ impl Reconciler {
             return Ok(());
         }
         let evidence = format!("lookup found the record: {}", record.result);
-        self.note(case.rec, AttemptOutcome::Found, evidence.clone())
+        self.note(case.rec, at, AttemptOutcome::Found, evidence.clone())
             .await?;
         let confirmed = ResolvedAs::Confirmed {
             result: record.result,
@@ -194,7 +207,7 @@ impl Reconciler {
                 report.confirmed += 1;
                 Ok(())
             }
-            Err(e) => self.found_after_decision(case, e, report).await,
+            Err(e) => self.found_after_decision(case, at, e, report).await,
         }
     }
 
@@ -209,6 +222,7 @@ impl Reconciler {
     async fn found_after_decision(
         &self,
         case: &Case<'_>,
+        at: &Timing,
         refused: RouterError,
         report: &mut ReconcileReport,
     ) -> Result<(), RouterError> {
@@ -238,6 +252,7 @@ impl Reconciler {
             outcome: AttemptOutcome::Found,
             evidence: Some(evidence),
             metadata: Some(serde_json::json!({"late_report": true})),
+            sent_at: Some(at.sent),
         };
         self.gate.ledger().append_attempt(&rec.id, attempt).await?;
         report.late += 1;
@@ -248,6 +263,7 @@ impl Reconciler {
     async fn note(
         &self,
         rec: &OperationRecord,
+        at: &Timing,
         outcome: AttemptOutcome,
         evidence: String,
     ) -> Result<(), RouterError> {
@@ -257,6 +273,7 @@ impl Reconciler {
             outcome,
             evidence: Some(evidence),
             metadata: None,
+            sent_at: Some(at.sent),
         };
         self.gate.ledger().append_attempt(&rec.id, attempt).await?;
         crate::metrics::lookup(self.action_label(rec), outcome.as_str());

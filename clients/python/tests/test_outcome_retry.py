@@ -1,0 +1,175 @@
+"""The ledger stops answering right after the destination confirmed: the
+outcome is retried — the same report, the same epoch — while the claim's
+lease holds (docs/gateway.md, "When the ledger does not answer"), and
+when the lease passes first, the executor's result stays with the
+caller. Real `handover serve` on a SQLite file and on PostgreSQL, locked
+from another connection (`BEGIN EXCLUSIVE`; `LOCK TABLE operations`), and
+a real destination counting its effects."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+import pytest
+
+import handover_client as hc
+from conftest import BACKENDS, Destination, Gateway, postgres_url, serving, shipper
+
+PARAMS = {"order_id": 1042, "sku": "MUG-CERAMIC-12", "qty": 1}
+
+
+class LedgerLock(Protocol):
+    def hold(self) -> None: ...
+    def release(self) -> None: ...
+
+
+class SqliteLock:
+    """An open `BEGIN EXCLUSIVE` on the ledger file: `serve`'s writes wait
+    out its busy timeout (5 s) and answer 503; reads go on (WAL)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._con: sqlite3.Connection | None = None
+
+    def hold(self) -> None:
+        self._con = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        self._con.execute("BEGIN EXCLUSIVE")
+
+    def release(self) -> None:
+        if self._con is not None:
+            self._con.execute("COMMIT")
+            self._con.close()
+            self._con = None
+
+
+class PostgresLock:
+    """`LOCK TABLE operations IN ACCESS EXCLUSIVE MODE` held by `psql`:
+    every ledger call waits out `statement_timeout` and answers 503."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._psql: subprocess.Popen[str] | None = None
+
+    def hold(self) -> None:
+        psql = shutil.which("psql")
+        assert psql, "psql is needed to lock the PostgreSQL ledger"
+        self._psql = subprocess.Popen(
+            [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", self._url],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        assert self._psql.stdin is not None and self._psql.stdout is not None
+        self._psql.stdin.write(
+            "SET lock_timeout = '10s';\nBEGIN;\nLOCK TABLE operations IN ACCESS EXCLUSIVE MODE;\n\\echo locked\n"
+        )
+        self._psql.stdin.flush()
+        assert self._psql.stdout.readline().strip() == "locked", "could not lock the ledger"
+
+    def release(self) -> None:
+        if self._psql is not None and self._psql.stdin is not None:
+            self._psql.stdin.write("COMMIT;\n")
+            self._psql.stdin.close()
+            assert self._psql.wait(timeout=30) == 0
+            self._psql = None
+
+
+@pytest.fixture(params=BACKENDS)
+def locked_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Gateway, LedgerLock]]:
+    """A `handover serve` of this test's own and a lock on its ledger
+    (PostgreSQL: a short `statement_timeout`, so a locked call answers
+    503 quickly)."""
+    lock: LedgerLock
+    if request.param == "sqlite":
+        options, lock = "", SqliteLock(tmp_path / "ledger.db")
+    else:
+        options, lock = 'statement_timeout = "300ms"\n', PostgresLock(postgres_url())
+    with serving(request.param, tmp_path, options) as gw:
+        try:
+            yield gw, lock
+        finally:
+            lock.release()
+
+
+class Watch:
+    """What `perform` sent: the begin's lease and each outcome answer's
+    status (an httpx response hook)."""
+
+    def __init__(self, on_outcome: Callable[[int], None] = lambda status: None) -> None:
+        self.outcomes: list[int] = []
+        self.lease_until = 0
+        self._on_outcome = on_outcome
+
+    def __call__(self, resp: httpx.Response) -> None:
+        if resp.request.method != "POST":
+            return
+        if resp.request.url.path == "/v1/operations":
+            resp.read()
+            self.lease_until = resp.json()["claim"]["lease_until"]
+        elif resp.request.url.path.endswith("/outcome"):
+            self.outcomes.append(resp.status_code)
+            self._on_outcome(resp.status_code)
+
+
+def ship_then_lock(dest: Destination, lock: LedgerLock) -> Callable[[hc.Dispatch], Any]:
+    """The destination applies and answers; then the ledger stops answering."""
+
+    def ship(ctx: hc.Dispatch) -> Any:
+        result = shipper(dest)(ctx)
+        lock.hold()
+        return result
+
+    return ship
+
+
+def test_a_confirmed_outcome_is_retried_while_the_ledger_does_not_answer(
+    locked_ledger: tuple[Gateway, LedgerLock], destination: Destination, key: str
+) -> None:
+    gw, lock = locked_ledger
+    # The ledger answers again once it has refused the outcome once.
+    watch = Watch(on_outcome=lambda status: lock.release() if status == 503 else None)
+    with httpx.Client(event_hooks={"response": [watch]}) as http, gw.client(http_client=http) as c:
+        out = c.perform("create_shipment", key, PARAMS, ship_then_lock(destination, lock))
+        assert isinstance(out, hc.Confirmed), out
+        assert watch.outcomes == [503, 200], "the same outcome, sent again"
+        assert out.result == next(iter(destination.effects.values()))
+        assert c.get(key).state == "confirmed"
+        again = c.perform("create_shipment", key, PARAMS, shipper(destination))
+        assert isinstance(again, hc.Replayed) and again.result == out.result
+    assert len(destination.requests) == 1 and len(destination.effects) == 1
+
+
+def test_past_the_lease_the_executors_result_stays_with_the_caller(
+    locked_ledger: tuple[Gateway, LedgerLock], destination: Destination, key: str
+) -> None:
+    gw, lock = locked_ledger
+    watch = Watch()
+    sent_at: list[float] = []
+
+    def sending(req: httpx.Request) -> None:
+        if req.url.path.endswith("/outcome"):
+            sent_at.append(time.time() * 1000)
+
+    hooks: dict[str, list[Callable[[Any], None]]] = {"request": [sending], "response": [watch]}
+    with httpx.Client(event_hooks=hooks) as http, gw.client(http_client=http) as c:
+        # cancel_order: a 1 s lease, shorter than the ledger's silence.
+        out = c.perform("cancel_order", key, {"order_id": 7}, ship_then_lock(destination, lock))
+        lock.release()
+        assert isinstance(out, hc.Unresolved), out
+        assert not out.done and "being verified" in out.text
+        assert out.executor_result == next(iter(destination.effects.values())), "the result is kept"
+        assert out.executor_result is not None and "result" not in out.tool_result(), (
+            "an unconfirmed result is not shown to the model"
+        )
+        assert set(watch.outcomes) == {503}
+        assert sent_at and max(sent_at) < watch.lease_until, "no retry after the lease"
+        assert c.get(key).state in ("dispatched", "unknown"), "never confirmed, never claimable"
+        again = c.perform("cancel_order", key, {"order_id": 7}, shipper(destination))
+        assert isinstance(again, (hc.InProgress, hc.Unresolved)), again
+    assert len(destination.requests) == 1
+
