@@ -17,7 +17,7 @@ fn call(id: &str, tool: &str, arguments: &str) -> String {
     )
 }
 
-/// The proxy sends a guarded call upstream as `handover-0`. A client
+/// The proxy sends a guarded call upstream as `handover-N`. A client
 /// request with that id (or the same string spelled with an escape) would
 /// be answered by the upstream under it, and its answer taken for the
 /// guarded call's: the shipment recorded confirmed with a rate quote as
@@ -32,29 +32,36 @@ fn a_client_request_with_a_reserved_id_is_refused_and_cannot_answer_a_guarded_ca
     let mut s = RawSession::start_with(&w, "hold", Some(&fifo));
     let order = r#"{"order_id":"H-1","sku":"KETTLE","qty":1}"#;
     s.send(&call("2", "create_shipment", order));
-    // The upstream holds the guarded call (sent as handover-0).
+    // The upstream holds the guarded call. Whichever own id it has (the
+    // proxy may have sent a tools/list of its own first), one of these
+    // would be answered under it.
     applied_pid(&fifo);
-    let rate = r#"{"sku":"KETTLE"}"#;
-    for id in [r#""handover-0""#, r#""handover\u002d0""#] {
-        let a = s.answer(&call(id, "get_rate", rate));
-        assert_eq!(a["id"], "handover-0", "answered to its own id: {a}");
-        assert_eq!(a["error"]["code"], -32600, "{a}");
-        let message = a["error"]["message"].as_str().unwrap_or_default();
-        assert!(
-            message.contains("handover-0") && message.contains("reserved"),
-            "{a}"
-        );
+    let reserved = [
+        (r#""handover-0""#, "handover-0"),
+        (r#""handover\u002d1""#, "handover-1"),
+        (r#""handover-2""#, "handover-2"),
+    ];
+    for (id, _) in reserved {
+        s.send(&call(id, "get_rate", r#"{"sku":"KETTLE"}"#));
     }
-    // Another id is a request like any other.
-    let a = s.answer(&call(r#""handover""#, "get_rate", rate));
-    assert!(a["result"]["content"].is_array(), "{a}");
-    let guarded = s.next().expect("the guarded call is answered");
-    assert_eq!(guarded["id"], 2, "{guarded}");
+    let answers: Vec<_> = std::iter::from_fn(|| s.next()).take(4).collect();
+    let guarded = answers.iter().find(|a| a["id"] == 2);
+    let guarded = guarded.expect("the guarded call is answered");
     assert_eq!(
         status(&guarded["result"]),
         "outcome_unknown",
         "not a rate quote taken for a shipment: {guarded}"
     );
+    for (_, own) in reserved {
+        let a = answers.iter().find(|a| a["id"] == own);
+        let a = a.unwrap_or_else(|| panic!("{own} answered: {answers:?}"));
+        assert_eq!(a["error"]["code"], -32600, "{a}");
+        let message = a["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(own) && message.contains("reserved"), "{a}");
+    }
+    // Another id is a request like any other.
+    let a = s.answer(&call(r#""handover""#, "get_rate", r#"{"sku":"KETTLE"}"#));
+    assert!(a["result"]["content"].is_array(), "{a}");
     s.close();
     let r = w.calls("ok", &json!([ship("H-1", 1)]));
     assert_eq!(status(&r[0]), "outcome_unknown", "{}", r[0]);
