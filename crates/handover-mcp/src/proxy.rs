@@ -344,8 +344,9 @@ impl McpProxy {
     /// Where a client's line goes. Only one JSON-RPC object whose routing
     /// members read unambiguously may pass ([`wire::incoming`]), and no
     /// request whose id the proxy reserves for its own ([`reserved_id`]):
-    /// anything else is answered here, never forwarded — the upstream's parser might
-    /// read it (`NaN`, a batch) and run a guarded tool with no record. A
+    /// anything else is answered here, never forwarded — the upstream's
+    /// parser might read it (`NaN`, a batch) and run a guarded tool with no
+    /// record. A
     /// guarded tool's call whose parameters do not parse is refused too,
     /// and so is a `tools/call` whose `params.name` cannot be read as one
     /// string (given twice, the upstream's parser would take the last, and

@@ -11,7 +11,10 @@
 //! negotiated.
 //!
 //! Failures: a request that could not be delivered because the connection
-//! was refused was provably not sent (`Lost::NotSent`); any other failure
+//! was refused was provably not sent (`Lost::NotSent`); a `404` to the
+//! session id is the server saying it does not know the session and
+//! processed nothing (`Lost::SessionEnded`: not sent, and the connection
+//! is over, as when a child server exits); any other failure
 //! after the POST began (a reset, a timeout, a 5xx, a stream that ends
 //! without the answer) may have reached the server: the proxy's own
 //! requests are lost after sending (unknown), the client's get a JSON-RPC
