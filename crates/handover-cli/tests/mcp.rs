@@ -10,6 +10,7 @@
 mod mcp_world;
 mod support;
 
+use mcp_world::raw::RawSession;
 use mcp_world::{
     LOOKUP, SCRIPTS, World, applied_fifo, applied_pid, assert_replays_the_one_shipment, kill_9,
     open_and_ship, python, ship, status,
@@ -342,81 +343,6 @@ fn a_guarded_call_the_proxy_cannot_read_unambiguously_is_refused_not_forwarded()
         Vec::<serde_json::Value>::new(),
         "nothing ran unguarded"
     );
-}
-
-/// `handover mcp` driven by hand over stdio: lines in, answer lines out
-/// (each read with a bounded wait, so a line that gets no answer fails the
-/// test instead of hanging it).
-struct RawSession {
-    proxy: std::process::Child,
-    stdin: std::process::ChildStdin,
-    answers: std::sync::mpsc::Receiver<String>,
-}
-
-impl RawSession {
-    fn start(w: &World) -> Self {
-        use std::io::BufRead;
-        let mut proxy = w.proxy("ok", None);
-        let stdin = proxy.stdin.take().unwrap();
-        let stdout = std::io::BufReader::new(proxy.stdout.take().unwrap());
-        let (tx, answers) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut s = Self {
-            proxy,
-            stdin,
-            answers,
-        };
-        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}});
-        assert!(s.answer(&init.to_string())["result"].is_object());
-        s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
-        s
-    }
-
-    fn send(&mut self, line: &str) {
-        self.send_bytes(line.as_bytes());
-    }
-
-    /// Writes `line` and a newline, whatever its bytes.
-    fn send_bytes(&mut self, line: &[u8]) {
-        use std::io::Write;
-        self.stdin.write_all(line).unwrap();
-        self.stdin.write_all(b"\n").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    /// Sends `line` and returns the next line the proxy writes.
-    fn answer(&mut self, line: &str) -> serde_json::Value {
-        self.answer_bytes(line.as_bytes())
-    }
-
-    fn answer_bytes(&mut self, line: &[u8]) -> serde_json::Value {
-        self.send_bytes(line);
-        let out = self
-            .answers
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .unwrap_or_else(|e| {
-                panic!(
-                    "no answer to {:?}: {e}",
-                    String::from_utf8_lossy(&line[..line.len().min(200)])
-                )
-            });
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out:?}"))
-    }
-
-    fn close(self) {
-        drop(self.stdin);
-        let mut proxy = self.proxy;
-        proxy.wait().unwrap();
-    }
 }
 
 /// What Python's `json.dumps` writes by default (`NaN`, `Infinity`) is not

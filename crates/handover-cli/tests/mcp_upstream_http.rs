@@ -9,6 +9,7 @@ mod mcp_world;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
+use mcp_world::raw::RawSession;
 use mcp_world::{LOOKUP, SCRIPTS, World, assert_replays_the_one_shipment, python, ship, status};
 use serde_json::json;
 
@@ -20,7 +21,10 @@ struct HttpShipping {
 
 impl HttpShipping {
     fn start(w: &World, mode: &str) -> Self {
-        let port = free_port();
+        Self::start_on(w, mode, free_port())
+    }
+
+    fn start_on(w: &World, mode: &str, port: u16) -> Self {
         let mut child = Command::new(&w.python)
             .arg(format!("{SCRIPTS}/shipping_server.py"))
             .args(["--http", &port.to_string()])
@@ -124,6 +128,48 @@ fn an_http_upstream_that_dies_after_applying_is_unknown_and_one_that_is_down_is_
     let e = r[0].as_str().unwrap();
     assert!(e.contains("unreachable (not sent)"), "{e}");
     assert_eq!(w.shipments().len(), 1, "nothing else applied");
+}
+
+/// The upstream restarts between two calls of one session (an `initialize`
+/// session, with an `Mcp-Session-Id`): it answers the next call 404, as
+/// the transport says a server does for a session it does not know, and
+/// does not process it. That call is not sent (safe to call again with the
+/// same key, not "may have acted" for an operator to review) and the
+/// session ends, as when a child server exits; in a new session the same
+/// call is performed, once.
+#[test]
+fn an_http_upstream_that_forgot_the_session_ends_it_and_the_call_was_not_sent() {
+    let Some(python) = python() else { return };
+    let w = World::new(python, "");
+    let port = free_port();
+    let server = HttpShipping::start_on(&w, "ok", port);
+    over_http(&w, &server.url);
+    let mut s = RawSession::start(&w);
+    let call = |id: u32, order: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"create_shipment","arguments":{{"order_id":"{order}","sku":"KETTLE","qty":1}}}}}}"#
+        )
+    };
+    let a = s.answer(&call(2, "N-1"));
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    drop(server);
+    let _restarted = HttpShipping::start_on(&w, "ok", port);
+    let a = s.answer(&call(3, "N-2"));
+    assert_eq!(status(&a["result"]), "not_sent", "{a}");
+    assert!(s.ended(), "the session ends with its upstream session");
+    s.close();
+    let r = w.calls("ok", &json!([ship("N-2", 1)]));
+    assert_eq!(
+        r[0]["isError"], false,
+        "performed in a new session: {}",
+        r[0]
+    );
+    let orders: Vec<_> = w
+        .shipments()
+        .iter()
+        .map(|s| s["order_id"].clone())
+        .collect();
+    assert_eq!(orders, ["N-1", "N-2"], "each once");
 }
 
 /// The redirect is the upstream's answer: the proxy does not send the

@@ -19,8 +19,11 @@
 
 use serde_json::{Map, Number, Value};
 
-/// The canonical text of `v`.
-pub(crate) fn to_string(v: &Value) -> String {
+/// The canonical text of `v` (RFC 8785): what the ledger stores and
+/// fingerprints. Re-exported as `canonical_text`: a door that derives text
+/// from a value (the MCP proxy's `key_from` keys) writes it as the ledger
+/// does, so `1`, `1.0` and `1e0` read alike.
+pub fn to_string(v: &Value) -> String {
     let mut out = Vec::with_capacity(128);
     write(&mut out, v);
     // Only `serde_json`'s string writer, ASCII and numbers' ASCII go in.

@@ -59,6 +59,7 @@ pub use identity::{
     TaskName, destination_key,
 };
 pub use ijson::{MAX_EXACT_INTEGER, validate_json_text};
+pub use jcs::to_string as canonical_text;
 pub use ledger::{
     ApproveOutcome, BeginOptions, BeginOutcome, BlockWidth, Dispatch, DueFilter, Ledger,
     ListFilter, NewAttempt, ReleaseReason, Resolution, ResolvedAs, UnknownReport, UnknownUpdate,

@@ -21,9 +21,11 @@
 mod error;
 mod guard;
 mod http;
+mod key;
 mod lines;
 mod lookup;
 mod proxy;
+mod result;
 mod upstream;
 mod wire;
 

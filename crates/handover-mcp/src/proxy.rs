@@ -342,9 +342,11 @@ impl McpProxy {
     }
 
     /// Where a client's line goes. Only one JSON-RPC object whose routing
-    /// members read unambiguously may pass ([`wire::incoming`]): anything
-    /// else is answered here, never forwarded — the upstream's parser might
-    /// read it (`NaN`, a batch) and run a guarded tool with no record. A
+    /// members read unambiguously may pass ([`wire::incoming`]), and no
+    /// request whose id the proxy reserves for its own ([`reserved_id`]):
+    /// anything else is answered here, never forwarded — the upstream's
+    /// parser might read it (`NaN`, a batch) and run a guarded tool with no
+    /// record. A
     /// guarded tool's call whose parameters do not parse is refused too,
     /// and so is a `tools/call` whose `params.name` cannot be read as one
     /// string (given twice, the upstream's parser would take the last, and
@@ -362,6 +364,11 @@ impl McpProxy {
             }
             wire::Incoming::Batch(ids) => return batch_refused(&ids),
         };
+        if let (Some(id), Some(_)) = (peek.id, &peek.method)
+            && let Some(own) = crate::upstream::own_id(id)
+        {
+            return reserved_id(id, &own);
+        }
         if let (Some(_), Some(_), Some(params)) = (peek.id, &peek.method, peek.params) {
             upstream.remember_meta(params);
         }
@@ -411,6 +418,26 @@ fn invalid(id: &RawValue, message: String) -> Route {
     Route::Answer(error_line(
         Some(id),
         &ErrorData::invalid_params(message, None),
+    ))
+}
+
+/// A client request whose id is one the proxy uses for its own requests
+/// (`handover-N`): the upstream's answer to it would be taken for the
+/// answer to a guarded call. Refused, nothing sent (see
+/// `docs/decisions.md`, "Reserved request ids over stdio").
+fn reserved_id(id: &RawValue, own: &str) -> Route {
+    tracing::warn!(
+        id = own,
+        "refused a client request with a reserved id (not sent)"
+    );
+    Route::Answer(error_line(
+        Some(id),
+        &ErrorData::invalid_request(
+            format!(
+                "id {own:?}: ids beginning with \"handover-\" are reserved for the proxy's own requests; use another id (nothing was sent)"
+            ),
+            None,
+        ),
     ))
 }
 

@@ -125,6 +125,21 @@ pub(crate) fn incoming(line: &str) -> Incoming<'_> {
             ),
         };
     }
+    // An object, array or boolean id: MCP allows a string or a number, and
+    // the answer could not name the request the client waits on.
+    if peek.method.is_some()
+        && peek
+            .id
+            .is_some_and(|id| id.get().starts_with(['{', '[', 't', 'f']))
+    {
+        return Incoming::Refused {
+            id: None,
+            error: ErrorData::invalid_request(
+                "a request's id must be a string or an integer (MCP), not an object, an array or a boolean: nothing was sent",
+                None,
+            ),
+        };
+    }
     if peek.id.is_none() && peek.method.is_none() && !peek.null_id {
         return Incoming::Refused {
             id: None,
@@ -287,6 +302,11 @@ mod tests {
             refused(r#"{"id":null,"method":"tools/call"}"#),
             (None, -32600)
         );
+        // Nor with an id that is an object, an array or a boolean.
+        for id in [r#"{"x":1}"#, "[1]", "true", "false"] {
+            let line = format!(r#"{{"id":{id},"method":"tools/call","params":{{"name":"ship"}}}}"#);
+            assert_eq!(refused(&line), (None, -32600), "{line}");
+        }
         // A response with a null id (the client could not read a request) passes.
         let response = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#;
         assert!(matches!(incoming(response), Incoming::Message(p) if p.null_id));

@@ -30,6 +30,7 @@ fn a_valid_mcp_section_resolves_servers_tools_and_the_lookup_template() {
     // stdio unless `listen` is set; HTTP limits have defaults.
     assert_eq!(mcp.listen, None);
     assert_eq!(mcp.max_sessions, 64);
+    assert_eq!(mcp.max_sessions_per_client, 16, "a quarter of the pool");
     assert!(mcp.allowed_origins.is_empty());
     assert_eq!(
         mcp.servers["shipping"],
@@ -120,6 +121,13 @@ fn mistakes_name_their_field() {
             "mcp.max_sessions",
         ),
         (
+            BASE.replace(
+                "scope = \"agent-1\"",
+                "max_sessions = 4\nmax_sessions_per_client = 5",
+            ),
+            "mcp.max_sessions_per_client: 5 is more than mcp.max_sessions (4)",
+        ),
+        (
             BASE.replace("scope = \"agent-1\"", "session_idle = \"soon\""),
             "mcp.session_idle",
         ),
@@ -168,4 +176,79 @@ fn is_error_says_what_a_tools_error_result_means() {
     };
     assert!(with("rejected"));
     assert!(!with("unknown"));
+}
+
+/// A lookup's arguments must name the operation, as a lookup URL must: a
+/// record found by business fields alone may be another scope's (another
+/// tenant's) and would confirm this operation with it.
+#[test]
+fn lookup_arguments_must_name_the_operation() {
+    let with = |arguments: &str| {
+        BASE.replace(
+            r#"arguments = { reference = "{destination_key}", order = "{params.order_id}", limit = 5 }"#,
+            &format!("arguments = {arguments}"),
+        )
+    };
+    for unnamed in [
+        r#"{ order_id = "{params.order_id}" }"#,
+        r#"{ order_id = "{params.order_id}", tenant = "{scope}" }"#,
+        r#"{ key = "{key}" }"#,
+        r#"{ note = "{destination_key} " }"#,
+        "{}",
+    ] {
+        let e = err(&with(unnamed));
+        assert!(
+            e.contains("actions.create_shipment.lookup.arguments: must name the operation"),
+            "{unnamed}: {e}"
+        );
+    }
+    for named in [
+        r#"{ reference = "{destination_key}" }"#,
+        r#"{ tenant = "{scope}", key = "{key}", order_id = "{params.order_id}" }"#,
+        r#"{ filter = { refs = ["{destination_key}"] } }"#,
+    ] {
+        assert!(Config::parse(&with(named), &|_| None).is_ok(), "{named}");
+    }
+}
+
+/// The reconciler calls a lookup tool on every check, outside the write
+/// gate: a guarded tool (this action's or another's) would be performed
+/// each time. And the destination key replaces `key_argument`'s value, so
+/// it cannot be one of the values that identify the action.
+#[test]
+fn a_lookup_that_is_a_guarded_tool_and_a_key_argument_from_key_from_are_refused() {
+    let charge = "\n[actions.charge]\nmcp = { server = \"shipping\", tool = \"charge\", key_from = [\"order_no\"] }\n";
+    let cases = [
+        (
+            BASE.replace(
+                r#"mcp_tool = "find_shipment""#,
+                r#"mcp_tool = "create_shipment""#,
+            ),
+            r#"actions.create_shipment.lookup.mcp_tool: "create_shipment" is the tool of action "create_shipment""#,
+        ),
+        (
+            format!(
+                "{}{charge}",
+                BASE.replace(r#"mcp_tool = "find_shipment""#, r#"mcp_tool = "charge""#)
+            ),
+            r#"actions.create_shipment.lookup.mcp_tool: "charge" is the tool of action "charge""#,
+        ),
+        (
+            BASE.replace(
+                r#"key_argument = "reference""#,
+                r#"key_argument = "order_id""#,
+            ),
+            r#"actions.create_shipment.mcp.key_argument: "order_id" is one of key_from"#,
+        ),
+    ];
+    for (text, expected) in cases {
+        let e = err(&text);
+        assert!(e.contains(expected), "expected {expected:?} in:\n{e}");
+    }
+    // Another server's tool of the same name is not this server's.
+    let other_server = format!(
+        "{}\n[mcp.servers.billing]\ncommand = \"python3\"\n[actions.charge]\nmcp = {{ server = \"billing\", tool = \"find_shipment\", key_from = [\"order_no\"] }}\n",
+        BASE
+    );
+    assert!(Config::parse(&other_server, &|_| None).is_ok());
 }

@@ -5,6 +5,9 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod listening;
+pub mod raw;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -20,6 +20,7 @@
 //! Connection limits and header/body/idle deadlines are the gateway's
 //! (`[gateway]`, served by [`handover_gateway::serve_router`]).
 
+mod ids;
 mod sessions;
 
 use std::collections::BTreeMap;

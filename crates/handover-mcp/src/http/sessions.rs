@@ -9,7 +9,7 @@
 //! token) may reuse each other's ids, and an answer must reach the POST
 //! that asked, not another.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -22,6 +22,7 @@ use rmcp::model::ErrorData;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
+use super::ids::with_id;
 use crate::McpProxy;
 use crate::wire::{Peek, error_line};
 
@@ -36,6 +37,8 @@ pub(crate) enum Refused {
     Gone,
     /// `[mcp] max_sessions` are open.
     Full,
+    /// This client has `[mcp] max_sessions_per_client` open.
+    ClientFull,
     /// The upstream could not be started.
     Upstream(String),
 }
@@ -55,6 +58,10 @@ impl IntoResponse for Refused {
             Self::Full => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too many open sessions ([mcp] max_sessions); retry shortly".to_owned(),
+            ),
+            Self::ClientFull => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "this client has too many open sessions ([mcp] max_sessions_per_client): end one (DELETE) or retry when one is closed".to_owned(),
             ),
             Self::Upstream(e) => (StatusCode::BAD_GATEWAY, e),
         };
@@ -220,13 +227,6 @@ fn receiver_stream(
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
-/// `line` with its `id` replaced (other members kept byte for byte).
-fn with_id(line: &str, id: &RawValue) -> Option<String> {
-    let mut members: BTreeMap<&str, &RawValue> = serde_json::from_str(line).ok()?;
-    members.insert("id", id);
-    serde_json::to_string(&members).ok()
-}
-
 /// Routes one message from the session to its POST or stream.
 fn route(routes: &Mutex<Routes>, line: String) {
     let mut routes = routes.lock().unwrap_or_else(PoisonError::into_inner);
@@ -338,7 +338,16 @@ impl Registry {
         if *self.closed.borrow() {
             return Err(Refused::Gone);
         }
-        if self.map().len() >= self.proxy.settings().max_sessions as usize {
+        let settings = self.proxy.settings();
+        let open = self
+            .map()
+            .values()
+            .filter(|s| s.owner == client.name)
+            .count();
+        if open >= settings.max_sessions_per_client as usize {
+            return Err(Refused::ClientFull);
+        }
+        if self.map().len() >= settings.max_sessions as usize {
             return Err(Refused::Full);
         }
         let (to_client, mut from_session) = mpsc::unbounded_channel::<String>();

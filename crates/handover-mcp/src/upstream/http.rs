@@ -11,13 +11,16 @@
 //! negotiated.
 //!
 //! Failures: a request that could not be delivered because the connection
-//! was refused was provably not sent (`Lost::NotSent`); any other failure
+//! was refused was provably not sent (`Lost::NotSent`); a `404` to the
+//! session id is the server saying it does not know the session and
+//! processed nothing (`Lost::SessionEnded`: not sent, and the connection
+//! is over, as when a child server exits); any other failure
 //! after the POST began (a reset, a timeout, a 5xx, a stream that ends
 //! without the answer) may have reached the server: the proxy's own
 //! requests are lost after sending (unknown), the client's get a JSON-RPC
 //! error.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -26,12 +29,12 @@ use handover_providers::sse::SseStream;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{Lost, Pending, Upstream, route};
+use super::{Lost, Pending, Upstream, lock, route};
 use crate::error::McpError;
 use crate::lines::MAX_LINE_BYTES;
+use crate::result::PROTOCOL_VERSION_META;
 use crate::wire::{Peek, error_line};
 
-const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every POST of one connection shares.
@@ -43,6 +46,8 @@ struct Conn {
     version: Arc<Mutex<Option<String>>>,
     pending: Pending,
     to_client: mpsc::UnboundedSender<String>,
+    /// Set once the connection can answer nothing more.
+    gone: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Upstream {
@@ -64,6 +69,7 @@ impl Upstream {
                 source: std::io::Error::other(e),
             })?;
         let pending: Pending = Arc::default();
+        let (gone_tx, gone) = tokio::sync::watch::channel(false);
         let conn = Conn {
             http,
             url: url.to_owned(),
@@ -71,16 +77,16 @@ impl Upstream {
             version: Arc::default(),
             pending: pending.clone(),
             to_client,
+            gone: Arc::new(gone_tx),
         };
         let (to_server, mut outgoing) = mpsc::unbounded_channel::<String>();
-        let (gone_tx, gone) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             // Each message is its own POST, concurrently, as the transport allows.
             while let Some(line) = outgoing.recv().await {
                 tokio::spawn(conn.clone().post(line));
             }
             conn.end().await;
-            drop(gone_tx);
+            conn.gone.send_replace(true);
         });
         Ok(Self::over(to_server, pending, gone))
     }
@@ -96,6 +102,7 @@ impl Conn {
             .map(|id| id.to_owned());
         let initialize = peek.as_ref().and_then(|p| p.method.as_deref()) == Some("initialize");
         let headers = self.headers(&line);
+        let in_session = headers.iter().any(|(k, _)| *k == "mcp-session-id");
         drop(peek);
         let mut req = self
             .http
@@ -107,15 +114,25 @@ impl Conn {
             req = req.header(k, v);
         }
         let answered = match req.send().await {
-            Ok(resp) => self.read(resp, initialize).await,
+            Ok(resp) => self.read(resp, initialize, in_session).await,
             Err(e) if e.is_connect() => Err(Lost::NotSent),
             Err(e) => {
                 tracing::warn!(error = %e, "upstream MCP POST failed");
                 Err(Lost::AfterSend)
             }
         };
-        if let (Err(lost), Some(id)) = (answered, request_id) {
-            self.fail(&id, lost);
+        if let (Err(lost), Some(id)) = (answered, &request_id) {
+            self.fail(id, lost);
+        }
+        if answered == Err(Lost::SessionEnded) {
+            // As when a child server exits: the session ends with it, and
+            // the client starts a new one (the transport asks a client to
+            // initialize again; the proxy's client does that, not the proxy).
+            tracing::warn!(
+                "the upstream MCP server does not know its session any more (404): ending the session"
+            );
+            lock(&self.session).take();
+            self.gone.send_replace(true);
         }
     }
 
@@ -155,7 +172,12 @@ impl Conn {
 
     /// Routes what the server answered; `Err` if the answer to a request
     /// did not come (the caller says so to whoever waits).
-    async fn read(&self, mut resp: reqwest::Response, initialize: bool) -> Result<(), Lost> {
+    async fn read(
+        &self,
+        mut resp: reqwest::Response,
+        initialize: bool,
+        in_session: bool,
+    ) -> Result<(), Lost> {
         if initialize
             && let Some(s) = resp
                 .headers()
@@ -167,6 +189,12 @@ impl Conn {
         let status = resp.status();
         if status == reqwest::StatusCode::ACCEPTED {
             return Ok(());
+        }
+        // A server answers 404 to a session id it does not know (it
+        // restarted, or ended the session) instead of processing the
+        // message: Streamable HTTP, "Session Management".
+        if status == reqwest::StatusCode::NOT_FOUND && in_session && !initialize {
+            return Err(Lost::SessionEnded);
         }
         let sse = resp
             .headers()
@@ -238,6 +266,9 @@ impl Conn {
         }
         let message = match lost {
             Lost::NotSent => "the upstream MCP server is unreachable (not sent)",
+            Lost::SessionEnded => {
+                "the upstream MCP server ended its session (not sent); start a new session"
+            }
             Lost::AfterSend => "the upstream MCP server did not answer (it may have acted)",
         };
         let e = rmcp::model::ErrorData::internal_error(message.to_owned(), None);
@@ -256,10 +287,6 @@ impl Conn {
             .timeout(CONNECT_TIMEOUT);
         let _ = req.send().await;
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Plain printable ASCII with no edge whitespace travels as is.

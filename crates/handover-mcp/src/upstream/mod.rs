@@ -1,9 +1,9 @@
 //! One upstream MCP server connection: a child process speaking MCP over
 //! stdio, or a Streamable HTTP endpoint ([`http`]). Lines it sends are
-//! routed back: answers to the proxy's own requests (ids
-//! `handover-N`, which no client uses) go to the waiting call, everything
-//! else — answers to the client's requests, notifications, the server's own
-//! requests — goes to the client unchanged.
+//! routed back: answers to the proxy's own requests (ids `handover-N`,
+//! which the stdio door refuses from clients, see [`own_id`]) go to the
+//! waiting call, everything else — answers to the client's requests,
+//! notifications, the server's own requests — goes to the client unchanged.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -31,6 +31,10 @@ type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Result<String, Lost>>>>
 pub(crate) enum Lost {
     /// The upstream was gone before the request was handed to it.
     NotSent,
+    /// A Streamable HTTP server answered 404 to the session id: it does not
+    /// know the session (it restarted, or ended it) and so did not process
+    /// the request (the transport's rule). The connection is over.
+    SessionEnded,
     /// The request was handed to the upstream, then it went away.
     AfterSend,
 }
@@ -46,7 +50,16 @@ pub(crate) struct Upstream {
     /// requests that no client request carries (lookups): servers on the
     /// 2026-07-28 protocol want every request to say its version and client.
     meta: Arc<Mutex<serde_json::Map<String, serde_json::Value>>>,
+    /// The tools' input schemas by name, once [`Upstream::input_schemas`]
+    /// has read them.
+    schemas: Arc<Mutex<Option<Schemas>>>,
 }
+
+/// Tool name → its `inputSchema`, as the upstream listed them.
+pub(crate) type Schemas = Arc<HashMap<String, serde_json::Value>>;
+
+/// How many `tools/list` pages [`Upstream::input_schemas`] reads at most.
+const MAX_TOOL_PAGES: usize = 100;
 
 /// Removes an abandoned request's waiter (the gate timed out, the client left).
 struct Waiter<'a> {
@@ -77,6 +90,7 @@ impl Upstream {
             next_id: Arc::default(),
             gone,
             meta: Arc::default(),
+            schemas: Arc::default(),
         }
     }
 
@@ -180,6 +194,50 @@ impl Upstream {
         )
     }
 
+    /// The input schemas of the upstream's tools, from a `tools/list` of
+    /// the proxy's own (every page), asked once per connection; `None` if
+    /// the upstream did not list them within `wait` (then nothing is
+    /// checked against them; they are asked for again next time).
+    pub(crate) async fn input_schemas(&self, wait: std::time::Duration) -> Option<Schemas> {
+        if let Some(known) = lock(&self.schemas).clone() {
+            return Some(known);
+        }
+        let listed = tokio::time::timeout(wait, self.list_tools()).await;
+        let Ok(Some(tools)) = listed else {
+            tracing::warn!(
+                "the upstream MCP server did not list its tools: key_from types are not checked"
+            );
+            return None;
+        };
+        let tools = Arc::new(tools);
+        *lock(&self.schemas) = Some(tools.clone());
+        Some(tools)
+    }
+
+    async fn list_tools(&self) -> Option<HashMap<String, serde_json::Value>> {
+        let mut tools = HashMap::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_TOOL_PAGES {
+            let mut params = serde_json::json!({ "_meta": self.session_meta() });
+            if let Some(c) = cursor.take() {
+                params["cursor"] = serde_json::Value::String(c);
+            }
+            let line = self.request("tools/list", &params).await.ok()?;
+            let page = split_response(&line).ok()?.ok()?;
+            for tool in page["tools"].as_array()? {
+                if let (Some(name), Some(schema)) = (tool["name"].as_str(), tool.get("inputSchema"))
+                {
+                    tools.insert(name.to_owned(), schema.clone());
+                }
+            }
+            match page["nextCursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => return Some(tools),
+            }
+        }
+        None
+    }
+
     /// Forwards a client's line unchanged. False if the server is gone.
     pub(crate) fn forward(&self, line: String) -> bool {
         self.to_server.send(line).is_ok()
@@ -220,12 +278,21 @@ impl Upstream {
     }
 }
 
+/// The id as the proxy's own (`handover-N`, compared as the string it
+/// decodes to: the upstream may write it with other escapes), or `None`.
+/// Answers with such an id are taken by the proxy, so a client request
+/// may not carry one (see `proxy::route`).
+pub(crate) fn own_id(id: &RawValue) -> Option<String> {
+    serde_json::from_str::<String>(id.get())
+        .ok()
+        .filter(|id| id.starts_with(OWN_ID_PREFIX))
+}
+
 fn route(pending: &Pending, to_client: &mpsc::UnboundedSender<String>, line: String) {
     let own = Peek::of(&line)
         .filter(|p| p.method.is_none())
         .and_then(|p| p.id)
-        .and_then(|id| serde_json::from_str::<String>(id.get()).ok())
-        .filter(|id| id.starts_with(OWN_ID_PREFIX));
+        .and_then(own_id);
     if let Some(id) = own {
         let waiter = pending
             .lock()
@@ -237,6 +304,10 @@ fn route(pending: &Pending, to_client: &mpsc::UnboundedSender<String>, line: Str
         return;
     }
     let _ = to_client.send(line);
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Parses a response line into its result or its error.

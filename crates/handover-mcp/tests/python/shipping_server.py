@@ -9,8 +9,11 @@ $SHIPPING_MODE decides what happens after a shipment is applied:
   reject  answer isError without applying anything
   raise   fail after applying (the SDK answers isError: the carrier call
           timed out after the shipment was written)
+  hold    never apply and never answer (the call arrived; nothing was done)
 If $SHIPPING_APPLIED names a FIFO, the server writes its pid there once a
-shipment is applied (a test's signal that the effect exists).
+shipment is applied, or in `hold` mode once the call arrived (a test's
+signal that the effect exists, or that the call is being held).
+`charge` (an integer-keyed action) applies a charge to the same log.
 With `--http PORT` it serves Streamable HTTP on 127.0.0.1:PORT/mcp instead
 of stdio.
 """
@@ -41,6 +44,9 @@ async def create_shipment(order_id: str, sku: str, qty: int, reference: str | No
     """Create a shipment (an effect in the world)."""
     if MODE == "reject":
         raise ToolError(f"sku {sku} is not shippable")
+    if MODE == "hold":
+        signal()
+        await anyio.sleep(3600)
     record = {
         "shipment_id": f"SHP-{len(records()) + 1}",
         "order_id": order_id,
@@ -52,15 +58,28 @@ async def create_shipment(order_id: str, sku: str, qty: int, reference: str | No
         f.write(json.dumps(record) + "\n")
         f.flush()
         os.fsync(f.fileno())
-    if os.environ.get("SHIPPING_APPLIED"):
-        with open(os.environ["SHIPPING_APPLIED"], "w") as signal:
-            signal.write(f"{os.getpid()}\n")
+    signal()
     if MODE == "drop":
         os._exit(0)
     if MODE == "raise":
         raise ToolError("carrier API timed out after the shipment was created")
     if MODE == "stall":
         await anyio.sleep(3600)
+    return record
+
+
+def signal():
+    if os.environ.get("SHIPPING_APPLIED"):
+        with open(os.environ["SHIPPING_APPLIED"], "w") as fifo:
+            fifo.write(f"{os.getpid()}\n")
+
+
+@server.tool()
+def charge(order_no: int, amount_cents: int) -> dict:
+    """Charge an order (an effect; `order_no` is an integer, read leniently as the SDK does)."""
+    record = {"charge_id": f"CHG-{len(records()) + 1}", "order_no": order_no, "amount_cents": amount_cents}
+    with open(LOG, "a") as f:
+        f.write(json.dumps(record) + "\n")
     return record
 
 

@@ -506,6 +506,11 @@ pub struct McpSettings {
     /// Open HTTP sessions at most (each has its own upstream connection:
     /// for a `command` server, a child process); one more is answered 503.
     pub max_sessions: u32,
+    /// Open HTTP sessions of one client (`[gateway.clients.NAME]`) at most,
+    /// its shared session-less connection included, so that one client
+    /// cannot take the whole pool; one more is answered 503. Default: a
+    /// quarter of `max_sessions` (at least 1).
+    pub max_sessions_per_client: u32,
     /// An HTTP session unused this long is closed (its upstream too).
     pub session_idle: Duration,
     /// Upstream servers, by name.

@@ -307,6 +307,7 @@ pub(crate) struct RawMcp {
     #[serde(default)]
     pub(crate) allowed_origins: Vec<String>,
     pub(crate) max_sessions: Option<u64>,
+    pub(crate) max_sessions_per_client: Option<u64>,
     pub(crate) session_idle: Option<String>,
     #[serde(default)]
     pub(crate) servers: BTreeMap<String, RawMcpServer>,

@@ -39,6 +39,7 @@ pub(super) fn validate(
             listen: None,
             allowed_origins: Vec::new(),
             max_sessions: None,
+            max_sessions_per_client: None,
             session_idle: None,
             servers: BTreeMap::new(),
         },
@@ -70,6 +71,18 @@ pub(super) fn validate(
         raw.max_sessions,
         d::MCP_MAX_SESSIONS,
     );
+    let max_sessions_per_client = positive_u32(
+        issues,
+        "mcp.max_sessions_per_client",
+        raw.max_sessions_per_client,
+        (max_sessions / 4).max(1),
+    );
+    if max_sessions_per_client > max_sessions {
+        issues.push(
+            "mcp.max_sessions_per_client",
+            format!("{max_sessions_per_client} is more than mcp.max_sessions ({max_sessions})"),
+        );
+    }
     let session_idle = duration!(issues, "mcp", raw.session_idle, d::MCP_SESSION_IDLE);
     let scope = raw.scope.unwrap_or_else(|| "local".to_owned());
     if scope.is_empty() || scope.len() > 255 || !scope.bytes().all(|b| b.is_ascii_graphic()) {
@@ -89,11 +102,13 @@ pub(super) fn validate(
             tools.insert(action, t);
         }
     }
+    lookups_only_read(issues, &tools);
     (any_binding || !servers.is_empty()).then_some(McpSettings {
         scope,
         listen,
         allowed_origins: raw.allowed_origins,
         max_sessions,
+        max_sessions_per_client,
         session_idle,
         servers,
         tools,
@@ -181,19 +196,7 @@ fn tool(
         );
         ok = false;
     }
-    for (i, f) in b.key_from.iter().enumerate() {
-        if f.is_empty() || b.key_from[..i].contains(f) {
-            issues.push(
-                format!("{path}.mcp.key_from[{i}]"),
-                format!("{f:?} is empty or listed twice"),
-            );
-            ok = false;
-        }
-    }
-    if b.key_argument.as_deref() == Some("") {
-        issues.push(format!("{path}.mcp.key_argument"), "must not be empty");
-        ok = false;
-    }
+    ok &= key_fields_ok(issues, &path, &b);
     let is_error_rejects = match b.is_error.as_deref() {
         None | Some("unknown") => false,
         Some("rejected") => true,
@@ -220,6 +223,38 @@ fn tool(
     })
 }
 
+/// `key_from` names each argument once; `key_argument`, which carries the
+/// destination key, is none of them.
+fn key_fields_ok(issues: &mut ConfigIssues, path: &str, b: &RawActionMcp) -> bool {
+    let mut ok = true;
+    for (i, f) in b.key_from.iter().enumerate() {
+        if f.is_empty() || b.key_from[..i].contains(f) {
+            issues.push(
+                format!("{path}.mcp.key_from[{i}]"),
+                format!("{f:?} is empty or listed twice"),
+            );
+            ok = false;
+        }
+    }
+    match b.key_argument.as_deref() {
+        Some("") => {
+            issues.push(format!("{path}.mcp.key_argument"), "must not be empty");
+            ok = false;
+        }
+        Some(field) if b.key_from.iter().any(|f| f == field) => {
+            issues.push(
+                format!("{path}.mcp.key_argument"),
+                format!(
+                    "{field:?} is one of key_from: the upstream would get the destination key in place of the value that identifies the action"
+                ),
+            );
+            ok = false;
+        }
+        _ => {}
+    }
+    ok
+}
+
 fn lookup(
     issues: &mut ConfigIssues,
     path: &str,
@@ -243,7 +278,46 @@ fn lookup(
     for (k, v) in &arguments {
         check_template(issues, &format!("{path}.lookup.arguments.{k}"), v);
     }
+    let mut named = Vec::new();
+    placeholders(&serde_json::Value::Object(arguments.clone()), &mut named);
+    let has = |p: &str| named.iter().any(|n| n == p);
+    if !(has("{destination_key}") || (has("{scope}") && has("{key}"))) {
+        issues.push(
+            format!("{path}.lookup.arguments"),
+            "must name the operation (an argument \"{destination_key}\", or both \"{scope}\" and \"{key}\"): a record found by business fields alone ({params.FIELD}) may be another scope's or another key's operation, and would confirm this one",
+        );
+    }
     Some(McpLookupTool { tool, arguments })
+}
+
+/// Every placeholder string in a template, at any depth.
+fn placeholders(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::String(s) if placeholder(s).is_some() => out.push(s.clone()),
+        serde_json::Value::Array(a) => a.iter().for_each(|x| placeholders(x, out)),
+        serde_json::Value::Object(o) => o.values().for_each(|x| placeholders(x, out)),
+        _ => {}
+    }
+}
+
+/// A lookup tool that is a guarded tool of its server would be performed
+/// by the reconciler on every check, outside the write gate.
+fn lookups_only_read(issues: &mut ConfigIssues, tools: &BTreeMap<String, McpTool>) {
+    for (action, t) in tools {
+        let Some(lookup) = &t.lookup else { continue };
+        if let Some(guarded) = tools
+            .values()
+            .find(|g| g.server == t.server && g.tool == lookup.tool)
+        {
+            issues.push(
+                format!("actions.{action}.lookup.mcp_tool"),
+                format!(
+                    "{:?} is the tool of action {:?}: a lookup must only read (the reconciler calls it on every check, outside the write gate, and would perform that action each time)",
+                    lookup.tool, guarded.action
+                ),
+            );
+        }
+    }
 }
 
 /// Every string that looks like a placeholder must be one.

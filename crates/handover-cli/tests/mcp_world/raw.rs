@@ -1,0 +1,102 @@
+//! `handover mcp` driven by hand over stdio, for lines no SDK writes.
+
+use serde_json::{Value, json};
+
+use super::World;
+
+/// `handover mcp` driven by hand over stdio: lines in, answer lines out
+/// (each read with a bounded wait, so a line that gets no answer fails the
+/// test instead of hanging it).
+pub struct RawSession {
+    pub proxy: std::process::Child,
+    stdin: std::process::ChildStdin,
+    answers: std::sync::mpsc::Receiver<String>,
+}
+
+impl RawSession {
+    pub fn start(w: &World) -> Self {
+        Self::start_with(w, "ok", None)
+    }
+
+    /// With the shipping server in `mode`, signalling on `applied` (see
+    /// [`super::applied_fifo`]).
+    pub fn start_with(w: &World, mode: &str, applied: Option<&std::path::Path>) -> Self {
+        use std::io::BufRead;
+        let mut proxy = w.proxy(mode, applied);
+        let stdin = proxy.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(proxy.stdout.take().unwrap());
+        let (tx, answers) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut s = Self {
+            proxy,
+            stdin,
+            answers,
+        };
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}});
+        assert!(s.answer(&init.to_string())["result"].is_object());
+        s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+        s
+    }
+
+    pub fn send(&mut self, line: &str) {
+        self.send_bytes(line.as_bytes());
+    }
+
+    /// Writes `line` and a newline, whatever its bytes.
+    pub fn send_bytes(&mut self, line: &[u8]) {
+        use std::io::Write;
+        self.stdin.write_all(line).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Sends `line` and returns the next line the proxy writes.
+    pub fn answer(&mut self, line: &str) -> Value {
+        self.answer_bytes(line.as_bytes())
+    }
+
+    pub fn answer_bytes(&mut self, line: &[u8]) -> Value {
+        self.send_bytes(line);
+        self.next().unwrap_or_else(|| {
+            panic!(
+                "no answer to {:?}",
+                String::from_utf8_lossy(&line[..line.len().min(200)])
+            )
+        })
+    }
+
+    /// The next line the proxy writes (bounded wait), `None` if it wrote
+    /// nothing more.
+    pub fn next(&mut self) -> Option<Value> {
+        let out = self
+            .answers
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .ok()?;
+        Some(serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out:?}")))
+    }
+
+    /// The proxy closed its stdout (the session ended) without being asked:
+    /// stdin is still open.
+    pub fn ended(&mut self) -> bool {
+        matches!(
+            self.answers
+                .recv_timeout(std::time::Duration::from_secs(30)),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
+        )
+    }
+
+    pub fn close(self) {
+        drop(self.stdin);
+        let mut proxy = self.proxy;
+        proxy.wait().unwrap();
+    }
+}
