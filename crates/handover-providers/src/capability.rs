@@ -107,7 +107,8 @@ impl ProviderKind {
     /// (`responseMimeType`), images (inline data or file URIs); it does not
     /// enforce strict tool schemas (so no structured outputs), returns no
     /// OpenAI-shaped log probabilities, has no reasoning effort, audio or
-    /// file parts here, and no switch to forbid parallel calls. Every kind
+    /// file parts here, and no switch to forbid parallel calls
+    /// (`parallel_tool_calls: true`, what it does anyway, needs none). Every kind
     /// but Anthropic takes a `temperature` up to 2; every kind has stop
     /// sequences. What the provider's wire API can express is the other
     /// half of the answer ([`crate::OpenAiApi::supports`]).
@@ -170,8 +171,14 @@ impl ChatRequest {
             }
         }
         let set = |k: &str| self.extra.get(k).is_some_and(|v| !v.is_null());
-        if self.extra.get("logprobs") == Some(&Value::Bool(true)) || set("top_logprobs") {
+        // `top_logprobs: 0` asks for no alternatives: only with
+        // `logprobs: true` (or a positive count) are log probabilities asked for.
+        let top = self.extra.get("top_logprobs");
+        let top_asked = top.is_some_and(|v| !v.is_null() && v.as_f64() != Some(0.0));
+        if self.extra.get("logprobs") == Some(&Value::Bool(true)) {
             need(Capability::Logprobs, "logprobs".into());
+        } else if top_asked {
+            need(Capability::Logprobs, "top_logprobs".into());
         }
         if set("reasoning_effort") {
             need(Capability::ReasoningEffort, "reasoning_effort".into());
@@ -182,7 +189,9 @@ impl ChatRequest {
         if self.temperature.is_some_and(|t| t > 1.0) {
             need(Capability::TemperatureAbove1, "temperature".into());
         }
-        if set("parallel_tool_calls") {
+        // `true` asks for what every kind does by default; only `false`
+        // (one call at a time) needs a switch to honour it.
+        if self.extra.get("parallel_tool_calls") == Some(&Value::Bool(false)) {
             need(Capability::ParallelToolCalls, "parallel_tool_calls".into());
         }
         let audio_out = self
@@ -208,5 +217,46 @@ impl ChatRequest {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::Capability;
+    use crate::request::{ChatRequest, Message};
+
+    fn needs(extra: &[(&str, Value)]) -> Vec<(Capability, String)> {
+        let mut req = ChatRequest::new(vec![Message::user("hi")]);
+        for (k, v) in extra {
+            req.extra.insert((*k).into(), v.clone());
+        }
+        req.needs()
+            .into_iter()
+            .map(|n| (n.capability, n.parameter))
+            .collect()
+    }
+
+    /// Explicit defaults need nothing (agent frameworks send them);
+    /// only what asks for more than every kind does needs a capability,
+    /// named by the parameter the client sent.
+    #[test]
+    fn explicit_defaults_need_nothing() {
+        assert!(needs(&[("parallel_tool_calls", json!(true))]).is_empty());
+        assert!(needs(&[("top_logprobs", json!(0))]).is_empty());
+        assert!(needs(&[("logprobs", json!(false)), ("top_logprobs", json!(0))]).is_empty());
+        assert_eq!(
+            needs(&[("parallel_tool_calls", json!(false))]),
+            [(Capability::ParallelToolCalls, "parallel_tool_calls".into())]
+        );
+        assert_eq!(
+            needs(&[("top_logprobs", json!(2))]),
+            [(Capability::Logprobs, "top_logprobs".into())]
+        );
+        assert_eq!(
+            needs(&[("logprobs", json!(true)), ("top_logprobs", json!(0))]),
+            [(Capability::Logprobs, "logprobs".into())]
+        );
     }
 }

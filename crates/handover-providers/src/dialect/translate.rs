@@ -43,12 +43,13 @@ pub(crate) fn call_arguments(c: &ToolCall, i: usize, j: usize) -> Result<Value, 
 }
 
 /// Explicit "off" values of OpenAI-only parameters (SDKs and frameworks
-/// send them): `null`, `n: 1`, `logprobs: false`, a `text` response
-/// format. Dropping them asks nothing and loses nothing.
+/// send them): `null`, `n: 1`, `logprobs: false`, `top_logprobs: 0`, a
+/// `text` response format. Dropping them asks nothing and loses nothing.
 pub(crate) fn is_off(key: &str, v: &Value) -> bool {
     v.is_null()
         || (key == "n" && v == &json!(1))
         || (key == "logprobs" && v == &json!(false))
+        || (key == "top_logprobs" && v.as_f64() == Some(0.0))
         || (key == "response_format" && v == &json!({"type": "text"}))
 }
 
