@@ -2,11 +2,15 @@
 the operation turns unknown and a lookup that finds nothing rejects it;
 then the executor's request creates the record and it returns. The
 caller must not be told "nothing was performed", and the late report is
-kept where a reviewer sees it. Real `handover serve`, real SQLite file
-(and PostgreSQL), a real destination counting its effects."""
+kept where a reviewer sees it. The async client does not wait for a
+plain function past its timeout: it answers unknown then, and reports
+the function's answer late when it comes. Real `handover serve`, real
+SQLite file (and PostgreSQL), a real destination counting its effects."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +22,7 @@ import handover_client as hc
 from conftest import CLIENT_TOKEN, Destination, Gateway, shipper
 
 ROOM = {"room": "101", "nights": 2}
+PARAMS = {"order_id": 1042, "sku": "MUG-CERAMIC-12", "qty": 1}
 
 
 def outlives_its_lease(gw: Gateway, dest: Destination, key: str) -> Callable[[hc.Dispatch], Any]:
@@ -65,12 +70,47 @@ def test_a_result_after_the_ledger_rejected_is_not_reported_as_not_done(
 
 
 @pytest.mark.asyncio
-async def test_the_async_client_with_a_sync_executor_says_the_same(
-    fresh_gateway: Gateway, destination: Destination, key: str
+async def test_the_async_client_answers_at_a_sync_executors_timeout_and_keeps_its_late_result(
+    gateway: Gateway, destination: Destination, key: str
 ) -> None:
-    async with fresh_gateway.async_client() as c:
-        out = await c.perform("hold_room", key, ROOM, outlives_its_lease(fresh_gateway, destination, key))
-    assert_needs_review(out, fresh_gateway, destination, key)
+    # A plain function (no timeout of its own) that blocks past the action's
+    # 1 s timeout, until the test lets it send.
+    go = threading.Event()
+
+    def blocking(ctx: hc.Dispatch) -> Any:
+        assert go.wait(timeout=30), "never let go"
+        return shipper(destination)(ctx)
+
+    outcomes: list[int] = []
+    late_reported = asyncio.Event()
+
+    async def watch(resp: httpx.Response) -> None:
+        if resp.request.method == "POST" and resp.request.url.path.endswith("/outcome"):
+            outcomes.append(resp.status_code)
+            if len(outcomes) == 2:
+                late_reported.set()
+
+    async with httpx.AsyncClient(event_hooks={"response": [watch]}, timeout=30) as http:
+        async with gateway.async_client(http_client=http) as c:
+            out = await c.perform("create_shipment", key, PARAMS, blocking)
+            # Answered at the timeout, while the executor still runs.
+            assert isinstance(out, hc.Unresolved) and out.recorded and not out.done, out
+            assert isinstance(out.cause, TimeoutError), out.cause
+            assert "TimeoutError" in out.reason
+            assert (await c.get(key)).state == "unknown"
+            assert destination.requests == []
+
+            go.set()  # the executor sends now, and returns the destination's answer
+            await asyncio.wait_for(late_reported.wait(), 30)
+            shown = (await http.get(
+                f"{gateway.url}/v1/operations/{key}", headers={"Authorization": f"Bearer {CLIENT_TOKEN}"}
+            )).json()
+    assert outcomes == [200, 409], "the late result was refused: the dispatch was closed as unknown"
+    assert shown["operation"]["state"]["state"] == "unknown", "a late result never confirms it"
+    late = [a for a in shown["attempts"] if (a.get("metadata") or {}).get("late_report")]
+    assert len(late) == 1 and late[0]["outcome"] == "confirmed", shown["attempts"]
+    assert late[0]["metadata"]["result"] == next(iter(destination.effects.values())), "kept for review"
+    assert len(destination.requests) == 1
 
 
 def test_an_executor_that_raises_after_the_ledger_rejected_is_not_reported_as_not_done(

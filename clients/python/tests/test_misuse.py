@@ -189,3 +189,24 @@ def test_a_key_or_task_with_control_characters_is_refused_before_anything_is_cla
         with pytest.raises(ValueError, match="task"):
             c.perform("create_shipment", key, PARAMS, never, task="t\r\n1")
     _nothing_recorded(gateway, key)
+
+
+@pytest.mark.parametrize("bad", [" K-1", "K-1 ", " "])
+def test_a_key_or_task_with_surrounding_spaces_is_refused_naming_it(gateway: Gateway, key: str, bad: str) -> None:
+    # The HTTP client refuses such a header value (it looked like "Handover
+    # not reachable"), and the server would trim it: " K-1" would be "K-1".
+    with gateway.client() as c:
+        for call in (
+            lambda: c.perform("create_shipment", bad, PARAMS, never),
+            lambda: c.approve("create_shipment", bad, PARAMS),
+            lambda: c.get(bad),
+        ):
+            with pytest.raises(ValueError, match="^key: leading or trailing spaces") as e:
+                call()
+            assert repr(bad) in str(e.value)
+        with pytest.raises(ValueError, match="^task: leading or trailing spaces"):
+            c.perform("create_shipment", key, PARAMS, never, task=bad)
+    for cls in (hc.Client, hc.AsyncClient):
+        with pytest.raises(ValueError, match="^task: "):
+            cls(gateway.url, "token", task=bad)
+    _nothing_recorded(gateway, key)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpx
 import pytest
 
 import handover_client as hc
@@ -99,6 +100,26 @@ def test_an_exception_after_dispatch_is_unknown_never_rejected(
     assert len(destination.effects) == (1 if call_first else 0)
 
 
+@pytest.mark.parametrize("mode", ["ok", "reject"])
+def test_an_executor_that_returns_nothing_is_unknown_never_done(
+    gateway: Gateway, destination: Destination, key: str, mode: str
+) -> None:
+    destination.mode = mode
+
+    def forgets_to_return(ctx: hc.Dispatch) -> None:
+        # The request went out; whatever came back (201 or 422) was dropped.
+        httpx.post(f"{destination.url}/shipments", json=ctx.params, headers=ctx.headers, timeout=ctx.timeout)
+
+    with gateway.client() as c:
+        out = c.perform("create_shipment", key, PARAMS, forgets_to_return)
+        assert isinstance(out, hc.Unresolved), out
+        assert not out.done and "being verified" in out.text
+        assert "returned None" in out.reason and "ctx.reject" in out.reason, out.reason
+        assert isinstance(out.cause, TypeError)
+        assert c.get(key).state == "unknown", "no answer is no confirmation"
+    assert len(destination.requests) == 1
+
+
 def test_a_value_that_is_not_json_is_not_reported_as_done(
     gateway: Gateway, destination: Destination, key: str
 ) -> None:
@@ -169,6 +190,34 @@ def test_an_unknown_operation_suspends_the_rest_of_its_block(
         assert out.blocked_by == key
         assert "Nothing was performed" in out.text
     assert len(destination.requests) == 1
+
+
+def test_an_operation_that_became_unknown_after_the_claim_suspends_the_dispatch(
+    fresh_gateway: Gateway, destination: Destination, key: str
+) -> None:
+    # refund: block = "scope". Y is claimed while no refund of the scope is
+    # unresolved; between Y's begin and its dispatch, refund X becomes unknown.
+    gateway = fresh_gateway
+    blocker = key + "-x"
+
+    def x_becomes_unknown(resp: httpx.Response) -> None:
+        if resp.request.url.path == "/v1/operations" and resp.request.headers.get("Idempotency-Key") == key:
+            assert resp.status_code == 201, "Y holds its claim"
+            with gateway.client() as other:
+                x = other.perform("refund", blocker, {"order_id": 7}, lost_answer)
+                assert isinstance(x, hc.Unresolved) and other.get(blocker).state == "unknown", x
+
+    def lost_answer(ctx: hc.Dispatch) -> Any:
+        raise TimeoutError("the refund API did not answer")
+
+    with httpx.Client(event_hooks={"response": [x_becomes_unknown]}, timeout=30) as http:
+        with gateway.client(http_client=http) as c:
+            out = c.perform("refund", key, {"order_id": 8}, shipper(destination))
+            assert isinstance(out, hc.Suspended), out
+            assert out.blocked_by == blocker and not out.done
+            assert "Nothing was performed" in out.text
+            assert c.get(key).state == "planned", "the claim was given back"
+    assert destination.requests == [], "nothing was sent for Y"
 
 
 def test_an_operation_held_by_another_caller_is_in_progress(

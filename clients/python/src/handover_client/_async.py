@@ -102,7 +102,8 @@ class AsyncClient(_Common):
     async def reconcile(
         self, lookup: Callable[[Due], Any], *, limit: int = 10, lease_s: int = 60
     ) -> list[Reconciled]:
-        """See :meth:`Client.reconcile`; ``lookup`` may be async, bounded by ``lease_s``."""
+        """See :meth:`Client.reconcile`; ``lookup`` may be async (a plain one
+        runs in a thread of its own); either is bounded by ``lease_s``."""
         proto.check_callable(lookup, "lookup", awaitable_ok=True)
         return await self._run(reconcile(limit, lease_s, self._s._headers(None)), lookup)
 

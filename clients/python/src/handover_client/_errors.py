@@ -90,7 +90,10 @@ class InternalServerError(APIStatusError):
 
 
 class ServiceUnavailableError(APIStatusError):
-    """503: the ledger cannot be reached; nothing was claimed or sent."""
+    """503: the ledger did not answer in time; nothing was sent to the
+    destination. From ``begin`` a claim may have been recorded: the same
+    key answers :class:`~handover_client.InProgress` until its lease passes
+    (docs/gateway.md, "When the ledger does not answer")."""
 
 
 _BY_STATUS: dict[int, type[APIStatusError]] = {

@@ -265,7 +265,7 @@ def perform(action: str, key: str, params: Any, headers: Mapping[str, str]) -> F
     if not (ans.status == 201 and _status_of(ans) == "started"):
         return _not_started(action, key, ans)
     held = _Held.of(action, key, params, ans.body, headers)
-    not_sent = yield from _dispatch(held, ans.body)
+    not_sent = yield from _dispatch(held)
     if not_sent is not None:
         return not_sent
     started = time.monotonic()
@@ -319,7 +319,7 @@ def _lease_end(claim: Mapping[str, Any], contract: Mapping[str, Any]) -> float:
     return time.monotonic() + max(0.0, left)
 
 
-def _dispatch(held: _Held, started: Mapping[str, Any]) -> Flow[Outcome | None]:
+def _dispatch(held: _Held) -> Flow[Outcome | None]:
     """Records the dispatch; None when the executor may run. Otherwise the
     claim is given back (the destination was not called) and the answer
     is the error raised, or ``Suspended``."""
@@ -356,10 +356,11 @@ def _report(held: _Held, started: float, got: Got) -> Flow[Outcome]:
     (``executor_result``, ``executor_rejection``) for the application to
     keep."""
     took = time.monotonic() - started
-    # The sync client cannot stop an executor; one that ran past its
-    # timeout may answer after the ledger closed the dispatch. What it
-    # reports is still recorded if the ledger's fence allows (it is true);
-    # if not, `_read_back` says so, and how late it was.
+    # No client can stop a plain function (the async one runs it in a
+    # thread); one that ran past its timeout may answer after the ledger
+    # closed the dispatch. What it reports is still recorded if the
+    # ledger's fence allows (it is true); if not, `_read_back` says so,
+    # and how late it was.
     timeout = held.ctx.timeout
     late = took if timeout is not None and took > timeout else None
     report, cause = _report_of(got)
@@ -373,7 +374,7 @@ def _report(held: _Held, started: float, got: Got) -> Flow[Outcome]:
     return outcome
 
 
-NO_RESULT = (
+_NO_RESULT = (
     "the executor returned None, not the destination's answer: return what the destination "
     "answered (its result), ctx.reject(reason) for a definitive refusal, or raise"
 )
@@ -394,7 +395,7 @@ def _report_of(got: Got) -> tuple[dict[str, Any], BaseException | None]:
     if value is None:
         # A forgotten `return`, or a status nobody checked: no answer is
         # no confirmation.
-        return _unknown(NO_RESULT), TypeError(NO_RESULT)
+        return _unknown(_NO_RESULT), TypeError(_NO_RESULT)
     try:
         result = private_copy(value, "result")
     except TypeError as e:

@@ -268,8 +268,14 @@ fn write_delta(buf: &mut Vec<u8>, delta: Delta<'_>, extra: &Fields) {
             if let Some(n) = name {
                 function.member("name", n);
             }
-            if let Some(a) = arguments {
-                function.member("arguments", a);
+            // A call's first delta (the one with its id) always has
+            // `arguments`, as OpenAI sends it: `""` when the provider's
+            // first piece had none (Anthropic, Responses), for clients
+            // that append to it without a null check.
+            match arguments {
+                Some(a) => function.member("arguments", a),
+                None if id.is_some() => function.member("arguments", ""),
+                None => {}
             }
             function.close();
             call.close();
@@ -476,6 +482,32 @@ mod tests {
     }
 
     #[test]
+    fn a_calls_first_delta_always_has_arguments() {
+        let mut c = chunker();
+        let mut out = SseText::default();
+        let call = |id: Option<&str>, args: Option<&str>| StreamEvent::ToolCallDelta {
+            index: 0,
+            id: id.map(str::to_owned),
+            name: id.map(|_| "ship".to_owned()),
+            arguments: args.map(str::to_owned),
+        };
+        c.event(call(Some("toolu_1"), None), &mut out);
+        c.event(call(None, Some("{\"a\":1}")), &mut out);
+        let got = chunks(&mut out);
+        let first = &got[0]["choices"][0]["delta"]["tool_calls"][0];
+        assert_eq!(
+            first,
+            &json!({"index": 0, "id": "toolu_1", "type": "function",
+                    "function": {"name": "ship", "arguments": ""}})
+        );
+        let next = &got[1]["choices"][0]["delta"]["tool_calls"][0];
+        assert_eq!(
+            next,
+            &json!({"index": 0, "function": {"arguments": "{\"a\":1}"}})
+        );
+    }
+
+    #[test]
     fn a_changed_field_or_model_shows_in_the_next_chunk() {
         let mut c = chunker();
         let mut out = SseText::default();
@@ -535,7 +567,7 @@ mod tests {
             got[0]["choices"][0],
             json!({"index": 0, "finish_reason": null, "logprobs": {"content": []},
                    "delta": {"refusal": "a", "tool_calls": [{"index": 1, "id": "call_1",
-                             "type": "function", "function": {"name": "f"}}]}})
+                             "type": "function", "function": {"name": "f", "arguments": ""}}]}})
         );
         assert_eq!(
             got[1]["choices"][0],
