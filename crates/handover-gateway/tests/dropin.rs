@@ -612,3 +612,35 @@ async fn a_chunk_field_sent_once_stays_on_its_chunk() {
         "one id for the stream, though Azure's first chunk has \"\": {text}"
     );
 }
+
+/// The answering provider's request id reaches the client as
+/// `x-request-id` (the OpenAI SDKs' `_request_id`), plain and streamed.
+#[tokio::test]
+async fn the_providers_request_id_is_the_answers_x_request_id() {
+    let plain = upstream(
+        ResponseTemplate::new(200)
+            .insert_header("x-request-id", "req_plain_1")
+            .set_body_json(completion()),
+    )
+    .await;
+    let gw = gateway(&provider("p", "openai", &plain), &["p"]).await;
+    let resp = post(
+        &gw,
+        &json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(resp.headers()["x-request-id"], "req_plain_1");
+    let streamed = upstream(
+        ResponseTemplate::new(200)
+            .insert_header("x-request-id", "req_stream_1")
+            .set_body_raw(calls_without_index().into_bytes(), "text/event-stream"),
+    )
+    .await;
+    let gw = gateway(&provider("s", "openai", &streamed), &["s"]).await;
+    let resp = post(
+        &gw,
+        &json!({"model": "default", "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(resp.headers()["x-request-id"], "req_stream_1");
+}

@@ -22,7 +22,7 @@ use handover_router::route::{Attempt, AttemptResult, Caller, Completion, Failure
 use tracing::{Instrument, Span};
 
 use super::request;
-use super::response::{Chunker, attempts_header, header_value};
+use super::response::{Chunker, attempts_header};
 use crate::api_error::ApiError;
 use crate::auth::Client;
 use crate::body::RawBody;
@@ -66,11 +66,7 @@ pub(crate) async fn completions(
             let json = HeaderValue::from_static("application/json");
             let mut resp = ([(axum::http::header::CONTENT_TYPE, json)], body).into_response();
             let h = resp.headers_mut();
-            h.insert("x-handover-provider", header_value(&c.provider));
-            h.insert(
-                "x-handover-attempts",
-                attempts_header(&c.attempts, &c.skipped),
-            );
+            super::response::answer_headers(h, &c.provider, &c.attempts, &c.skipped);
             crate::task::add_remaining(h, &task);
             Ok(resp)
         }

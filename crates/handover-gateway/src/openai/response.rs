@@ -37,6 +37,27 @@ pub(crate) fn header_value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("unavailable"))
 }
 
+/// The headers of an answer: who answered (`x-handover-provider`), after
+/// which attempts (`x-handover-attempts`), and the answering provider's
+/// request id as `x-request-id` (what OpenAI's SDKs show as a response's
+/// `_request_id`, for the provider's support), when it sent a short one.
+pub(crate) fn answer_headers(
+    h: &mut axum::http::HeaderMap,
+    provider: &str,
+    attempts: &[Attempt],
+    skipped: &[Skip],
+) {
+    h.insert("x-handover-provider", header_value(provider));
+    h.insert("x-handover-attempts", attempts_header(attempts, skipped));
+    let id = attempts.last().and_then(|a| a.request_id.as_deref());
+    if let Some(v) = id
+        .filter(|id| id.len() <= 256)
+        .and_then(|id| HeaderValue::from_str(id).ok())
+    {
+        h.insert("x-request-id", v);
+    }
+}
+
 /// Builds the `chat.completion.chunk` objects of one streamed answer: the
 /// provider's chunk fields (its `id`, `system_fingerprint`, `service_tier`,
 /// `logprobs`, `refusal` pieces, usage details) pass through as sent.

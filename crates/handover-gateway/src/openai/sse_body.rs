@@ -20,7 +20,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use futures::{Stream, StreamExt};
 use handover_providers::StreamEvent;
 use handover_router::RouterError;
@@ -30,7 +30,7 @@ use tracing::Span;
 
 use crate::api_error::ApiError;
 
-use super::response::{attempts_header, header_value};
+use super::response::{answer_headers, attempts_header};
 use super::stream::{Encoder, SseText};
 
 /// The router's walk up to the commit point.
@@ -94,12 +94,12 @@ impl<E: Encoder + Unpin> SseBody<E> {
         }
     }
 
-    /// Waits for the router to commit: the answering provider, its
-    /// attempts and skipped providers (for the response headers), or the
+    /// Waits for the router to commit: the response headers that name the
+    /// answering provider, its attempts and request id, or the
     /// router's error (the body then has nothing to send). If this wait
     /// is dropped, the body is still whole: it goes on in the response, or
     /// its drop reads the call to its end.
-    pub(crate) async fn committed(&mut self) -> Result<(HeaderValue, HeaderValue), RouterError> {
+    pub(crate) async fn committed(&mut self) -> Result<HeaderMap, RouterError> {
         std::future::poll_fn(|cx| {
             let Phase::Opening(opening) = &mut self.phase else {
                 return Poll::Ready(Ok(()));
@@ -119,17 +119,17 @@ impl<E: Encoder + Unpin> SseBody<E> {
             }
         })
         .await?;
-        match &self.phase {
-            Phase::Streaming { stream, .. } => Ok((
-                header_value(stream.provider()),
-                attempts_header(stream.attempts(), stream.skipped()),
-            )),
-            // Unreachable: `Done` only follows an error or the end.
-            _ => Ok((
-                HeaderValue::from_static("unavailable"),
-                HeaderValue::from_static(""),
-            )),
+        let mut headers = HeaderMap::new();
+        // `Done` only follows an error or the end: then no headers.
+        if let Phase::Streaming { stream, .. } = &self.phase {
+            answer_headers(
+                &mut headers,
+                stream.provider(),
+                stream.attempts(),
+                stream.skipped(),
+            );
         }
+        Ok(headers)
     }
 
     fn start(&mut self, stream: RoutedStream) {

@@ -116,11 +116,10 @@ pub(crate) async fn respond<E: Encoder + Unpin>(
     let opening = Box::pin(opening);
     let mut body = SseBody::new(opening, caller, encoder, keepalive, Span::current());
     match tokio::time::timeout(keepalive, body.committed()).await {
-        Ok(Ok((provider, attempts))) => {
+        Ok(Ok(headers)) => {
             let mut resp = sse(body);
             let h = resp.headers_mut();
-            h.insert("x-handover-provider", provider);
-            h.insert("x-handover-attempts", attempts);
+            h.extend(headers);
             if let Some(v) = crate::task::remaining(&task) {
                 h.insert(crate::task::REMAINING_HEADER, v);
             }

@@ -236,14 +236,7 @@ pub(crate) async fn create(
                 response_object(&id, now_secs(), &echo, &c.response.model, Some(&c.response));
             let mut resp = axum::Json(body).into_response();
             let h = resp.headers_mut();
-            h.insert(
-                "x-handover-provider",
-                super::response::header_value(&c.provider),
-            );
-            h.insert(
-                "x-handover-attempts",
-                super::response::attempts_header(&c.attempts, &c.skipped),
-            );
+            super::response::answer_headers(h, &c.provider, &c.attempts, &c.skipped);
             crate::task::add_remaining(h, &task);
             Ok(resp)
         }
