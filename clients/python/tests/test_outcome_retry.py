@@ -144,6 +144,27 @@ def test_a_confirmed_outcome_is_retried_while_the_ledger_does_not_answer(
     assert len(destination.requests) == 1 and len(destination.effects) == 1
 
 
+@pytest.mark.asyncio
+async def test_the_async_client_retries_the_outcome_too(
+    locked_ledger: tuple[Gateway, LedgerLock], destination: Destination, key: str
+) -> None:
+    gw, lock = locked_ledger
+    watch = Watch(on_outcome=lambda status: lock.release() if status == 503 else None)
+
+    async def hook(resp: httpx.Response) -> None:
+        if resp.request.url.path == "/v1/operations":
+            await resp.aread()
+        watch(resp)
+
+    async with httpx.AsyncClient(event_hooks={"response": [hook]}, timeout=30) as http:
+        async with gw.async_client(http_client=http) as c:
+            out = await c.perform("create_shipment", key, PARAMS, ship_then_lock(destination, lock))
+            assert isinstance(out, hc.Confirmed), out
+            assert watch.outcomes == [503, 200], "the same outcome, sent again"
+            assert (await c.get(key)).state == "confirmed"
+    assert len(destination.requests) == 1
+
+
 def test_past_the_lease_the_executors_result_stays_with_the_caller(
     locked_ledger: tuple[Gateway, LedgerLock], destination: Destination, key: str
 ) -> None:
