@@ -382,3 +382,78 @@ async fn a_temperature_above_1_never_reaches_an_anthropic_fallback() {
     assert!(!primary.received_requests().await.unwrap().is_empty());
     claude.verify().await;
 }
+
+/// A history a translating provider's wire format cannot express (an
+/// earlier tool call whose arguments were cut off by `finish_reason:
+/// length`) is no verdict on the request: that provider is passed over
+/// with nothing sent, and the next one gets the request as it is. With no
+/// other provider, the answer is the 400 naming the field.
+#[tokio::test]
+async fn a_history_one_provider_cannot_express_goes_to_the_next_as_sent() {
+    let claude = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&claude)
+        .await;
+    let openai = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4.1",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Paris is sunny."},
+                         "finish_reason": "stop"}]})))
+        .expect(1)
+        .mount(&openai)
+        .await;
+    let config = |chain: &[&str]| {
+        format!(
+            "\n[providers.claude]\nkind = \"anthropic\"\nbase_url = \"{}/v1\"\nmodel = \"claude-sonnet-4-5\"\n\
+             \n[providers.openai]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"gpt-4.1\"\n{}{}",
+            claude.uri(),
+            openai.uri(),
+            support::policy("support", chain, "first_token"),
+            support::gateway_section(1 << 20, "5s", ""),
+        )
+    };
+    let truncated = json!({"model": "support", "messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "weather", "arguments": "{\"city\": \"Par"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "error: arguments cut off"},
+        {"role": "user", "content": "Try again please."}
+    ]});
+    let post = |gw: &Running| {
+        gw.http
+            .post(gw.url("/v1/chat/completions"))
+            .bearer_auth(CLIENT_A)
+            .json(&truncated)
+            .send()
+    };
+    let gw = Running::start(&config(&["claude", "openai"])).await;
+    let resp = post(&gw).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let attempts = resp.headers()["x-handover-attempts"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(attempts, "openai=answered, claude=skipped_untranslatable");
+    let sent = openai.received_requests().await.unwrap();
+    let body: Value = serde_json::from_slice(&sent[0].body).unwrap();
+    assert_eq!(
+        body["messages"], truncated["messages"],
+        "as the client sent it"
+    );
+
+    let gw = Running::start(&config(&["claude"])).await;
+    let resp = post(&gw).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    let err: Value = resp.json().await.unwrap();
+    assert_eq!(
+        err["error"]["param"], "messages[1].tool_calls[0].function.arguments",
+        "{err}"
+    );
+    assert_eq!(err["error"]["code"], "invalid_request", "{err}");
+    claude.verify().await;
+    openai.verify().await;
+}

@@ -108,9 +108,10 @@ impl Engine {
         let body =
             dialect
                 .body(req, &p.model, stream)
-                .map_err(|e| ProviderError::InvalidRequest {
-                    field: "request".into(),
-                    reason: format!("could not serialise: {e}"),
+                .map_err(|e| ProviderError::Untranslatable {
+                    provider: self.settings.name.clone(),
+                    field: e.field,
+                    reason: e.reason,
                 })?;
         let accept = if stream {
             "text/event-stream"

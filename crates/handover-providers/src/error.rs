@@ -96,6 +96,22 @@ pub enum ProviderError {
         /// Why it is invalid.
         reason: String,
     },
+    /// The request has no counterpart in this provider's wire format (a
+    /// part type it lacks, tool-call arguments that are not a JSON object,
+    /// a parameter its API does not have); nothing was sent. Not the
+    /// provider's verdict: another provider may take the request as it
+    /// is, so the router passes over this one ([`Self::is_untranslatable`]).
+    #[error(
+        "provider {provider}: {field}: {reason} (its wire format cannot express it; nothing was sent)"
+    )]
+    Untranslatable {
+        /// Configured provider name.
+        provider: String,
+        /// The request field with no counterpart (`"messages[1].tool_calls[0].function.arguments"`).
+        field: String,
+        /// Why.
+        reason: String,
+    },
     /// The send gate refused the request; nothing was sent.
     #[error("provider {provider}: request not sent: {refused}")]
     SendRefused {
@@ -208,7 +224,9 @@ impl ProviderError {
             ProviderError::InvalidSettings { .. } | ProviderError::Other { .. } => {
                 ErrorClass::Other
             }
-            ProviderError::InvalidRequest { .. } => ErrorClass::InvalidRequest,
+            ProviderError::InvalidRequest { .. } | ProviderError::Untranslatable { .. } => {
+                ErrorClass::InvalidRequest
+            }
             ProviderError::SendRefused { .. } => ErrorClass::SendRefused,
             ProviderError::Connect { .. } => ErrorClass::ConnectBeforeSend,
             ProviderError::ConnectionLost { .. } => ErrorClass::ConnectionLost,
@@ -234,6 +252,7 @@ impl ProviderError {
             self,
             ProviderError::InvalidSettings { .. }
                 | ProviderError::InvalidRequest { .. }
+                | ProviderError::Untranslatable { .. }
                 | ProviderError::SendRefused { .. }
                 | ProviderError::Connect { .. }
                 | ProviderError::Timeout {
@@ -241,6 +260,23 @@ impl ProviderError {
                     ..
                 }
         )
+    }
+
+    /// This provider's wire format cannot express the request
+    /// ([`ProviderError::Untranslatable`]): nothing was sent, and another
+    /// provider may take it as it is.
+    pub fn is_untranslatable(&self) -> bool {
+        matches!(self, ProviderError::Untranslatable { .. })
+    }
+
+    /// The request field this error names, when it is the request's fault
+    /// or has no counterpart here (`InvalidRequest`, `Untranslatable`).
+    pub fn request_field(&self) -> Option<&str> {
+        match self {
+            ProviderError::InvalidRequest { field, .. }
+            | ProviderError::Untranslatable { field, .. } => Some(field),
+            _ => None,
+        }
     }
 
     /// Whether the same request may succeed if repeated ([`ErrorClass::is_retryable`]).

@@ -13,6 +13,7 @@
 //! own counters verbatim. Requests are built in `anthropic_request.rs`,
 //! streams read in `anthropic_stream.rs`.
 
+use super::Untranslatable;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -72,8 +73,8 @@ impl Dialect for AnthropicDialect {
         req: &ChatRequest,
         model: &str,
         stream: bool,
-    ) -> Result<Vec<u8>, serde_json::Error> {
-        serde_json::to_vec(&request_body(req, model, stream)?)
+    ) -> Result<Vec<u8>, Untranslatable> {
+        Ok(serde_json::to_vec(&request_body(req, model, stream)?)?)
     }
 
     fn response(

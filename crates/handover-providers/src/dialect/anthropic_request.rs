@@ -5,6 +5,7 @@
 //! kept or mapped by [`tool_use_id`], images as image blocks, tools and
 //! tool choice in Anthropic's shape. Pure: no I/O.
 
+use super::Untranslatable;
 use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
@@ -33,7 +34,7 @@ pub(crate) fn request_body(
     req: &ChatRequest,
     model: &str,
     stream: bool,
-) -> Result<Value, serde_json::Error> {
+) -> Result<Value, Untranslatable> {
     let mut body = Map::new();
     body.insert("model".into(), model.into());
     let max = req
@@ -130,7 +131,7 @@ pub(crate) fn tool_use_id(id: &str) -> String {
 
 /// `system` blocks and the conversation, consecutive turns of one role
 /// merged (tool results open the user turn that carries them).
-fn messages(msgs: &[Message]) -> Result<(Vec<Value>, Vec<Value>), serde_json::Error> {
+fn messages(msgs: &[Message]) -> Result<(Vec<Value>, Vec<Value>), Untranslatable> {
     let mut system = Vec::new();
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for (i, m) in msgs.iter().enumerate() {
@@ -175,7 +176,7 @@ fn messages(msgs: &[Message]) -> Result<(Vec<Value>, Vec<Value>), serde_json::Er
     Ok((system, turns))
 }
 
-fn assistant_blocks(m: &Message, i: usize) -> Result<Vec<Value>, serde_json::Error> {
+fn assistant_blocks(m: &Message, i: usize) -> Result<Vec<Value>, Untranslatable> {
     let mut blocks = text_blocks(m.content.as_ref(), i)?;
     for (j, c) in m.tool_calls.iter().enumerate() {
         let input = call_arguments(c, i, j)?;
@@ -191,7 +192,7 @@ fn assistant_blocks(m: &Message, i: usize) -> Result<Vec<Value>, serde_json::Err
 
 /// Text and images as content blocks; empty text is left out (the API
 /// refuses empty text blocks).
-fn text_blocks(content: Option<&Content>, i: usize) -> Result<Vec<Value>, serde_json::Error> {
+fn text_blocks(content: Option<&Content>, i: usize) -> Result<Vec<Value>, Untranslatable> {
     content_blocks(
         content,
         i,

@@ -15,6 +15,7 @@
 //! request finds the call's name by it. Answers and errors:
 //! `gemini_answer.rs`; streams: `gemini_stream.rs`.
 
+use super::Untranslatable;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName};
@@ -82,8 +83,8 @@ impl Dialect for GeminiDialect {
         req: &ChatRequest,
         _model: &str,
         _stream: bool,
-    ) -> Result<Vec<u8>, serde_json::Error> {
-        serde_json::to_vec(&request_body(req)?)
+    ) -> Result<Vec<u8>, Untranslatable> {
+        Ok(serde_json::to_vec(&request_body(req)?)?)
     }
 
     fn response(
@@ -116,7 +117,7 @@ impl Dialect for GeminiDialect {
 }
 
 /// The `generateContent` body for `req` (the model is in the URL).
-pub(crate) fn request_body(req: &ChatRequest) -> Result<Value, serde_json::Error> {
+pub(crate) fn request_body(req: &ChatRequest) -> Result<Value, Untranslatable> {
     let mut body = Map::new();
     let (system, contents) = contents(&req.messages)?;
     body.insert("contents".into(), Value::Array(contents));
@@ -163,7 +164,7 @@ const CONFIG: &[(&str, &str)] = &[
     ("presence_penalty", "presencePenalty"),
 ];
 
-fn generation_config(req: &ChatRequest) -> Result<Map<String, Value>, serde_json::Error> {
+fn generation_config(req: &ChatRequest) -> Result<Map<String, Value>, Untranslatable> {
     let mut c = Map::new();
     if let Some(t) = req.temperature {
         c.insert("temperature".into(), sampling(t));
@@ -202,21 +203,22 @@ fn generation_config(req: &ChatRequest) -> Result<Map<String, Value>, serde_json
             let schema = format
                 .and_then(|f| f.get("json_schema"))
                 .and_then(|s| s.get("schema"))
-                .ok_or_else(|| invalid("response_format.json_schema.schema is missing".into()))?;
+                .ok_or_else(|| invalid("response_format.json_schema.schema", "is missing"))?;
             c.insert("responseMimeType".into(), "application/json".into());
             c.insert("responseJsonSchema".into(), schema.clone());
         }
         Some(other) => {
-            return Err(invalid(format!(
-                "response_format type {other:?} has no Gemini equivalent"
-            )));
+            return Err(invalid(
+                "response_format.type",
+                format!("{other:?} has no Gemini equivalent"),
+            ));
         }
     }
     Ok(c)
 }
 
 /// `toolConfig.functionCallingConfig` for the tool choice.
-fn function_calling(choice: Option<&ToolChoice>) -> Result<Option<Value>, serde_json::Error> {
+fn function_calling(choice: Option<&ToolChoice>) -> Result<Option<Value>, Untranslatable> {
     Ok(Some(match choice {
         None => return Ok(None),
         Some(ToolChoice::Auto) => json!({"mode": "AUTO"}),
@@ -226,14 +228,17 @@ fn function_calling(choice: Option<&ToolChoice>) -> Result<Option<Value>, serde_
             json!({"mode": "ANY", "allowedFunctionNames": [name]})
         }
         Some(ToolChoice::Other(v)) => {
-            return Err(invalid(format!("tool_choice {v} has no Gemini equivalent")));
+            return Err(invalid(
+                "tool_choice",
+                format!("{v} has no Gemini equivalent"),
+            ));
         }
     }))
 }
 
 /// `systemInstruction` parts and the conversation, consecutive turns of
 /// one role merged.
-fn contents(msgs: &[Message]) -> Result<(Vec<Value>, Vec<Value>), serde_json::Error> {
+fn contents(msgs: &[Message]) -> Result<(Vec<Value>, Vec<Value>), Untranslatable> {
     let mut system = Vec::new();
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for (i, m) in msgs.iter().enumerate() {
@@ -261,7 +266,7 @@ fn contents(msgs: &[Message]) -> Result<(Vec<Value>, Vec<Value>), serde_json::Er
     Ok((system, turns))
 }
 
-fn model_parts(m: &Message, i: usize) -> Result<Vec<Value>, serde_json::Error> {
+fn model_parts(m: &Message, i: usize) -> Result<Vec<Value>, Untranslatable> {
     let mut out = parts(m.content.as_ref(), i)?;
     for (j, c) in m.tool_calls.iter().enumerate() {
         let args = call_arguments(c, i, j)?;
@@ -273,7 +278,7 @@ fn model_parts(m: &Message, i: usize) -> Result<Vec<Value>, serde_json::Error> {
 /// A `tool` message as a `functionResponse` part, named after the earlier
 /// assistant call with its `tool_call_id`. A JSON object result is sent as
 /// the response itself; anything else as `{"result": ...}`.
-fn function_response(msgs: &[Message], i: usize) -> Result<Value, serde_json::Error> {
+fn function_response(msgs: &[Message], i: usize) -> Result<Value, Untranslatable> {
     let id = msgs[i].tool_call_id.as_deref().unwrap_or_default();
     let name = msgs[..i]
         .iter()
@@ -282,9 +287,10 @@ fn function_response(msgs: &[Message], i: usize) -> Result<Value, serde_json::Er
         .find(|c| c.id == id)
         .map(|c| c.name.clone())
         .ok_or_else(|| {
-            invalid(format!(
-                "messages[{i}].tool_call_id {id:?} answers no earlier assistant tool call"
-            ))
+            invalid(
+                format!("messages[{i}].tool_call_id"),
+                format!("{id:?} answers no earlier assistant tool call"),
+            )
         })?;
     let text = msgs[i]
         .content
@@ -300,7 +306,7 @@ fn function_response(msgs: &[Message], i: usize) -> Result<Value, serde_json::Er
 }
 
 /// Text and images as parts; empty text is left out.
-fn parts(content: Option<&Content>, i: usize) -> Result<Vec<Value>, serde_json::Error> {
+fn parts(content: Option<&Content>, i: usize) -> Result<Vec<Value>, Untranslatable> {
     content_blocks(content, i, "Gemini", |t| json!({"text": t}), image)
 }
 

@@ -22,6 +22,7 @@ mod responses_params;
 mod responses_request;
 mod responses_stream;
 mod translate;
+pub(crate) use translate::Untranslatable;
 
 use std::time::Duration;
 
@@ -69,12 +70,8 @@ pub(crate) trait Dialect: Send + Sync {
     fn headers(&self, key: Option<&SecretString>) -> Result<HeaderMap, ProviderError>;
 
     /// The request body for `model`, as JSON bytes.
-    fn body(
-        &self,
-        req: &ChatRequest,
-        model: &str,
-        stream: bool,
-    ) -> Result<Vec<u8>, serde_json::Error>;
+    fn body(&self, req: &ChatRequest, model: &str, stream: bool)
+    -> Result<Vec<u8>, Untranslatable>;
 
     /// A whole 2xx answer as the neutral response.
     fn response(

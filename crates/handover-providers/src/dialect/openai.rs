@@ -2,6 +2,7 @@
 //! additions live in `wire.rs`), any OpenAI-compatible endpoint, and Azure
 //! OpenAI (deployment URL, `api-version` query, `api-key` header).
 
+use super::Untranslatable;
 use crate::sse::Event;
 use http::{HeaderMap, HeaderName, header};
 use secrecy::{ExposeSecret, SecretString};
@@ -59,13 +60,13 @@ impl Dialect for OpenAiDialect {
         req: &ChatRequest,
         model: &str,
         stream: bool,
-    ) -> Result<Vec<u8>, serde_json::Error> {
+    ) -> Result<Vec<u8>, Untranslatable> {
         let shape = Shape {
             kind: self.settings.kind,
             passback: self.settings.passback_for(model),
             stream_usage: self.settings.stream_usage,
         };
-        request_body(req, model, shape, stream)
+        Ok(request_body(req, model, shape, stream)?)
     }
 
     fn response(

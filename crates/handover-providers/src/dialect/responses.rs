@@ -16,6 +16,7 @@
 //! tokens, output includes reasoning) with the details under their Chat
 //! Completions names. Error statuses have the Chat Completions envelope.
 
+use super::Untranslatable;
 use http::HeaderMap;
 use secrecy::SecretString;
 use serde::Deserialize;
@@ -71,7 +72,7 @@ impl Dialect for ResponsesDialect {
         req: &ChatRequest,
         model: &str,
         stream: bool,
-    ) -> Result<Vec<u8>, serde_json::Error> {
+    ) -> Result<Vec<u8>, Untranslatable> {
         request_body(req, model, stream)
     }
 

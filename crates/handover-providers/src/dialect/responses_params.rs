@@ -6,6 +6,7 @@
 //! Responses API cannot express it; `tool_choice` in the Responses shape.
 //! Pure: no I/O.
 
+use super::Untranslatable;
 use serde_json::{Map, Value, json};
 
 use super::translate::{invalid, is_off};
@@ -47,24 +48,26 @@ const LOGPROBS_INCLUDE: &str = "message.output_text.logprobs";
 pub(super) fn extra(
     req: &ChatRequest,
     body: &mut Map<String, Value>,
-) -> Result<(), serde_json::Error> {
+) -> Result<(), Untranslatable> {
     for (k, v) in &req.extra {
         let key = k.as_str();
         if is_off(key, v) || DROPPED.contains(&key) {
             continue;
         }
         if let Some((_, why)) = REFUSED.iter().find(|(name, _)| *name == key) {
-            return Err(invalid(format!("{key}: {why}")));
+            return Err(invalid(key, *why));
         }
         if WRITTEN.contains(&key) {
-            return Err(invalid(format!(
-                "{key}: is written from the chat request's own fields"
-            )));
+            return Err(invalid(
+                key,
+                "is written from the chat request's own fields",
+            ));
         }
         match key {
             "modalities" if v.as_array().is_some_and(|m| m.iter().any(|x| x != "text")) => {
                 return Err(invalid(
-                    "modalities: the Responses API answers in text only".into(),
+                    "modalities",
+                    "the Responses API answers in text only",
                 ));
             }
             "modalities" => {}
@@ -94,7 +97,7 @@ pub(super) fn extra(
             // what the translation puts there.
             "reasoning" | "text" => {
                 let Value::Object(fields) = v else {
-                    return Err(invalid(format!("{key}: must be an object")));
+                    return Err(invalid(key, "must be an object"));
                 };
                 let target = object_at(body, key)?;
                 for (f, x) in fields {
@@ -113,20 +116,20 @@ pub(super) fn extra(
 fn object_at<'b>(
     body: &'b mut Map<String, Value>,
     key: &str,
-) -> Result<&'b mut Map<String, Value>, serde_json::Error> {
+) -> Result<&'b mut Map<String, Value>, Untranslatable> {
     body.entry(key)
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
-        .ok_or_else(|| invalid(format!("{key}: must be an object")))
+        .ok_or_else(|| invalid(key, "must be an object"))
 }
 
 /// Adds `entry` to `include` once.
-fn include(body: &mut Map<String, Value>, entry: &str) -> Result<(), serde_json::Error> {
+fn include(body: &mut Map<String, Value>, entry: &str) -> Result<(), Untranslatable> {
     let list = body
         .entry("include")
         .or_insert_with(|| Value::Array(Vec::new()))
         .as_array_mut()
-        .ok_or_else(|| invalid("include: must be a list".into()))?;
+        .ok_or_else(|| invalid("include", "must be a list"))?;
     if !list.iter().any(|e| e == entry) {
         list.push(entry.into());
     }
@@ -135,7 +138,7 @@ fn include(body: &mut Map<String, Value>, entry: &str) -> Result<(), serde_json:
 
 /// `response_format` as `text.format`: a `json_schema` format's fields
 /// move up one level (`{"type": "json_schema", "name", "schema", ...}`).
-fn text_format(v: &Value) -> Result<Value, serde_json::Error> {
+fn text_format(v: &Value) -> Result<Value, Untranslatable> {
     match v.get("type").and_then(Value::as_str) {
         Some("json_object") => Ok(json!({"type": "json_object"})),
         Some("json_schema") => {
@@ -143,27 +146,30 @@ fn text_format(v: &Value) -> Result<Value, serde_json::Error> {
                 .get("json_schema")
                 .and_then(Value::as_object)
                 .cloned()
-                .ok_or_else(|| invalid("response_format.json_schema: must be an object".into()))?;
+                .ok_or_else(|| invalid("response_format.json_schema", "must be an object"))?;
             format.insert("type".into(), "json_schema".into());
             Ok(Value::Object(format))
         }
         _ => Err(invalid(
-            "response_format.type: only text, json_object and json_schema have a Responses counterpart"
-                .into(),
+            "response_format.type",
+            "only text, json_object and json_schema have a Responses counterpart",
         )),
     }
 }
 
 /// `tool_choice` in the Responses shape (a function is named directly;
 /// `allowed_tools` lists functions by name).
-pub(super) fn tool_choice(choice: &ToolChoice) -> Result<Value, serde_json::Error> {
+pub(super) fn tool_choice(choice: &ToolChoice) -> Result<Value, Untranslatable> {
     Ok(match choice {
         ToolChoice::Auto => "auto".into(),
         ToolChoice::None => "none".into(),
         ToolChoice::Required => "required".into(),
         ToolChoice::Function(name) => json!({"type": "function", "name": name}),
         ToolChoice::Other(v) => allowed_tools(v).ok_or_else(|| {
-            invalid("tool_choice: only auto, none, required, a function or allowed_tools functions have a Responses counterpart".into())
+            invalid(
+                "tool_choice",
+                "only auto, none, required, a function or allowed_tools functions have a Responses counterpart",
+            )
         })?,
     })
 }

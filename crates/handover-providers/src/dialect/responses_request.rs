@@ -24,6 +24,7 @@
 //! parameter (the router already skips a Responses provider for stop
 //! sequences and audio, see [`crate::OpenAiApi::supports`]).
 
+use super::Untranslatable;
 use std::borrow::Cow;
 
 use serde::Serialize;
@@ -106,11 +107,9 @@ pub(crate) fn request_body(
     req: &ChatRequest,
     model: &str,
     stream: bool,
-) -> Result<Vec<u8>, serde_json::Error> {
+) -> Result<Vec<u8>, Untranslatable> {
     if !req.stop.is_empty() {
-        return Err(invalid(
-            "stop: the Responses API has no stop sequences".into(),
-        ));
+        return Err(invalid("stop", "the Responses API has no stop sequences"));
     }
     let (instructions, input) = input(&req.messages)?;
     let tools = req.tools.iter().map(|t| FunctionTool {
@@ -140,13 +139,13 @@ pub(crate) fn request_body(
         rest,
         stream,
     };
-    serde_json::to_vec(&body)
+    Ok(serde_json::to_vec(&body)?)
 }
 
 /// `instructions` (the leading system message) and the input items.
 type Input<'m> = (Option<Cow<'m, str>>, Vec<Item<'m>>);
 
-fn input(msgs: &[Message]) -> Result<Input<'_>, serde_json::Error> {
+fn input(msgs: &[Message]) -> Result<Input<'_>, Untranslatable> {
     let mut instructions = None;
     let mut items = Vec::with_capacity(msgs.len());
     let text = |role, t| Item::Message {
@@ -191,7 +190,7 @@ fn text_of(c: &Content) -> Cow<'_, str> {
 
 /// The text of a system or assistant message: its string, or its text (and
 /// refusal) parts joined; any other part fails naming it.
-fn text_only(content: Option<&Content>, i: usize) -> Result<Cow<'_, str>, serde_json::Error> {
+fn text_only(content: Option<&Content>, i: usize) -> Result<Cow<'_, str>, Untranslatable> {
     let Some(Content::Parts(parts)) = content else {
         return Ok(content.map_or(Cow::Borrowed(""), text_of));
     };
@@ -200,10 +199,13 @@ fn text_only(content: Option<&Content>, i: usize) -> Result<Cow<'_, str>, serde_
         .enumerate()
         .find(|(_, p)| !matches!(p.kind.as_str(), "text" | "refusal"))
     {
-        return Err(invalid(format!(
-            "messages[{i}].content[{j}]: a {:?} part has no Responses counterpart in this message",
-            p.kind
-        )));
+        return Err(invalid(
+            format!("messages[{i}].content[{j}]"),
+            format!(
+                "a {:?} part has no Responses counterpart in this message",
+                p.kind
+            ),
+        ));
     }
     Ok(Cow::Owned(
         parts.iter().filter_map(|p| p.text.as_deref()).collect(),
@@ -211,10 +213,7 @@ fn text_only(content: Option<&Content>, i: usize) -> Result<Cow<'_, str>, serde_
 }
 
 /// A user message's content: its string, or its parts as input parts.
-fn user_content(
-    content: Option<&Content>,
-    i: usize,
-) -> Result<MessageContent<'_>, serde_json::Error> {
+fn user_content(content: Option<&Content>, i: usize) -> Result<MessageContent<'_>, Untranslatable> {
     let parts = match content {
         Some(Content::Parts(parts)) => parts,
         other => {
@@ -225,10 +224,10 @@ fn user_content(
     };
     let parts = parts.iter().enumerate().map(|(j, p)| {
         input_part(p).ok_or_else(|| {
-            invalid(format!(
-                "messages[{i}].content[{j}]: a {:?} part has no Responses counterpart",
-                p.kind
-            ))
+            invalid(
+                format!("messages[{i}].content[{j}]"),
+                format!("a {:?} part has no Responses counterpart", p.kind),
+            )
         })
     });
     parts

@@ -7,10 +7,33 @@ use serde_json::{Value, json};
 
 use crate::request::{Content, ContentPart, ToolCall};
 
-/// A translation failure; the engine reports it as an invalid request
-/// (nothing is sent).
-pub(crate) fn invalid(what: String) -> serde_json::Error {
-    <serde_json::Error as serde::ser::Error>::custom(what)
+/// A request this dialect cannot express (nothing is sent): the field of
+/// the OpenAI-shaped request that has no counterpart, and why. Not the
+/// provider's verdict on the request — another provider may take it as it
+/// is — so the router passes over this provider
+/// ([`crate::ProviderError::Untranslatable`]).
+#[derive(Debug)]
+pub(crate) struct Untranslatable {
+    pub(crate) field: String,
+    pub(crate) reason: String,
+}
+
+/// A body that could not be written at all.
+impl From<serde_json::Error> for Untranslatable {
+    fn from(e: serde_json::Error) -> Self {
+        Self {
+            field: "request".into(),
+            reason: format!("could not serialise: {e}"),
+        }
+    }
+}
+
+/// `field` has no counterpart in this dialect, because `reason`.
+pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Untranslatable {
+    Untranslatable {
+        field: field.into(),
+        reason: reason.into(),
+    }
 }
 
 /// A sampling parameter as the client wrote it: `0.7f32` widened to `f64`
@@ -24,20 +47,22 @@ pub(crate) fn sampling(v: f32) -> Value {
 
 /// The arguments of `messages[i].tool_calls[j]` as a JSON object (empty
 /// arguments are `{}`): vendors take objects, not JSON text.
-pub(crate) fn call_arguments(c: &ToolCall, i: usize, j: usize) -> Result<Value, serde_json::Error> {
+pub(crate) fn call_arguments(c: &ToolCall, i: usize, j: usize) -> Result<Value, Untranslatable> {
     let args: Value = if c.arguments.trim().is_empty() {
         json!({})
     } else {
         serde_json::from_str(&c.arguments).map_err(|_| {
-            invalid(format!(
-                "messages[{i}].tool_calls[{j}].function.arguments is not JSON"
-            ))
+            invalid(
+                format!("messages[{i}].tool_calls[{j}].function.arguments"),
+                "is not JSON",
+            )
         })?
     };
     if !args.is_object() {
-        return Err(invalid(format!(
-            "messages[{i}].tool_calls[{j}].function.arguments is not a JSON object"
-        )));
+        return Err(invalid(
+            format!("messages[{i}].tool_calls[{j}].function.arguments"),
+            "is not a JSON object",
+        ));
     }
     Ok(args)
 }
@@ -69,7 +94,7 @@ pub(crate) fn content_blocks(
     family: &str,
     text: impl Fn(&str) -> Value,
     image: impl Fn(&ContentPart) -> Option<Value>,
-) -> Result<Vec<Value>, serde_json::Error> {
+) -> Result<Vec<Value>, Untranslatable> {
     let parts = match content {
         None => return Ok(Vec::new()),
         Some(Content::Text(t)) if t.is_empty() => return Ok(Vec::new()),
@@ -85,14 +110,16 @@ pub(crate) fn content_blocks(
                 }
             }
             "image_url" => out.push(image(p).ok_or_else(|| {
-                invalid(format!(
-                    "messages[{i}].content[{j}].image_url must be an http(s) or base64 data URL"
-                ))
+                invalid(
+                    format!("messages[{i}].content[{j}].image_url"),
+                    "must be an http(s) or base64 data URL",
+                )
             })?),
             other => {
-                return Err(invalid(format!(
-                    "messages[{i}].content[{j}]: part type {other:?} has no {family} equivalent"
-                )));
+                return Err(invalid(
+                    format!("messages[{i}].content[{j}]"),
+                    format!("part type {other:?} has no {family} equivalent"),
+                ));
             }
         }
     }

@@ -25,6 +25,11 @@ pub enum SkipReason {
     /// outputs, log probabilities, images, ...): it is never given a weaker
     /// request.
     Unsupported(Capability),
+    /// Its wire format cannot express the request (a content part it has
+    /// no block for, tool-call arguments in the history that are not a
+    /// JSON object): Handover's translation refused before anything was
+    /// sent, which says nothing of what another provider can take.
+    Untranslatable,
 }
 
 impl SkipReason {
@@ -35,6 +40,7 @@ impl SkipReason {
             Self::BreakerOpen => "breaker_open",
             Self::QueueFull => "queue_full",
             Self::Unsupported(_) => "unsupported",
+            Self::Untranslatable => "untranslatable",
         }
     }
 }
@@ -45,6 +51,7 @@ impl std::fmt::Display for SkipReason {
             Self::DataClass => "may not receive the request's data class",
             Self::BreakerOpen => "circuit breaker open",
             Self::QueueFull => "admission queue full",
+            Self::Untranslatable => "its wire format cannot express the request",
             Self::Unsupported(c) => return write!(f, "does not support {c}"),
         })
     }

@@ -24,6 +24,9 @@ pub(crate) struct Run<'t> {
     pub(crate) attempts: Vec<Attempt>,
     pub(crate) skipped: Vec<Skip>,
     pub(crate) partials: Vec<Partial>,
+    /// The first provider whose wire format could not express the request:
+    /// the call's answer if no provider was asked at all.
+    pub(crate) untranslatable: Option<ProviderError>,
 }
 
 impl<'t> Run<'t> {
@@ -33,6 +36,7 @@ impl<'t> Run<'t> {
             attempts: Vec::new(),
             skipped: Vec::new(),
             partials: Vec::new(),
+            untranslatable: None,
         }
     }
 
@@ -56,6 +60,30 @@ impl<'t> Run<'t> {
             at: self.now(),
             reason,
         });
+    }
+
+    /// Passes over `target`, whose wire format cannot express the request
+    /// (`error`): nothing was sent and the provider said nothing, so no
+    /// attempt and no breaker verdict, as for a capability it lacks.
+    pub(crate) fn untranslatable(&mut self, target: &Target, error: ProviderError) {
+        self.skip(target, SkipReason::Untranslatable);
+        self.untranslatable.get_or_insert(error);
+    }
+
+    /// Why the call ends when no provider was asked: the first refusal of
+    /// a translation, as the 400 it is for this request (naming the field),
+    /// if that is what stopped every provider.
+    pub(crate) fn nothing_asked(&mut self) -> Option<FailureReason> {
+        if !self.attempts.is_empty() {
+            return None;
+        }
+        let e = self.untranslatable.take()?;
+        Some(FailureReason::Failed {
+            class: ErrorClass::InvalidRequest,
+            message: e.to_string(),
+            code: None,
+            param: e.request_field().map(str::to_owned),
+        })
     }
 
     pub(crate) fn record(

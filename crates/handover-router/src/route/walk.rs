@@ -208,10 +208,13 @@ impl Router {
             let reason = needs.nobody_allowed(&run.skipped);
             return Err(stopped(run, reason));
         }
-        let reason = task
-            .budget
-            .check()
-            .map_or_else(FailureReason::Budget, |()| FailureReason::ChainExhausted);
+        let reason = match run.nothing_asked() {
+            Some(reason) => reason,
+            None => task
+                .budget
+                .check()
+                .map_or_else(FailureReason::Budget, |()| FailureReason::ChainExhausted),
+        };
         Err(stopped(run, reason))
     }
 }
@@ -296,6 +299,10 @@ async fn try_provider<C: Call>(
                 cost,
             } => (error, request_id, partial, cost),
         };
+        if error.is_untranslatable() {
+            run.untranslatable(target, error);
+            return Err(Leave::Next);
+        }
         let result = AttemptResult::Failed(error.class());
         let said = ProviderSaid::of(&error).boxed();
         run.record(target, started, result, error.was_sent(), request_id, said);
