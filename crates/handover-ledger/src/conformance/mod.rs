@@ -62,7 +62,9 @@ pub use unknown::{
     list_unknown_with_owner_and_age, suspended_by_block_width, take_due_unknown_filters,
     take_due_unknown_leases,
 };
-pub use validation::{identifier_boundaries, nul_in_text, params_boundaries};
+pub use validation::{
+    identifier_boundaries, long_names_and_texts_are_bounded, nul_in_text, params_boundaries,
+};
 
 use crate::{
     BeginOptions, BeginOutcome, Claim, Dispatch, Ledger, Limits, ManualClock, OperationRecord,
@@ -218,7 +220,7 @@ macro_rules! conformance_tests {
             task_budget_concurrent_reservations_never_exceed,
             task_budget_cost_deadline_expiry_and_purge,
             begin_dispatched_claims_and_dispatches, begin_dispatched_races_one_winner,
-            block_width_is_checked_again_at_dispatch
+            block_width_is_checked_again_at_dispatch, long_names_and_texts_are_bounded
         );
     };
     (@each $make:path, $enabled:path; $($name:ident),+ $(,)?) => {

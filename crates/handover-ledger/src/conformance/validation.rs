@@ -325,3 +325,69 @@ pub async fn nul_in_text<F: Fn(Setup) -> Fut, Fut: Future<Output = Subject>>(mak
         .await
         .expect("the same resolution without NUL");
 }
+
+/// Names of who did something are at most 1 KiB and caller-chosen text
+/// at most 64 KiB, refused past that naming the field (nothing written);
+/// text reported from a destination's answer is kept, cut at 64 KiB with
+/// a note, so a definitive answer is still recorded. A record is read and
+/// replayed whole: no client stores megabytes in one.
+pub async fn long_names_and_texts_are_bounded<
+    F: Fn(Setup) -> Fut,
+    Fut: Future<Output = Subject>,
+>(
+    make: F,
+) {
+    use crate::{Dispatch, State};
+    let e = env(make, Retention::default()).await;
+    let long_name = "n".repeat(1025);
+    let r = req("t", "long-holder", json!({}));
+    let err = e
+        .ledger
+        .begin(&r, &super::opts(&long_name))
+        .await
+        .expect_err("a holder past 1 KiB");
+    assert_eq!(err.field(), Some("holder"), "{err}");
+    assert_eq!(e.get(&r).await, None, "nothing written");
+
+    let r = req("t", "long-texts", json!({}));
+    let c = e.start(&r, &"h".repeat(1024)).await;
+    let before = e.snapshot(&r).await;
+    let err = e
+        .ledger
+        .mark_dispatched(
+            &c,
+            Dispatch {
+                executor: long_name,
+                metadata: None,
+            },
+        )
+        .await
+        .expect_err("an executor past 1 KiB");
+    assert_eq!(err.field(), Some("executor"), "{err}");
+    let err = e
+        .ledger
+        .cancel(r.id(), "r".repeat(64 * 1024 + 1))
+        .await
+        .expect_err("a cancellation reason past 64 KiB");
+    assert_eq!(err.field(), Some("reason"), "{err}");
+    assert_eq!(e.snapshot(&r).await, before, "nothing changed");
+
+    e.dispatch(&c).await;
+    // 3 MB of a destination's refusal, with a multi-byte character at the cut.
+    let huge = "é".repeat(1_500_000);
+    let rec = e
+        .ledger
+        .reject(&c, huge.clone(), Some(huge))
+        .await
+        .expect("a huge refusal is still recorded");
+    let State::Rejected { reason, .. } = &rec.state else {
+        panic!("{:?}", rec.state)
+    };
+    assert!(reason.len() <= 64 * 1024, "{}", reason.len());
+    assert!(reason.starts_with("éé"));
+    assert!(
+        reason.ends_with("[cut: longer than 64 KiB]"),
+        "{}",
+        &reason[reason.len() - 40..]
+    );
+}

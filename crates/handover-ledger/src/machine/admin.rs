@@ -2,7 +2,7 @@
 
 use super::{
     Change, Ctx, Effect, Step, answer_opt_text, answer_text, canonical_value, illegal,
-    require_text, view,
+    require_name, require_text, view,
 };
 use crate::error::LedgerError;
 use crate::identity::OperationId;
@@ -36,7 +36,7 @@ pub(crate) fn resolve(
     ctx: Ctx<'_>,
 ) -> Step<OperationRecord> {
     require_text("evidence", &resolution.evidence)?;
-    require_text("actor", &resolution.actor)?;
+    require_name("actor", &resolution.actor)?;
     let result = match &resolution.outcome {
         ResolvedAs::Confirmed { result } => Some(canonical_value("result", result, ctx.limits)?),
         ResolvedAs::Rejected { reason } => {
@@ -123,7 +123,7 @@ pub(crate) fn append_attempt(
     attempt_id: uuid::Uuid,
     ctx: Ctx<'_>,
 ) -> Step<uuid::Uuid> {
-    require_text("executor", &attempt.executor)?;
+    require_name("executor", &attempt.executor)?;
     // A lookup's evidence is what the destination answered.
     let evidence = answer_opt_text("evidence", attempt.evidence.as_deref())?;
     let metadata = attempt

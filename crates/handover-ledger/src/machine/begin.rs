@@ -2,14 +2,14 @@
 
 use std::time::Duration;
 
-use super::{Change, Ctx, Effect, Step, illegal, require_lease, require_text, view};
+use super::{Change, Ctx, Effect, Step, illegal, require_lease, require_name, view};
 use crate::error::{LedgerError, ValidationError};
 use crate::identity::{OperationId, OperationRequest, destination_key};
 use crate::ledger::{ApproveOutcome, BeginOptions, BeginOutcome, BlockWidth, Dispatch};
 use crate::model::{Claim, Epoch, OperationRecord, State, Terminal};
 
 fn validate_opts(opts: &BeginOptions) -> Result<(), ValidationError> {
-    require_text("holder", &opts.holder)?;
+    require_name("holder", &opts.holder)?;
     require_lease(opts.lease)
 }
 

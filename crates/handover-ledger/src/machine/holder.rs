@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::{
     AttemptFinish, Change, Ctx, Effect, Step, answer_opt_text, answer_text, canonical_value, fence,
-    illegal, require_lease, require_text,
+    illegal, require_lease, require_name,
 };
 use crate::error::{LedgerError, ValidationError};
 use crate::ledger::{Dispatch, ReleaseReason, UnknownReport};
@@ -39,7 +39,7 @@ pub(super) fn validate_dispatch(
     dispatch: &Dispatch,
     ctx: Ctx<'_>,
 ) -> Result<Option<serde_json::Value>, ValidationError> {
-    require_text("executor", &dispatch.executor)?;
+    require_name("executor", &dispatch.executor)?;
     dispatch
         .metadata
         .as_ref()

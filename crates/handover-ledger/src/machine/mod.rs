@@ -257,9 +257,37 @@ pub(crate) fn illegal(rec: &OperationRecord, op: &'static str) -> LedgerError {
 /// refuse at COMMIT (an outage to the caller, retried for ever) what
 /// another stores; refused here, the caller learns which field to fix on
 /// every backend, before anything is recorded.
+/// The longest name of who did something (`executor`, `holder`, `actor`).
+pub(crate) const NAME_BYTES: usize = 1024;
+
+/// The longest free text kept (a reason, evidence): a record is returned
+/// whole on every read and replay, so a client cannot store megabytes in
+/// one (params, results and metadata have their own size limit).
+pub(crate) const TEXT_BYTES: usize = 64 * 1024;
+
+/// A name of who did something: non-empty, no NUL, at most
+/// [`NAME_BYTES`].
+pub(crate) fn require_name(field: &'static str, s: &str) -> Result<(), ValidationError> {
+    if s.len() > NAME_BYTES {
+        return Err(ValidationError::new(
+            field,
+            format!("is {} bytes; at most {NAME_BYTES}", s.len()),
+        ));
+    }
+    require_text(field, s)
+}
+
+/// Text given by a person or a program (an operator's evidence, a
+/// cancellation's reason): non-empty, no NUL, at most [`TEXT_BYTES`].
 pub(crate) fn require_text(field: &'static str, s: &str) -> Result<(), ValidationError> {
     if s.trim().is_empty() {
         return Err(ValidationError::new(field, "must not be empty"));
+    }
+    if s.len() > TEXT_BYTES {
+        return Err(ValidationError::new(
+            field,
+            format!("is {} bytes; at most {TEXT_BYTES}", s.len()),
+        ));
     }
     if s.contains('\0') {
         return Err(ValidationError::new(
@@ -275,13 +303,24 @@ pub(crate) fn require_text(field: &'static str, s: &str) -> Result<(), Validatio
 /// stored as U+FFFD on every backend. Refusing them would turn a
 /// definitive answer (a destination's refusal whose body holds a NUL)
 /// into an unrecordable one, left for review; the text is for people, and
-/// the replacement character shows where the NUL was. Empty is still
-/// refused, naming `field`.
+/// the replacement character shows where the NUL was. For the same reason
+/// a text past [`TEXT_BYTES`] is cut there (at a character boundary, with
+/// a note saying so), not refused. Empty is still refused, naming `field`.
 pub(crate) fn answer_text(field: &'static str, s: &str) -> Result<String, ValidationError> {
     if s.trim().is_empty() {
         return Err(ValidationError::new(field, "must not be empty"));
     }
-    Ok(s.replace('\0', "\u{FFFD}"))
+    const CUT: &str = " … [cut: longer than 64 KiB]";
+    let kept = if s.len() > TEXT_BYTES {
+        let mut end = TEXT_BYTES - CUT.len();
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}{CUT}", &s[..end])
+    } else {
+        s.to_owned()
+    };
+    Ok(kept.replace('\0', "\u{FFFD}"))
 }
 
 pub(crate) fn answer_opt_text(
