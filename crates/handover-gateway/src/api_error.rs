@@ -213,7 +213,7 @@ impl ApiError {
                     StatusCode::SERVICE_UNAVAILABLE,
                     "server_error",
                     "ledger_unavailable",
-                    format!("the ledger did not answer while {context}; {UNAVAILABLE_MEANS}"),
+                    format!("the ledger could not be used while {context} (it did not answer, or could not write); {UNAVAILABLE_MEANS}"),
                 )
                 .with_header("retry-after", HeaderValue::from_static("1"))
             }

@@ -506,7 +506,7 @@ async fn every_body_names_the_field_that_is_missing_or_wrong() {
     let (gw, provider) = setup().await;
     let admin = "/v1/admin/operations/tenant-a/K-1/resolve";
     // (path, token, body, the field `param` must name)
-    let cases: [(&str, &str, &str, &str); 24] = [
+    let cases: [(&str, &str, &str, &str); 25] = [
         (
             "/v1/chat/completions",
             CLIENT_A,
@@ -568,6 +568,13 @@ async fn every_body_names_the_field_that_is_missing_or_wrong() {
             "/v1/operations/K-1/dispatch",
             CLIENT_A,
             r#"{"epoch": "1"}"#,
+            "epoch",
+        ),
+        // Past 2^53: not "send it as a string" (a string is refused too).
+        (
+            "/v1/operations/K-1/dispatch",
+            CLIENT_A,
+            r#"{"epoch": 9223372036854775808}"#,
             "epoch",
         ),
         (

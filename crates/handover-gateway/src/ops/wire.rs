@@ -27,6 +27,15 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for LedgerBody<T> {
         let bytes = body::read(req, state).await?;
         let text = std::str::from_utf8(&bytes).ok();
         let unrecordable = |e: handover_ledger::ValidationError| {
+            // The I-JSON hint ("send it as a string") is wrong for the one
+            // number the API itself hands out.
+            if e.field() == "epoch" {
+                return ApiError::invalid(
+                    "invalid_field",
+                    "epoch",
+                    "epoch: not an epoch a claim was given (epochs are whole numbers below 2^53)",
+                );
+            }
             ApiError::invalid("invalid_field", e.field(), e.to_string())
         };
         let value: T = crate::fields::parse(&bytes).map_err(|e| {
