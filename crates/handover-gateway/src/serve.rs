@@ -83,6 +83,12 @@ impl Gateway {
     /// stops when shutdown begins (a pass in progress finishes first, within
     /// the grace period). Last, the ledger is closed ([`Ledger::close`](handover_ledger::Ledger::close)):
     /// a SQLite ledger's main file then holds every record on its own.
+    ///
+    /// The whole shutdown — the drain, the reconciler's last pass and the
+    /// ledger's close — ends within one `shutdown_grace` from the signal
+    /// (an orchestrator's kill timeout just above it is enough): a ledger
+    /// that does not answer is left unclosed at the deadline (its records
+    /// are durable; a SQLite file folds its log in at the next close).
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -101,6 +107,18 @@ impl Gateway {
         let reconciling = tokio::spawn(reconciler.run(every, async move {
             let _ = stop_rx.await;
         }));
+        // When shutdown begins: the reconciler stops then, alongside the
+        // drain, and the grace counts from then for everything that follows.
+        let (began_tx, began_rx) = tokio::sync::oneshot::channel();
+        let shutdown = async move {
+            shutdown.await;
+            let _ = began_tx.send(tokio::time::Instant::now());
+        };
+        let began = tokio::spawn(async move {
+            let began = began_rx.await.ok();
+            let _ = stop_tx.send(());
+            began
+        });
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(%addr, "handover gateway listening");
         }
@@ -114,8 +132,12 @@ impl Gateway {
         if let Some(upkeep) = upkeep {
             upkeep.abort();
         }
-        let _ = stop_tx.send(());
-        if tokio::time::timeout(grace, reconciling).await.is_err() {
+        let began = began.await.ok().flatten();
+        let deadline = began.unwrap_or_else(tokio::time::Instant::now) + grace;
+        if tokio::time::timeout_at(deadline, reconciling)
+            .await
+            .is_err()
+        {
             tracing::warn!(
                 ?grace,
                 "the reconciliation pass did not finish within the grace period"
@@ -123,10 +145,13 @@ impl Gateway {
         }
         // Closed, not dropped: a SQLite ledger then folds its write-ahead
         // log into the main file, so the file alone holds every record.
-        if tokio::time::timeout(grace, ledger.close()).await.is_err() {
+        if tokio::time::timeout_at(deadline, ledger.close())
+            .await
+            .is_err()
+        {
             tracing::warn!(
                 ?grace,
-                "the ledger did not close within the grace period (a request still holds a connection)"
+                "the ledger did not close within the grace period (it did not answer, or a request still holds a connection)"
             );
         }
         served

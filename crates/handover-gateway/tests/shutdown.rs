@@ -1,5 +1,6 @@
 //! Graceful shutdown: a request in flight when the signal comes is answered
-//! in full, new connections are refused, and `run` returns.
+//! in full, new connections are refused, and `run` returns within one
+//! `shutdown_grace` of the signal, whatever is stuck.
 
 mod support;
 
@@ -104,4 +105,65 @@ async fn a_request_dropped_when_the_grace_runs_out_is_not_called_a_hang_up() {
         "{text}"
     );
     other.shutdown();
+}
+
+/// What follows the signal cannot stretch the shutdown: the drain, the
+/// reconciler's last pass (here stuck in a lookup that never answers) and
+/// the ledger's close all end within one `shutdown_grace` from the signal
+/// (they took a grace each, one after the other), so an orchestrator's
+/// kill timeout just above it holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_pass_and_a_stuck_request_end_within_one_grace() {
+    let (provider_url, mut calls) = held_provider().await;
+    let (lookup_url, mut lookups) = held_provider().await;
+    let mut config = support::provider("held", &provider_url);
+    config.push_str(&support::policy("default", &["held"], "first_token"));
+    config.push_str(&format!(
+        "\n[actions.ship]\nlease = \"30s\"\n[actions.ship.lookup]\nurl = \"{lookup_url}/records?key={{destination_key}}\"\nvisibility_lag = \"1ms\"\ncheck_every = \"1ms\"\n"
+    ));
+    let gateway = support::gateway_section_with("reconcile_every = \"10ms\"", "");
+    config.push_str(&gateway.replace("shutdown_grace = \"10s\"", "shutdown_grace = \"1s\""));
+    let mut gw = Running::start(&config).await;
+    // An unknown operation, so the reconciler's pass looks it up.
+    let (st, started) = gw
+        .post_json(
+            CLIENT_A,
+            "/v1/operations",
+            Some("K-1"),
+            json!({"action": "ship", "params": {}}),
+        )
+        .await;
+    assert_eq!(st, reqwest::StatusCode::CREATED, "{started}");
+    let epoch = started["claim"]["epoch"].as_u64().unwrap();
+    for (path, body) in [
+        ("dispatch", json!({"epoch": epoch})),
+        (
+            "outcome",
+            json!({"epoch": epoch, "outcome": "unknown", "reason": "timed out"}),
+        ),
+    ] {
+        let (st, answer) = gw
+            .post_json(CLIENT_A, &format!("/v1/operations/K-1/{path}"), None, body)
+            .await;
+        assert_eq!(st, reqwest::StatusCode::OK, "{answer}");
+    }
+    let _held_lookup = lookups.recv().await.expect("the pass is in its lookup");
+    let chat = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(CLIENT_A)
+        .json(&json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}))
+        .send();
+    let chat = tokio::spawn(chat);
+    let _held_call = calls.recv().await.expect("a request is in flight");
+
+    let signalled = std::time::Instant::now();
+    gw.shutdown();
+    (&mut gw.done).await.unwrap().expect("run returns");
+    let took = signalled.elapsed();
+    assert!(
+        took < std::time::Duration::from_millis(1600),
+        "shutdown took {took:?} with a 1 s grace"
+    );
+    assert!(chat.await.unwrap().is_err(), "dropped at the grace's end");
 }
