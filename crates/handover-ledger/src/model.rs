@@ -268,7 +268,7 @@ pub struct Claim {
     /// How widely an unresolved sibling blocks this claim, checked again
     /// when it is marked dispatched: a sibling that became `unknown` after
     /// the claim was taken stops the send (a door that claims and sends
-    /// in two requests leaves time for that). [`BlockWidth::Operation`]
+    /// in two requests leaves time for that). [`BlockWidth::Operation`](crate::BlockWidth::Operation)
     /// for a re-send, whose destination key cannot add an effect.
     #[serde(skip)]
     pub block: crate::ledger::BlockWidth,
