@@ -215,6 +215,22 @@ fn chunk(extra: Value) -> String {
     format!("data: {c}\n\n")
 }
 
+/// The chunks of a chat completion stream (`[DONE]` left out).
+fn chunks_of(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+/// The text of a streamed chat completion through `gw`.
+async fn streamed(gw: &Running) -> String {
+    let ask = json!({"model": "default", "stream": true,
+        "messages": [{"role": "user", "content": "hi"}]});
+    post(gw, &ask).await.text().await.unwrap()
+}
+
 #[tokio::test]
 async fn stream_chunks_pass_through_with_one_model_and_id() {
     let lp = |t: &str| json!({"content": [{"token": t, "logprob": -0.5, "bytes": null, "top_logprobs": []}], "refusal": null});
@@ -496,20 +512,10 @@ async fn streamed_tool_calls_without_an_index_stay_apart_on_both_doors() {
     .await;
     let gw = gateway(&provider("p", "openai", &server), &["p"]).await;
     // Chat completions: what a client assembling deltas by index gets.
-    let text = post(
-        &gw,
-        &json!({"model": "default", "stream": true, "messages": [{"role": "user", "content": "weather?"}]}),
-    )
-    .await
-    .text()
-    .await
-    .unwrap();
+    let text = streamed(&gw).await;
     assert!(text.contains("data: [DONE]"), "{text}");
     let mut calls: Vec<(String, String)> = Vec::new();
-    for d in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
-        let Ok(c) = serde_json::from_str::<Value>(d) else {
-            continue;
-        };
+    for c in chunks_of(&text) {
         for tc in c["choices"][0]["delta"]["tool_calls"]
             .as_array()
             .into_iter()
@@ -577,20 +583,8 @@ async fn a_chunk_field_sent_once_stays_on_its_chunk() {
         upstream(ResponseTemplate::new(200).set_body_raw(body.into_bytes(), "text/event-stream"))
             .await;
     let gw = gateway(&provider("p", "openai", &server), &["p"]).await;
-    let text = post(
-        &gw,
-        &json!({"model": "default", "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
-    )
-    .await
-    .text()
-    .await
-    .unwrap();
-    let chunks: Vec<Value> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect();
+    let text = streamed(&gw).await;
+    let chunks = chunks_of(&text);
     let with = |field: &str| -> Vec<usize> {
         (0..chunks.len())
             .filter(|&i| chunks[i].get(field).is_some())
@@ -630,13 +624,13 @@ async fn the_providers_request_id_is_the_answers_x_request_id() {
     )
     .await;
     assert_eq!(resp.headers()["x-request-id"], "req_plain_1");
-    let streamed = upstream(
+    let stream_upstream = upstream(
         ResponseTemplate::new(200)
             .insert_header("x-request-id", "req_stream_1")
             .set_body_raw(calls_without_index().into_bytes(), "text/event-stream"),
     )
     .await;
-    let gw = gateway(&provider("s", "openai", &streamed), &["s"]).await;
+    let gw = gateway(&provider("s", "openai", &stream_upstream), &["s"]).await;
     let resp = post(
         &gw,
         &json!({"model": "default", "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
