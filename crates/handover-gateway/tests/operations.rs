@@ -558,3 +558,59 @@ async fn a_claim_is_suspended_at_dispatch_when_a_sibling_became_unknown() {
     assert_eq!(st, StatusCode::OK, "{body}");
     assert_eq!(body["status"], "planned");
 }
+
+/// A list is read in pages: each full page says how to ask for the next
+/// (`next`), and following it lists every operation once, in order. A
+/// client cannot page into another scope; an operator pages across them.
+#[tokio::test]
+async fn lists_are_read_in_pages() {
+    let gw = Running::start(&config()).await;
+    for i in 0..5 {
+        let (st, _) = begin(&gw, CLIENT_A, &format!("P-{i}"), json!({"order": i})).await;
+        assert_eq!(st, StatusCode::CREATED);
+    }
+    let (st, _) = begin(&gw, CLIENT_B, "P-B", json!({"order": 9})).await;
+    assert_eq!(st, StatusCode::CREATED);
+    let mut seen = Vec::new();
+    let mut path = "/v1/operations?state=all&limit=2".to_owned();
+    loop {
+        let (st, page) = get(&gw, CLIENT_A, &path).await;
+        assert_eq!(st, StatusCode::OK, "{page}");
+        for op in page["operations"].as_array().unwrap() {
+            seen.push(op["id"]["key"].as_str().unwrap().to_owned());
+        }
+        match page["next"]["after_key"].as_str() {
+            Some(after) => path = format!("/v1/operations?state=all&limit=2&after_key={after}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["P-0", "P-1", "P-2", "P-3", "P-4"]);
+    let (st, body) = get(
+        &gw,
+        CLIENT_A,
+        "/v1/operations?after_scope=tenant-b&after_key=P-B",
+    )
+    .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["param"], "after_scope");
+
+    // An operator's pages span scopes; the cursor names both halves.
+    let (_, first) = get(&gw, OPERATOR, "/v1/admin/operations?state=all&limit=5").await;
+    let next = &first["next"];
+    let path = format!(
+        "/v1/admin/operations?state=all&limit=5&after_scope={}&after_key={}",
+        next["after_scope"].as_str().unwrap(),
+        next["after_key"].as_str().unwrap()
+    );
+    let (_, rest) = get(&gw, OPERATOR, &path).await;
+    let rest: Vec<_> = rest["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"]["key"].clone())
+        .collect();
+    assert_eq!(rest, [json!("P-B")]);
+    let (st, body) = get(&gw, OPERATOR, "/v1/admin/operations?after_key=P-1").await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["param"], "after_scope");
+}

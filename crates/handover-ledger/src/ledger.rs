@@ -257,6 +257,10 @@ pub struct ListFilter {
     pub due_at: Option<Timestamp>,
     /// At most this many.
     pub limit: Option<usize>,
+    /// Only operations after this one in list order (oldest first: by
+    /// creation, then scope and key): where the previous page ended. An
+    /// operation that no longer exists (purged) lists nothing.
+    pub after: Option<OperationId>,
 }
 
 impl ListFilter {

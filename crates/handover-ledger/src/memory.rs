@@ -237,6 +237,15 @@ impl Backend for MemoryLedger {
             .cloned()
             .collect();
         out.sort_by(|a, b| order_key(a).cmp(&order_key(b)));
+        if let Some(after) = &filter.after {
+            match inner.ops.get(after) {
+                Some(from) => {
+                    let from = order_key(from);
+                    out.retain(|r| order_key(r) > from);
+                }
+                None => out.clear(),
+            }
+        }
         if let Some(n) = filter.limit {
             out.truncate(n);
         }

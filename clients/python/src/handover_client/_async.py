@@ -111,9 +111,12 @@ class AsyncClient(_Common):
         """See :meth:`Client.get`."""
         return await self._run(proto.get(key, self._s._headers(task)))
 
-    async def list(self, state: str = "unknown", *, limit: int = 100) -> list[proto.Operation]:
+    async def list(
+        self, state: str = "unknown", *, limit: int = 100, after: str | None = None
+    ) -> list[proto.Operation]:
         """See :meth:`Client.list`."""
-        return await self._run(proto.list_operations(state, limit, self._s._headers(None)))
+        flow = proto.list_operations(state, limit, after, self._s._headers(None))
+        return await self._run(flow)
 
     async def aclose(self) -> None:
         """Waits for late executor answers still to be reported (at most

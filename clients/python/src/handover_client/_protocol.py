@@ -575,9 +575,16 @@ def get(key: str, headers: Mapping[str, str]) -> Flow[Operation]:
     return Operation.from_json(ans.body["operation"])
 
 
-def list_operations(state: str, limit: int, headers: Mapping[str, str]) -> Flow[list[Operation]]:
-    """This client's operations in ``state`` (``all``: every state)."""
+def list_operations(
+    state: str, limit: int, after: str | None, headers: Mapping[str, str]
+) -> Flow[list[Operation]]:
+    """This client's operations in ``state`` (``all``: every state), oldest
+    first, at most ``limit``, after the operation keyed ``after``."""
     query = {"state": state, "limit": str(limit)}
+    if after is not None:
+        if not isinstance(after, str):
+            raise TypeError(f"after: expected str, got {type(after).__name__}")
+        query["after_key"] = after
     ans = yield Request("GET", "/v1/operations", None, headers, query)
     if ans.status != 200:
         raise _unexpected(ans)

@@ -107,9 +107,14 @@ class Client(_Common):
         """The operation ``key`` of this client's scope."""
         return self._run(proto.get(key, self._s._headers(task)))
 
-    def list(self, state: str = "unknown", *, limit: int = 100) -> list[proto.Operation]:
-        """This client's operations in ``state`` (default: the unresolved)."""
-        return self._run(proto.list_operations(state, limit, self._s._headers(None)))
+    def list(
+        self, state: str = "unknown", *, limit: int = 100, after: str | None = None
+    ) -> list[proto.Operation]:
+        """This client's operations in ``state`` (default: the unresolved),
+        oldest first, at most ``limit`` (1 to 1000). A full page continues
+        with ``after=page[-1].key``."""
+        flow = proto.list_operations(state, limit, after, self._s._headers(None))
+        return self._run(flow)
 
     def close(self) -> None:
         """Closes the connections (not a caller-supplied ``http_client``)."""

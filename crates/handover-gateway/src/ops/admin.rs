@@ -5,7 +5,7 @@
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use handover_ledger::{ListFilter, ResolvedAs, Scope};
+use handover_ledger::{ListFilter, OperationId, ResolvedAs, Scope};
 use serde_json::Value;
 
 use super::wire::{self, Decision, ListQuery, ResolveBody};
@@ -28,14 +28,24 @@ pub(crate) async fn list(
                 .map_err(|e| ApiError::invalid("invalid_query", "scope", e.to_string()))?,
         ),
     };
+    let after = match (&q.after_scope, &q.after_key) {
+        (None, None) => None,
+        (Some(s), Some(k)) => Some(OperationId::new(s, k).map_err(|e| {
+            let param = format!("after_{}", e.field());
+            ApiError::invalid("invalid_query", param, e.to_string())
+        })?),
+        (None, Some(_)) => return Err(together("after_scope")),
+        (Some(_), None) => return Err(together("after_key")),
+    };
     let filter = ListFilter {
         state: wire::state_filter(q.state.as_deref())
             .map_err(|m| ApiError::invalid("invalid_query", "state", m))?,
         scope,
         limit: Some(q.limit()?),
+        after,
         ..ListFilter::default()
     };
-    super::list_answer(&state, &filter).await
+    super::list_answer(&state, &filter, true).await
 }
 
 pub(crate) async fn get(
@@ -108,4 +118,15 @@ pub(crate) async fn resolve(
         .await
         .map_err(from_router)?;
     Ok(record_answer(&rec))
+}
+
+/// `missing` is needed with the other half of the page cursor.
+fn together(missing: &str) -> ApiError {
+    ApiError::invalid(
+        "invalid_query",
+        missing,
+        format!(
+            "{missing}: required with the other after_* parameter (both come from the previous page's next)"
+        ),
+    )
 }

@@ -375,31 +375,53 @@ pub(crate) async fn list(
 ) -> Result<Response, ApiError> {
     let Query(pairs) = query.map_err(query_error)?;
     let q = ListQuery::from_pairs(pairs)?;
-    if q.scope.is_some() {
-        return Err(ApiError::invalid(
-            "invalid_query",
-            "scope",
-            "scope comes from the client token and cannot be chosen",
-        ));
+    for (given, param) in [(&q.scope, "scope"), (&q.after_scope, "after_scope")] {
+        if given.is_some() {
+            return Err(ApiError::invalid(
+                "invalid_query",
+                param,
+                format!("{param}: the scope comes from the client token and cannot be chosen"),
+            ));
+        }
     }
+    let after = match &q.after_key {
+        Some(key) => Some(
+            OperationId::new(client.scope.as_str(), key)
+                .map_err(|e| ApiError::invalid("invalid_query", "after_key", e.to_string()))?,
+        ),
+        None => None,
+    };
     let filter = ListFilter {
         state: wire::state_filter(q.state.as_deref())
             .map_err(|m| ApiError::invalid("invalid_query", "state", m))?,
         scope: Some(client.scope.clone()),
         limit: Some(q.limit()?),
+        after,
         ..ListFilter::default()
     };
-    list_answer(&state, &filter).await
+    list_answer(&state, &filter, false).await
 }
 
+/// The operations `filter` lists, and when the page is full, `next`: the
+/// query parameters that ask for the page after it (with `after_scope`
+/// for an operator's list, which spans scopes).
 pub(crate) async fn list_answer(
     state: &GatewayState,
     filter: &ListFilter,
+    across_scopes: bool,
 ) -> Result<Response, ApiError> {
     let ops = state
         .ledger()
         .list(filter)
         .await
         .map_err(|e| ApiError::ledger(&e))?;
-    Ok(json_status(200, json!({"operations": ops})))
+    let full = filter.limit.is_some_and(|n| ops.len() >= n);
+    let next = ops.last().filter(|_| full).map(|last| {
+        if across_scopes {
+            json!({"after_scope": last.id.scope, "after_key": last.id.key})
+        } else {
+            json!({"after_key": last.id.key})
+        }
+    });
+    Ok(json_status(200, json!({"operations": ops, "next": next})))
 }

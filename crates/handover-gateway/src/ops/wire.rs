@@ -116,12 +116,16 @@ pub(crate) struct ResolveBody {
     pub(crate) evidence: String,
 }
 
-/// `?state=…&limit=…` (`state=all` lists every state).
+/// `?state=…&limit=…&after_key=…` (`state=all` lists every state; the
+/// admin list also takes `scope` and `after_scope`).
 #[derive(Debug, Default)]
 pub(crate) struct ListQuery {
     pub(crate) state: Option<String>,
     pub(crate) limit: Option<usize>,
     pub(crate) scope: Option<String>,
+    /// Where the previous page ended: its answer's `next`.
+    pub(crate) after_scope: Option<String>,
+    pub(crate) after_key: Option<String>,
 }
 
 impl ListQuery {
@@ -135,6 +139,8 @@ impl ListQuery {
             let given_twice = match name.as_str() {
                 "state" => q.state.replace(value).is_some(),
                 "scope" => q.scope.replace(value).is_some(),
+                "after_scope" => q.after_scope.replace(value).is_some(),
+                "after_key" => q.after_key.replace(value).is_some(),
                 "limit" => {
                     let n = value.parse().map_err(|_| {
                         bad(
@@ -149,7 +155,7 @@ impl ListQuery {
                     return Err(bad(
                         &shown,
                         format!(
-                            "{shown}: unknown query parameter; expected one of state, limit, scope"
+                            "{shown}: unknown query parameter; expected one of state, limit, after_key (and for operators scope, after_scope)"
                         ),
                     ));
                 }

@@ -20,6 +20,7 @@ mod approval;
 mod dispatch;
 mod errors;
 mod lifecycle;
+mod list;
 mod resolution;
 mod tasks;
 mod time;
@@ -47,6 +48,7 @@ pub use lifecycle::{
     other_scope_and_other_key_are_independent, reject_is_replayed, release_not_sent_and_abandoned,
     seed_timeline,
 };
+pub use list::list_pages_with_after;
 pub use resolution::{
     cancel_before_dispatch_only, claim_for_resend_window, resolve_needs_actor_and_evidence,
 };
@@ -220,7 +222,8 @@ macro_rules! conformance_tests {
             task_budget_concurrent_reservations_never_exceed,
             task_budget_cost_deadline_expiry_and_purge,
             begin_dispatched_claims_and_dispatches, begin_dispatched_races_one_winner,
-            block_width_is_checked_again_at_dispatch, long_names_and_texts_are_bounded
+            block_width_is_checked_again_at_dispatch, long_names_and_texts_are_bounded,
+            list_pages_with_after
         );
     };
     (@each $make:path, $enabled:path; $($name:ident),+ $(,)?) => {

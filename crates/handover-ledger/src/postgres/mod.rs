@@ -130,6 +130,16 @@ fn list_query(filter: &ListFilter, now: Timestamp) -> QueryBuilder<sqlx::Postgre
         q.push(" AND state = 'unknown' AND next_check_at <= ")
             .push_bind(t.0);
     }
+    if let Some(after) = &filter.after {
+        q.push(
+            " AND (created_at, scope, key) > \
+             (SELECT created_at, scope, key FROM operations WHERE scope = ",
+        )
+        .push_bind(after.scope.to_string())
+        .push(" AND key = ")
+        .push_bind(after.key.to_string())
+        .push(")");
+    }
     q.push(" ORDER BY created_at, scope, key");
     if let Some(n) = filter.limit {
         q.push(" LIMIT ")

@@ -63,6 +63,8 @@ pub(super) const LIST: &str = concat!(
      AND (?4 IS NULL OR action = ?4) \
      AND (?5 IS NULL OR COALESCE(unknown_since, updated_at) <= ?5) \
      AND (?6 IS NULL OR (state = 'unknown' AND next_check_at <= ?6)) \
+     AND (?8 IS NULL OR (created_at, scope, key) > \
+          (SELECT created_at, scope, key FROM operations WHERE scope = ?8 AND key = ?9)) \
      ORDER BY created_at, scope, key LIMIT ?7"
 );
 
@@ -117,6 +119,8 @@ pub(super) fn list_query(
                 .limit
                 .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)),
         )
+        .bind(filter.after.as_ref().map(|id| id.scope.to_string()))
+        .bind(filter.after.as_ref().map(|id| id.key.to_string()))
 }
 
 /// Records as of the last commit of the group-commit connection (`None`:
