@@ -18,6 +18,12 @@ use crate::error::ValidationError;
 /// Maximum length in bytes of a scope, key or action name.
 pub const MAX_IDENT_BYTES: usize = 255;
 
+/// The longest free text an operation keeps (a reason, evidence): a record
+/// is returned whole on every read and replay, so no caller stores
+/// megabytes in one (params, results and metadata have their own limit).
+/// Caller-chosen text past it is refused; a destination's is cut to it.
+pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+
 fn validate_ident(field: &'static str, value: &str) -> Result<(), ValidationError> {
     if value.is_empty() {
         return Err(ValidationError::new(field, "must not be empty"));

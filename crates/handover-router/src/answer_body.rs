@@ -11,8 +11,10 @@ pub(crate) use handover_providers::capped::{Capped, read};
 pub(crate) const DESTINATION_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// How much of a refusal or failure body is kept (as the evidence): the
-/// status has said what happened; the text only explains it.
-pub(crate) const ERROR_BODY_BYTES: usize = 64 * 1024;
+/// status has said what happened; the text only explains it. Room is left
+/// under the ledger's text limit for what the gate says around it, so
+/// the evidence is recorded whole, with its own note of the cut.
+pub(crate) const ERROR_BODY_BYTES: usize = handover_ledger::MAX_TEXT_BYTES - 1024;
 
 /// A body as text (lossy), saying when it was cut.
 pub(crate) fn text(body: &Capped) -> String {

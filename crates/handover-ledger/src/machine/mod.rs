@@ -17,7 +17,7 @@ pub(crate) use holder::{confirm, mark_dispatched, mark_unknown, reject, release,
 
 use crate::clock::Timestamp;
 use crate::error::{LedgerError, ValidationError};
-use crate::identity::{Limits, OperationId, canonical_json};
+use crate::identity::{Limits, MAX_TEXT_BYTES as TEXT_BYTES, OperationId, canonical_json};
 use crate::model::{
     AttemptOutcome, AttemptRecord, Claim, Epoch, LEASE_EXPIRED_AFTER_DISPATCH, OperationRecord,
     Owner, State, UnknownInfo,
@@ -259,11 +259,6 @@ pub(crate) fn illegal(rec: &OperationRecord, op: &'static str) -> LedgerError {
 /// every backend, before anything is recorded.
 /// The longest name of who did something (`executor`, `holder`, `actor`).
 pub(crate) const NAME_BYTES: usize = 1024;
-
-/// The longest free text kept (a reason, evidence): a record is returned
-/// whole on every read and replay, so a client cannot store megabytes in
-/// one (params, results and metadata have their own size limit).
-pub(crate) const TEXT_BYTES: usize = 64 * 1024;
 
 /// A name of who did something: non-empty, no NUL, at most
 /// [`NAME_BYTES`].
