@@ -268,10 +268,16 @@ fn kill_9_between_dispatch_and_answer_leaves_the_call_unresolved_after_restart()
     // Never sent again.
     let mut retry = ship("F-1", 1);
     retry["retry_while"] = json!("in_progress");
-    let r = w.calls("ok", &json!([retry, ship("F-1", 1)]));
+    // The action has no lookup: the proxy's reconciler hands the unknown
+    // the crash left (owner "reconciler") to review, where an operator
+    // sees it; nothing else would ever take it.
+    let mut reviewed = ship("F-1", 1);
+    reviewed["retry_while_owner"] = json!("reconciler");
+    let r = w.calls("ok", &json!([retry, ship("F-1", 1), reviewed]));
     for result in &r {
         assert_eq!(status(result), "outcome_unknown", "{result}");
     }
+    assert_eq!(r[2]["structuredContent"]["owner"], "review", "{}", r[2]);
     assert_eq!(w.shipments().len(), 1, "not re-sent after the restart");
 }
 

@@ -24,6 +24,9 @@ use crate::lookup::McpLookup;
 use crate::upstream::Upstream;
 use crate::wire::{self, error_line, result_line};
 
+/// How often a server's reconciler runs when none of its actions has a
+/// lookup: it only hands unknown operations to review, which is not urgent.
+const REVIEW_EVERY: Duration = Duration::from_secs(5);
 /// The MCP proxy: Handover's write gate in front of one upstream MCP
 /// server's tools. Built from the same [`Handover`] as every other door,
 /// so a call made here and one made through the library or `handover
@@ -305,17 +308,23 @@ impl McpProxy {
         }
     }
 
-    /// The reconciler for this server's actions with an MCP lookup, and
-    /// how often it runs (the shortest `lookup.check_every` among them).
+    /// The reconciler for this server's actions, and how often it runs
+    /// (the shortest `lookup.check_every` among them; [`REVIEW_EVERY`]
+    /// when none has a lookup): an MCP lookup resolves an action's unknown
+    /// operations, and one without a lookup is handed to review (an
+    /// unknown left by a crash would otherwise keep owner "reconciler"
+    /// with no reconciler taking it; `serve`'s leaves MCP actions alone).
     fn reconciler(&self, upstream: &Upstream) -> Option<(Reconciler, Duration)> {
         let mut reconciler = self.handover.reconciler().registered_actions_only();
         let mut every: Option<Duration> = None;
+        let mut any = false;
         for tool in self
             .settings
             .tools
             .values()
             .filter(|t| t.server == self.server)
         {
+            any = true;
             let (Some(lookup), Some(contract)) = (
                 &tool.lookup,
                 self.handover
@@ -323,6 +332,7 @@ impl McpProxy {
                     .action(&tool.action)
                     .and_then(|a| a.lookup),
             ) else {
+                reconciler = reconciler.with_review(&tool.action);
                 continue;
             };
             every = Some(every.map_or(contract.check_every, |e| e.min(contract.check_every)));
@@ -334,7 +344,7 @@ impl McpProxy {
                 },
             );
         }
-        every.map(|every| (reconciler, every))
+        any.then(|| (reconciler, every.unwrap_or(REVIEW_EVERY)))
     }
 
     fn tool(&self, name: &str) -> Option<&handover_router::config::McpTool> {

@@ -5,8 +5,9 @@ Usage:
       list tools, prompts and resources, call the read-only tool, get the
       prompt and read the resource; print one JSON object per line.
   python mcp_client.py calls CALLS_JSON COMMAND [ARGS...]
-      in one session, call each {"tool", "arguments", "meta", "retry_while"}
-      of CALLS_JSON and print each (last) result as one JSON line.
+      in one session, call each {"tool", "arguments", "meta", "retry_while",
+      "retry_while_owner"} of CALLS_JSON and print each (last) result as one
+      JSON line.
   python mcp_client.py refused COMMAND_OR_URL
       connect and list tools, expecting a refusal; print the error.
 COMMAND is the MCP server to start over stdio (the shipping server
@@ -47,11 +48,15 @@ async def calls(params, plan):
     async with Client(params, read_timeout_seconds=30) as client:
         for call in plan:
             # "retry_while": an agent that keeps retrying (same arguments, new
-            # JSON-RPC id) while the answer has that status, for up to 30 s.
+            # JSON-RPC id) while the answer has that status, for up to 30 s;
+            # "retry_while_owner": while the unknown's owner is that one.
             for _ in range(300):
                 result = await client.call_tool(call["tool"], call.get("arguments"), meta=call.get("meta"))
-                status = (result.structured_content or {}).get("status") if isinstance(result.structured_content, dict) else None
-                if "retry_while" not in call or status != call["retry_while"]:
+                sc = result.structured_content if isinstance(result.structured_content, dict) else {}
+                waiting = ("retry_while" in call and sc.get("status") == call["retry_while"]) or (
+                    "retry_while_owner" in call and sc.get("owner") == call["retry_while_owner"]
+                )
+                if not waiting:
                     break
                 await asyncio.sleep(0.1)
             dump("call", result)

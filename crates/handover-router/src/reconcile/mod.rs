@@ -79,6 +79,9 @@ pub struct Reconciler {
     resenders: HashMap<String, Arc<dyn Executor>>,
     on_pass: Option<PassHook>,
     registered_only: bool,
+    /// Actions taken with `registered_only` although nothing is registered
+    /// for them: handed to review.
+    reviewed: Vec<String>,
 }
 
 type PassHook = Box<dyn Fn(&Result<ReconcileReport, RouterError>) + Send + Sync>;
@@ -107,6 +110,7 @@ impl Reconciler {
             resenders: HashMap::new(),
             on_pass: None,
             registered_only: false,
+            reviewed: Vec::new(),
         }
     }
 
@@ -207,7 +211,8 @@ impl Reconciler {
         if self.gate.contract(action).idempotency.is_none() {
             tracing::warn!(
                 action,
-                "a re-sender is registered for an action whose contract declares no                  idempotency key ([actions.{action}.idempotency]): it will not run"
+                "a re-sender is registered for an action whose contract declares no \
+                 idempotency key ([actions.{action}.idempotency]): it will not run"
             );
         }
         self.resenders.insert(action.to_owned(), Arc::new(executor));
@@ -222,6 +227,20 @@ impl Reconciler {
     #[must_use]
     pub fn registered_actions_only(mut self) -> Self {
         self.registered_only = true;
+        self
+    }
+
+    /// With [`registered_actions_only`](Self::registered_actions_only),
+    /// also takes `action`'s due unknown operations: with neither a lookup
+    /// nor a re-sender registered, it hands them to the review queue. The
+    /// door that performs an action nothing can look up says a person must
+    /// decide; otherwise an unknown left by a crash (its lease passed) kept
+    /// owner "reconciler" with no reconciler taking it.
+    #[must_use]
+    pub fn with_review(mut self, action: &str) -> Self {
+        if !self.reviewed.iter().any(|a| a == action) {
+            self.reviewed.push(action.to_owned());
+        }
         self
     }
 
@@ -334,7 +353,8 @@ impl Reconciler {
         let mut due = self.due.clone();
         if self.registered_only {
             let mut actions: Vec<ActionName> = Vec::new();
-            for name in self.lookups.keys().chain(self.resenders.keys()) {
+            let registered = self.lookups.keys().chain(self.resenders.keys());
+            for name in registered.chain(self.reviewed.iter()) {
                 if let Ok(a) = ActionName::new(name.as_str())
                     && !actions.contains(&a)
                 {
