@@ -457,3 +457,63 @@ async fn a_history_one_provider_cannot_express_goes_to_the_next_as_sent() {
     claude.verify().await;
     openai.verify().await;
 }
+
+/// Passed over for a passing reason — the only other provider's breaker
+/// is open — the call is a 502 to retry later, not a 400 that blames a
+/// valid conversation (agent frameworks do not retry a 400).
+#[tokio::test]
+async fn an_untranslatable_history_with_the_fallback_briefly_out_is_a_502() {
+    let claude = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&claude)
+        .await;
+    // 401 opens the OpenAI provider's breaker at once.
+    let openai = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(401).set_body_json(json!({"error": {
+            "message": "bad key", "type": "invalid_request_error", "code": "invalid_api_key"}})))
+        .expect(1)
+        .mount(&openai)
+        .await;
+    let config = format!(
+        "\n[providers.claude]\nkind = \"anthropic\"\nbase_url = \"{}/v1\"\nmodel = \"claude-sonnet-4-5\"\n\
+         \n[providers.openai]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"gpt-4.1\"\n{}{}{}",
+        claude.uri(),
+        openai.uri(),
+        support::policy("support", &["claude", "openai"], "first_token"),
+        support::policy("direct", &["openai"], "first_token"),
+        support::gateway_section(1 << 20, "5s", ""),
+    );
+    let gw = Running::start(&config).await;
+    let ask = |model: &str| {
+        json!({"model": model, "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+                "function": {"name": "weather", "arguments": "{\"city\": \"Par"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "error: arguments cut off"}
+        ]})
+    };
+    let post = |body: Value| {
+        gw.http
+            .post(gw.url("/v1/chat/completions"))
+            .bearer_auth(CLIENT_A)
+            .json(&body)
+            .send()
+    };
+    let tripped = post(ask("direct")).await.unwrap();
+    assert_ne!(tripped.status(), StatusCode::OK);
+    let resp = post(ask("support")).await.unwrap();
+    let attempts = resp.headers()["x-handover-attempts"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        attempts,
+        "claude=skipped_untranslatable, openai=skipped_breaker_open"
+    );
+    assert_eq!(resp.status(), StatusCode::BAD_GATEWAY, "{attempts}");
+    claude.verify().await;
+    openai.verify().await;
+}

@@ -637,4 +637,22 @@ async fn the_providers_request_id_is_the_answers_x_request_id() {
     )
     .await;
     assert_eq!(resp.headers()["x-request-id"], "req_stream_1");
+    // A refusal the client must act on names the provider's request too.
+    let refusing = upstream(
+        ResponseTemplate::new(400)
+            .insert_header("x-request-id", "req_refused_1")
+            .set_body_json(
+                json!({"error": {"message": "bad", "type": "invalid_request_error",
+                "param": "messages", "code": null}}),
+            ),
+    )
+    .await;
+    let gw = gateway(&provider("r", "openai", &refusing), &["r"]).await;
+    let resp = post(
+        &gw,
+        &json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(resp.headers()["x-request-id"], "req_refused_1");
 }

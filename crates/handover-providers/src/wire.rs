@@ -1,6 +1,8 @@
 //! The OpenAI Chat Completions wire format (and DeepSeek's additions):
 //! request serialisation and response / chunk / error decoding. Pure: no I/O.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, value::RawValue};
 
@@ -305,53 +307,117 @@ keep_extra!(WireDelta<'de> {
 pub(crate) struct ChunkHistory {
     model_seen: bool,
     top: Fields,
-    calls: CallIndices,
+    calls: Calls,
 }
 
-/// The index of each tool call a stream has opened, for deltas that carry
-/// none. OpenAI numbers every tool-call delta; Google's OpenAI-compatible
-/// endpoint (and some proxies) send each call whole, with its own `id`
-/// and no `index`. Read as "position in this chunk", two such calls in two
-/// chunks would both be call 0 and merge into one call with both ids and
-/// both argument texts glued together — a call the model never made.
+/// A stream's tool calls as its deltas open them. OpenAI numbers every
+/// tool-call delta (`index`) and sends a call's id and name once, then
+/// only pieces of its arguments. Other servers differ: Google's
+/// OpenAI-compatible endpoint sends each call whole, with its id and no
+/// index; some repeat the id (or the name) on every delta, send the id on
+/// the second delta, leave it empty, number every whole call 0, or mix
+/// numbered and unnumbered deltas. Read as OpenAI's shape, any of those
+/// glues two calls into one the model never made (ids and argument texts
+/// concatenated) or splits one. So each delta is placed in a call of the
+/// answer's own numbering (in the order the calls opened), and a call's
+/// id and name are passed on once, as OpenAI sends them.
 #[derive(Default)]
-struct CallIndices {
-    /// `(index, id)` of every call seen, in the order they opened.
-    seen: Vec<(u32, Option<String>)>,
-    /// The call the last delta belonged to.
-    last: Option<u32>,
+struct Calls {
+    calls: Vec<Call>,
+    /// The provider's own index of a call → its place.
+    numbered: HashMap<u32, usize>,
+    /// A call's id → the latest call that has it.
+    by_id: HashMap<String, usize>,
+    /// The call the previous delta went to.
+    last: Option<usize>,
 }
 
-impl CallIndices {
-    /// The index of a delta: its own, else the call its `id` opened,
-    /// else a new call for a new `id`, else (no id) the call the previous
-    /// delta continued.
-    fn index(&mut self, given: Option<u32>, id: Option<&str>) -> u32 {
-        let index = match (given, id) {
-            (Some(i), _) => i,
-            (None, Some(id)) => self
-                .seen
-                .iter()
-                .find(|(_, seen)| seen.as_deref() == Some(id))
-                .map_or_else(|| self.next(), |(i, _)| *i),
-            (None, None) => self.last.unwrap_or(0),
+#[derive(Default)]
+struct Call {
+    id: Option<String>,
+    named: bool,
+}
+
+/// Where a delta goes, and what of its id and name is new.
+struct Placed {
+    index: u32,
+    id: Option<String>,
+    name: Option<String>,
+}
+
+impl Calls {
+    fn place(&mut self, given: Option<u32>, id: Option<String>, name: Option<String>) -> Placed {
+        let id = id.filter(|s| !s.is_empty());
+        let named = name.is_some();
+        let at = match given {
+            Some(i) => self.numbered(i, id.as_deref(), named),
+            None => self.unnumbered(id.as_deref(), named),
         };
-        match self.seen.iter_mut().find(|(i, _)| *i == index) {
-            Some((_, seen)) if seen.is_none() => *seen = id.map(str::to_owned),
-            Some(_) => {}
-            None => self.seen.push((index, id.map(str::to_owned))),
+        let call = &mut self.calls[at];
+        let id = match (&call.id, id) {
+            (None, Some(id)) => {
+                self.by_id.insert(id.clone(), at);
+                call.id = Some(id.clone());
+                Some(id)
+            }
+            // Repeated on a later delta: said once.
+            (Some(known), Some(id)) if *known == id => None,
+            (_, id) => id,
+        };
+        let name = name.filter(|_| !std::mem::replace(&mut call.named, true));
+        self.last = Some(at);
+        Placed {
+            index: u32::try_from(at).unwrap_or(u32::MAX),
+            id,
+            name,
         }
-        self.last = Some(index);
-        index
     }
 
-    /// One past the highest index seen.
-    fn next(&self) -> u32 {
-        self.seen
-            .iter()
-            .map(|(i, _)| i.saturating_add(1))
-            .max()
-            .unwrap_or(0)
+    /// A numbered delta: the call the provider numbered so, unless it
+    /// names a function with another id than that call's (a server that
+    /// numbers every whole call 0): a new call.
+    fn numbered(&mut self, i: u32, id: Option<&str>, named: bool) -> usize {
+        match self.numbered.get(&i) {
+            Some(&at)
+                if !(named
+                    && self.calls[at].named
+                    && id.is_some()
+                    && self.calls[at].id.as_deref() != id) =>
+            {
+                at
+            }
+            _ => {
+                let at = self.open();
+                self.numbered.insert(i, at);
+                at
+            }
+        }
+    }
+
+    /// An unnumbered delta: the call its id opened; the call the previous
+    /// delta went to when it has no id (or gets its id late); a new call
+    /// for a new id, or for a function named again (a call is named once).
+    fn unnumbered(&mut self, id: Option<&str>, named: bool) -> usize {
+        let continues = |c: &Call| !(named && c.named);
+        match id {
+            Some(id) => match self.by_id.get(id) {
+                Some(&at) if continues(&self.calls[at]) => at,
+                Some(_) => self.open(),
+                None => match self.last {
+                    Some(at) if !named && self.calls[at].id.is_none() => at,
+                    _ => self.open(),
+                },
+            },
+            None => match self.last {
+                Some(at) if continues(&self.calls[at]) => at,
+                _ => self.open(),
+            },
+        }
+    }
+
+    fn open(&mut self) -> usize {
+        self.calls.push(Call::default());
+        self.calls.len() - 1
     }
 }
 
@@ -428,10 +494,11 @@ impl WireChunk<'_> {
                     Some(f) => (f.name, f.arguments),
                     None => (None, None),
                 };
+                let placed = history.calls.place(tc.index, tc.id, name);
                 out.push(StreamEvent::ToolCallDelta {
-                    index: history.calls.index(tc.index, tc.id.as_deref()),
-                    id: tc.id,
-                    name,
+                    index: placed.index,
+                    id: placed.id,
+                    name: placed.name,
                     arguments,
                 });
             }
@@ -557,75 +624,109 @@ mod tests {
         assert_eq!(again, [StreamEvent::ContentDelta("e".into())]);
     }
 
-    fn call_indices(h: &mut ChunkHistory, data: &str) -> Vec<(u32, Option<String>)> {
-        events(h, data)
-            .into_iter()
-            .filter_map(|ev| match ev {
-                StreamEvent::ToolCallDelta { index, id, .. } => Some((index, id)),
-                _ => None,
-            })
-            .collect()
+    /// `(index, id, name)` of each tool-call delta of a stream of `deltas`
+    /// (`(index, id, name, arguments)`, one chunk each).
+    #[allow(clippy::type_complexity)]
+    fn placed(
+        deltas: &[(Option<u32>, Option<&str>, Option<&str>, &str)],
+    ) -> Vec<(u32, Option<String>, Option<String>)> {
+        let mut h = ChunkHistory::default();
+        let mut out = Vec::new();
+        for (index, id, name, args) in deltas {
+            let mut call = serde_json::json!({"function": {"arguments": args}});
+            if let Some(i) = index {
+                call["index"] = (*i).into();
+            }
+            if let Some(id) = id {
+                call["id"] = (*id).into();
+            }
+            if let Some(n) = name {
+                call["function"]["name"] = (*n).into();
+            }
+            let chunk =
+                serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]});
+            for ev in events(&mut h, &chunk.to_string()) {
+                if let StreamEvent::ToolCallDelta {
+                    index, id, name, ..
+                } = ev
+                {
+                    out.push((index, id, name));
+                }
+            }
+        }
+        out
+    }
+
+    fn p(
+        index: u32,
+        id: Option<&str>,
+        name: Option<&str>,
+    ) -> (u32, Option<String>, Option<String>) {
+        (index, id.map(str::to_owned), name.map(str::to_owned))
     }
 
     #[test]
-    fn tool_calls_without_an_index_are_told_apart_by_their_ids() {
-        let call = |id: &str, args: &str| {
-            let id = if id.is_empty() {
-                String::new()
-            } else {
-                format!(r#""id":"{id}","#)
-            };
-            format!(
-                r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{{{id}"type":"function","function":{{"name":"f","arguments":"{args}"}}}}]}}}}]}}"#
-            )
-        };
-        let mut h = ChunkHistory::default();
-        // Each call whole in a chunk of its own, ids only (Gemini's
-        // OpenAI-compatible endpoint): two calls, not one.
+    fn tool_call_deltas_are_placed_in_the_calls_they_belong_to() {
+        let f = Some("f");
+        // OpenAI: numbered, id and name once.
         assert_eq!(
-            call_indices(&mut h, &call("a", "1")),
-            [(0, Some("a".into()))]
+            placed(&[
+                (Some(0), Some("a"), f, "{"),
+                (Some(0), None, None, "}"),
+                (Some(1), Some("b"), f, "{}")
+            ]),
+            [p(0, Some("a"), f), p(0, None, None), p(1, Some("b"), f)]
+        );
+        // Gemini's OpenAI-compatible endpoint: whole calls, no index.
+        assert_eq!(
+            placed(&[(None, Some("a"), f, "{}"), (None, Some("b"), f, "{}")]),
+            [p(0, Some("a"), f), p(1, Some("b"), f)]
+        );
+        // The id repeated on every continuation: said once.
+        assert_eq!(
+            placed(&[(None, Some("a"), f, "{"), (None, Some("a"), None, "}")]),
+            [p(0, Some("a"), f), p(0, None, None)]
+        );
+        // No id: continues the call before, unless it names a function again.
+        assert_eq!(
+            placed(&[
+                (None, None, f, "{"),
+                (None, None, None, "}"),
+                (None, Some(""), f, "{}")
+            ]),
+            [p(0, None, f), p(0, None, None), p(1, None, f)]
+        );
+        // One id for two whole calls, or an old id with a new name: two calls.
+        assert_eq!(
+            placed(&[
+                (None, Some("a"), f, "{}"),
+                (None, Some("a"), Some("g"), "{}")
+            ]),
+            [p(0, Some("a"), f), p(1, Some("a"), Some("g"))]
+        );
+        // The id on the second delta: one call.
+        assert_eq!(
+            placed(&[(None, None, f, "{"), (None, Some("a"), None, "}")]),
+            [p(0, None, f), p(0, Some("a"), None)]
+        );
+        // Numbered and unnumbered mixed: numbers never collide.
+        assert_eq!(
+            placed(&[
+                (Some(0), Some("a"), f, "{}"),
+                (None, Some("b"), f, "{}"),
+                (Some(1), Some("c"), f, "{}")
+            ]),
+            [p(0, Some("a"), f), p(1, Some("b"), f), p(2, Some("c"), f)]
         );
         assert_eq!(
-            call_indices(&mut h, &call("b", "2")),
-            [(1, Some("b".into()))]
+            placed(&[(None, Some("b"), f, "{}"), (Some(0), Some("c"), f, "{}")]),
+            [p(0, Some("b"), f), p(1, Some("c"), f)]
         );
-        // A delta without id continues the call before it; the same id
-        // again is that call.
-        assert_eq!(call_indices(&mut h, &call("", "3")), [(1, None)]);
+        // Every whole call numbered 0, each with its own id: two calls.
         assert_eq!(
-            call_indices(&mut h, &call("a", "4")),
-            [(0, Some("a".into()))]
+            placed(&[(Some(0), Some("a"), f, "{}"), (Some(0), Some("b"), f, "{}")]),
+            [p(0, Some("a"), f), p(1, Some("b"), f)]
         );
-        // Two calls in one chunk without indices.
-        let mut h = ChunkHistory::default();
-        let both = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"x","function":{"name":"f","arguments":"{}"}},{"id":"y","function":{"name":"g","arguments":"{}"}}]}}]}"#;
-        assert_eq!(
-            call_indices(&mut h, both),
-            [(0, Some("x".into())), (1, Some("y".into()))]
-        );
-        // Numbered deltas keep their numbers (OpenAI sends the id once).
-        let mut h = ChunkHistory::default();
-        let numbered = |i: u32, id: &str| {
-            let id = if id.is_empty() {
-                String::new()
-            } else {
-                format!(r#""id":"{id}","#)
-            };
-            format!(
-                r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":{i},{id}"function":{{"arguments":"x"}}}}]}}}}]}}"#
-            )
-        };
-        assert_eq!(
-            call_indices(&mut h, &numbered(0, "a")),
-            [(0, Some("a".into()))]
-        );
-        assert_eq!(call_indices(&mut h, &numbered(0, "")), [(0, None)]);
-        assert_eq!(
-            call_indices(&mut h, &numbered(1, "b")),
-            [(1, Some("b".into()))]
-        );
-        assert_eq!(call_indices(&mut h, &numbered(1, "")), [(1, None)]);
     }
 
     #[test]

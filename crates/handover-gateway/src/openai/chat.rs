@@ -247,6 +247,9 @@ pub(crate) fn router_error(e: &RouterError) -> ApiError {
                 let attempts = attempts_header(&f.attempts, &f.skipped);
                 err = err.with_header("x-handover-attempts", attempts);
             }
+            if let Some(id) = super::response::request_id(&f.attempts) {
+                err = err.with_header("x-request-id", id);
+            }
             match &f.reason {
                 FailureReason::Unsupported { parameter, .. } => err.with_param(parameter.clone()),
                 // The provider's own 4xx (invalid request, context length,

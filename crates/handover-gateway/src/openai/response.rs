@@ -49,13 +49,20 @@ pub(crate) fn answer_headers(
 ) {
     h.insert("x-handover-provider", header_value(provider));
     h.insert("x-handover-attempts", attempts_header(attempts, skipped));
-    let id = attempts.last().and_then(|a| a.request_id.as_deref());
-    if let Some(v) = id
-        .filter(|id| id.len() <= 256)
-        .and_then(|id| HeaderValue::from_str(id).ok())
-    {
+    if let Some(v) = request_id(attempts) {
         h.insert("x-request-id", v);
     }
+}
+
+/// The last attempt's provider request id as a header value, when it is
+/// a short, non-empty one: the answering provider's, or for a failed call
+/// the last provider's that refused it (what its support asks for).
+pub(crate) fn request_id(attempts: &[Attempt]) -> Option<HeaderValue> {
+    let id = attempts.last()?.request_id.as_deref()?;
+    if id.is_empty() || id.len() > 256 {
+        return None;
+    }
+    HeaderValue::from_str(id).ok()
 }
 
 /// Builds the `chat.completion.chunk` objects of one streamed answer: the

@@ -72,17 +72,33 @@ impl<'t> Run<'t> {
 
     /// Why the call ends when no provider was asked: the first refusal of
     /// a translation, as the 400 it is for this request (naming the field),
-    /// if that is what stopped every provider.
+    /// if that is what stopped the providers that could take it. Not when
+    /// one was passed over for a passing reason (its breaker open, its
+    /// queue full): that one would have taken the request as it is, and a
+    /// 400 would tell the client not to retry a valid request.
     pub(crate) fn nothing_asked(&mut self) -> Option<FailureReason> {
-        if !self.attempts.is_empty() {
+        let passing =
+            |s: &Skip| matches!(s.reason, SkipReason::BreakerOpen | SkipReason::QueueFull);
+        if !self.attempts.is_empty() || self.skipped.iter().any(passing) {
             return None;
         }
         let e = self.untranslatable.take()?;
+        let field = e.request_field().map(str::to_owned);
+        let message = match &e {
+            ProviderError::Untranslatable {
+                provider,
+                field,
+                reason,
+            } => format!(
+                "{field}: {reason} (provider {provider} cannot express it and no other provider was left; nothing was sent)"
+            ),
+            other => other.to_string(),
+        };
         Some(FailureReason::Failed {
             class: ErrorClass::InvalidRequest,
-            message: e.to_string(),
+            message,
             code: None,
-            param: e.request_field().map(str::to_owned),
+            param: field,
         })
     }
 
