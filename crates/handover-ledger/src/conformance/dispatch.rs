@@ -260,3 +260,63 @@ pub async fn block_width_is_checked_again_at_dispatch<
         .await
         .expect("an operation-wide claim is not blocked by a sibling");
 }
+
+/// An unknown operation being re-sent with its own destination key
+/// (claimed again, then dispatched again) still has an unknown first
+/// outcome: it blocks its siblings within the block width, at `begin` and
+/// at dispatch, until it is decided.
+pub async fn a_resend_in_progress_blocks_its_siblings<
+    F: Fn(Setup) -> Fut,
+    Fut: Future<Output = Subject>,
+>(
+    make: F,
+) {
+    let e = env(make, Retention::default()).await;
+    let scoped = crate::BeginOptions {
+        block: crate::BlockWidth::Scope,
+        ..opts("exec-a")
+    };
+    let x = req("order-1", "ship-x", json!({"order": 1}));
+    let c = started(e.ledger.begin(&x, &scoped).await.expect("begin x"));
+    e.ledger
+        .mark_dispatched(&c, dispatch("exec-a"))
+        .await
+        .expect("dispatch x");
+    let unknown = crate::UnknownReport {
+        reason: "timeout after send".into(),
+        evidence: None,
+        owner: crate::Owner::Reconciler,
+        next_check_at: None,
+    };
+    e.ledger.mark_unknown(&c, unknown).await.expect("x unknown");
+    let resend = e
+        .ledger
+        .claim_for_resend(x.id(), &scoped, std::time::Duration::from_secs(3600))
+        .await
+        .expect("claim for re-send")
+        .expect("inside the window");
+    let z = req("order-1", "ship-z", json!({"order": 1}));
+    let suspended = |o: BeginOutcome| match o {
+        BeginOutcome::Suspended { blocked_by, info } => {
+            assert_eq!(&blocked_by, x.id());
+            info
+        }
+        other => panic!("expected suspended, got {other:?}"),
+    };
+    let info = suspended(e.ledger.begin(&z, &scoped).await.expect("begin z"));
+    assert!(info.reason.contains("re-sent"), "{info:?}");
+    assert_eq!(e.get(&z).await, None, "nothing written for z");
+    e.ledger
+        .mark_dispatched(&resend, dispatch("exec-a"))
+        .await
+        .expect("the re-send is sent");
+    suspended(e.ledger.begin(&z, &scoped).await.expect("begin z"));
+    e.ledger
+        .confirm(&resend, json!({"id": "S-1"}), None)
+        .await
+        .expect("x confirmed by its re-send");
+    assert!(matches!(
+        e.ledger.begin(&z, &scoped).await.expect("begin z"),
+        BeginOutcome::Started(_)
+    ));
+}

@@ -36,8 +36,8 @@ pub use approval::{
     concurrent_approvals_record_one_plan, numbers_are_recorded_exactly,
 };
 pub use dispatch::{
-    begin_dispatched_claims_and_dispatches, begin_dispatched_races_one_winner,
-    block_width_is_checked_again_at_dispatch,
+    a_resend_in_progress_blocks_its_siblings, begin_dispatched_claims_and_dispatches,
+    begin_dispatched_races_one_winner, block_width_is_checked_again_at_dispatch,
 };
 pub use errors::{
     finish_invalid_result_changes_nothing, finish_mismatched_params_changes_nothing,
@@ -223,7 +223,7 @@ macro_rules! conformance_tests {
             task_budget_cost_deadline_expiry_and_purge,
             begin_dispatched_claims_and_dispatches, begin_dispatched_races_one_winner,
             block_width_is_checked_again_at_dispatch, long_names_and_texts_are_bounded,
-            list_pages_with_after
+            list_pages_with_after, a_resend_in_progress_blocks_its_siblings
         );
     };
     (@each $make:path, $enabled:path; $($name:ident),+ $(,)?) => {

@@ -187,16 +187,15 @@ pub(crate) fn begin(
     if let Some(outcome) = refusal(&rec, ctx) {
         return Ok(Change::new(effect, outcome));
     }
-    if let Some(b) = blocker.filter(|b| b.id != rec.id) {
-        let (bv, settled) = view(b, ctx.now);
-        if let State::Unknown(info) = bv.state {
-            effect.absorb(settled);
-            let blocked_by = bv.id;
-            return Ok(Change::new(
-                effect,
-                BeginOutcome::Suspended { blocked_by, info },
-            ));
-        }
+    if let Some(b) = blocker.filter(|b| b.id != rec.id)
+        && let Some((info, settled)) = super::blocking(b, ctx.now)
+    {
+        effect.absorb(settled);
+        let blocked_by = b.id.clone();
+        return Ok(Change::new(
+            effect,
+            BeginOutcome::Suspended { blocked_by, info },
+        ));
     }
     let c = claim(&mut rec, opts, ctx);
     effect.saves.push(rec);

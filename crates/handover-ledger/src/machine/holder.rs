@@ -70,7 +70,7 @@ pub(crate) fn mark_dispatched(
         return Err(illegal(&rec, "mark_dispatched"));
     };
     if let Some(b) = blocker.filter(|b| b.id != rec.id)
-        && let State::Unknown(info) = super::view(b, ctx.now).0.state
+        && let Some((info, _)) = super::blocking(b, ctx.now)
     {
         return Err(LedgerError::Blocked {
             id: rec.id.clone(),

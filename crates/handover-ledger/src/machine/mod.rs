@@ -172,15 +172,45 @@ pub(crate) fn settle(rec: &OperationRecord, now: Timestamp) -> Option<Settled> {
 }
 
 /// Whether `rec` blocks other operations of its action within a block
-/// width at `now`: `unknown`, or `dispatched` past its lease (about to be
-/// recorded as `unknown`). What every backend's `find_blocker` selects,
-/// besides action and scope.
+/// width at `now`: `unknown`; `dispatched` past its lease (about to be
+/// recorded as `unknown`); or being re-sent — an unknown operation claimed
+/// again for a re-send with its own destination key (`claimed` after a
+/// dispatch, or `dispatched` more than once), whose first outcome is
+/// still not known. What every backend's `find_blocker` selects, besides
+/// action and scope.
 pub(crate) fn blocks(rec: &OperationRecord, now: Timestamp) -> bool {
     match &rec.state {
         State::Unknown(_) => true,
-        State::Dispatched { lease_until, .. } => *lease_until <= now,
+        State::Dispatched { lease_until, .. } => *lease_until <= now || rec.dispatch_count > 1,
+        State::Claimed { .. } => rec.dispatch_count > 0,
         _ => false,
     }
+}
+
+/// What a suspended request is told of the operation `b` that blocks it
+/// at `now`, if it does: its unknown state, or for one being re-sent an
+/// account of that (its outcome is unknown until the re-send answers).
+pub(crate) fn blocking(
+    b: &OperationRecord,
+    now: Timestamp,
+) -> Option<(UnknownInfo, Option<Settled>)> {
+    if !blocks(b, now) {
+        return None;
+    }
+    let (bv, settled) = view(b, now);
+    let info = match bv.state {
+        State::Unknown(info) => info,
+        State::Claimed { lease_until, .. } | State::Dispatched { lease_until, .. } => UnknownInfo {
+            owner: Owner::Reconciler,
+            reason: "its outcome is unknown, and it is being re-sent with its own destination key"
+                .into(),
+            since: bv.first_dispatched_at.unwrap_or(bv.updated_at),
+            next_check_at: Some(lease_until),
+            diverged: false,
+        },
+        _ => return None,
+    };
+    Some((info, settled))
 }
 
 /// The settled view of `rec` and the write that records it, if any.

@@ -47,7 +47,8 @@ pub(super) const LOAD: &str = concat!(op_select!(), "WHERE scope = $1 AND key = 
 pub(super) const BLOCKER: &str = concat!(
     op_select!(),
     "WHERE action = $1 AND (CAST($2 AS TEXT) IS NULL OR scope = $2) AND NOT (scope = $3 AND key = $4) \
-     AND (state = 'unknown' OR (state = 'dispatched' AND lease_until <= $5)) \
+     AND (state = 'unknown' OR (state = 'dispatched' AND (lease_until <= $5 OR dispatch_count > 1)) \
+          OR (state = 'claimed' AND dispatch_count > 0)) \
      ORDER BY created_at, scope, key LIMIT 1"
 );
 

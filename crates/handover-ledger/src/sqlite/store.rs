@@ -32,7 +32,8 @@ const LOAD: &str = concat!(op_cols!(), "WHERE scope = ?1 AND key = ?2");
 const BLOCKER: &str = concat!(
     op_cols!(),
     "WHERE action = ?1 AND (?2 IS NULL OR scope = ?2) AND NOT (scope = ?3 AND key = ?4) \
-     AND (state = 'unknown' OR (state = 'dispatched' AND lease_until <= ?5)) \
+     AND (state = 'unknown' OR (state = 'dispatched' AND (lease_until <= ?5 OR dispatch_count > 1)) \
+          OR (state = 'claimed' AND dispatch_count > 0)) \
      ORDER BY created_at, scope, key LIMIT 1"
 );
 
