@@ -613,4 +613,13 @@ async fn lists_are_read_in_pages() {
     let (st, body) = get(&gw, OPERATOR, "/v1/admin/operations?after_key=P-1").await;
     assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(body["error"]["param"], "after_scope");
+    // A cursor whose operation is gone is no end of the list.
+    let (st, body) = get(
+        &gw,
+        CLIENT_A,
+        "/v1/operations?state=all&after_key=never-begun",
+    )
+    .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["param"], "after_key");
 }

@@ -404,12 +404,28 @@ pub(crate) async fn list(
 
 /// The operations `filter` lists, and when the page is full, `next`: the
 /// query parameters that ask for the page after it (with `after_scope`
-/// for an operator's list, which spans scopes).
+/// for an operator's list, which spans scopes). A page after an operation
+/// that no longer exists (purged between pages) is refused naming the
+/// cursor, not answered empty: an empty page would read as the end.
 pub(crate) async fn list_answer(
     state: &GatewayState,
     filter: &ListFilter,
     across_scopes: bool,
 ) -> Result<Response, ApiError> {
+    if let Some(after) = &filter.after {
+        let found = state
+            .ledger()
+            .get(after)
+            .await
+            .map_err(|e| ApiError::ledger(&e))?;
+        if found.is_none() {
+            return Err(ApiError::invalid(
+                "invalid_query",
+                "after_key",
+                "after_key: no such operation (purged since the previous page, or never begun); list again from the start",
+            ));
+        }
+    }
     let ops = state
         .ledger()
         .list(filter)
