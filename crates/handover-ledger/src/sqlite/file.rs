@@ -206,10 +206,21 @@ impl LedgerFile {
         };
         same(&self.path, self.id)?;
         match &self.wal {
-            Some((wal, id)) => same(wal, *id),
+            Some((wal, id)) => same(wal, *id).map_err(|_| log_gone(wal)),
             None => Ok(()),
         }
     }
+}
+
+/// The write-ahead log's own advice: it cannot be restored, but this
+/// process still holds it open, and a clean stop writes what it holds
+/// into the main file.
+fn log_gone(wal: &Path) -> String {
+    format!(
+        "the ledger's write-ahead log {} was deleted, moved or replaced while open; nothing was recorded. \
+         Stop this process cleanly (SIGTERM, not kill -9): closing writes the records the log still holds into the main file",
+        wal.display()
+    )
 }
 
 fn gone(path: &Path, why: &dyn std::fmt::Display) -> String {
