@@ -50,9 +50,10 @@ chain = ["local"]
 """
 
 
-def config(ledger: str, scope: str, providers: str = NO_PROVIDERS) -> str:
-    """A serve configuration: three actions with different write contracts,
-    two clients with their own scopes, one operator."""
+def config(ledger: str, scope: str, providers: str = NO_PROVIDERS, max_body: int = MAX_BODY) -> str:
+    """A serve configuration: actions with different write contracts, two
+    clients with their own scopes, one operator; request bodies up to
+    ``max_body`` bytes."""
     return f"""{ledger}
 {providers}
 
@@ -97,7 +98,7 @@ check_every = "1ms"
 
 [gateway]
 listen = "127.0.0.1:0"
-max_body_bytes = {MAX_BODY}
+max_body_bytes = {max_body}
 
 [gateway.clients.app]
 token_sha256 = "{_sha(CLIENT_TOKEN)}"
@@ -183,7 +184,9 @@ def postgres_url() -> str:
 
 
 @contextlib.contextmanager
-def serving(backend: str, tmp: Path, ledger_options: str = "") -> Iterator[Gateway]:
+def serving(
+    backend: str, tmp: Path, ledger_options: str = "", max_body: int = MAX_BODY
+) -> Iterator[Gateway]:
     """`handover serve` on ``backend`` with a scope of its own, so runs that
     share a PostgreSQL database never see each other's operations.
     ``ledger_options``: more lines for its `[ledger]` table."""
@@ -194,7 +197,7 @@ def serving(backend: str, tmp: Path, ledger_options: str = "") -> Iterator[Gatew
         ledger = '[ledger]\nbackend = "postgres"\nurl_env = "HANDOVER_PY_LEDGER_URL"\n'
         env["HANDOVER_PY_LEDGER_URL"] = postgres_url()
     scope = f"py-{uuid.uuid4().hex[:12]}"
-    with serve(config(ledger + ledger_options, scope), tmp, env) as url:
+    with serve(config(ledger + ledger_options, scope, max_body=max_body), tmp, env) as url:
         yield Gateway(backend, url, scope)
 
 
@@ -220,11 +223,15 @@ class Destination:
 
     ``mode``: ``ok`` applies and answers 201; ``drop`` applies, then closes
     the connection without answering (the lost confirmation); ``reject``
-    refuses with 422 and applies nothing.
+    refuses with 422 (``refusal`` as its JSON body) and applies nothing;
+    ``surrogate`` applies and answers 201 with JSON that holds an escaped
+    lone surrogate (``"\\ud800"``: valid JSON, which Python's ``json``
+    reads into a ``str`` no UTF-8 document can carry).
     """
 
     url: str = ""
     mode: str = "ok"
+    refusal: Any = field(default_factory=lambda: {"error": "address is not deliverable"})
     requests: list[dict[str, Any]] = field(default_factory=list)
     effects: dict[str, dict[str, Any]] = field(default_factory=dict)
     on_request: Callable[[dict[str, Any]], None] | None = None
@@ -243,7 +250,7 @@ class Destination:
         with self.lock:
             self.requests.append(seen)
             if self.mode == "reject":
-                return reply(h, 422, {"error": "address is not deliverable"})
+                return reply(h, 422, self.refusal)
             record = self.effects.get(seen["key"] or "")
             if record is None:
                 record = {"id": f"shp-{len(self.effects) + 1}", **(body or {})}
@@ -252,6 +259,8 @@ class Destination:
             h.close_connection = True
             h.connection.shutdown(socket.SHUT_RDWR)
             return None
+        if self.mode == "surrogate":
+            return reply(h, 201, {**record, "label": "LBL-\ud800"})
         return reply(h, 201, record)
 
 

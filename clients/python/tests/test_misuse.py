@@ -97,14 +97,6 @@ def test_a_result_that_cannot_be_recorded_exactly_is_unknown_not_lost(
         assert c.get(key).state == "unknown"
 
 
-def test_a_rejection_without_a_reason_is_unknown_not_rejected(gateway: Gateway, key: str) -> None:
-    with gateway.client() as c:
-        out = c.perform("create_shipment", key, PARAMS, lambda ctx: ctx.reject(""))
-        assert isinstance(out, hc.Unresolved), out
-        assert isinstance(out.cause, hc.BadRequestError) and out.cause.param == "reason"
-        assert c.get(key).state == "unknown"
-
-
 def test_an_unreachable_gateway_is_a_connection_error_and_nothing_runs(key: str) -> None:
     with hc.Client("http://127.0.0.1:9", "token", timeout=5) as c, pytest.raises(hc.APIConnectionError):
         c.perform("create_shipment", key, PARAMS, never)

@@ -148,7 +148,7 @@ class AsyncClient(_Common):
             if isinstance(step, proto.Request):
                 try:
                     resp = await self._http.request(
-                        step.method, self._s._url(step.path), **self._s._request_args(step)
+                        step.method, self._s._url(step.path), **self._s._request_args(step, self._http.timeout)
                     )
                     reply = answer(resp)
                 except httpx.HTTPError as e:

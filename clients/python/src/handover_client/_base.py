@@ -50,14 +50,28 @@ class _Settings:
     def _url(self, path: str) -> str:
         return self._base_url + path
 
-    def _request_args(self, req: proto.Request) -> dict[str, Any]:
+    def _request_args(self, req: proto.Request, timeout: httpx.Timeout) -> dict[str, Any]:
+        """httpx's arguments for ``req``; ``timeout``: the HTTP client's own,
+        which ``req.timeout`` may only shorten."""
         headers = {**req.headers, "Authorization": f"Bearer {self._token}"}
         args: dict[str, Any] = {"headers": headers}
         if req.body is not None:
             args["json"] = req.body
         if req.query is not None:
             args["params"] = dict(req.query)
+        if req.timeout is not None:
+            args["timeout"] = _shortened(timeout, req.timeout)
         return args
+
+
+def _shortened(timeout: httpx.Timeout, limit: float) -> httpx.Timeout:
+    def lower(t: float | None) -> float:
+        return limit if t is None else min(t, limit)
+
+    return httpx.Timeout(
+        connect=lower(timeout.connect), read=lower(timeout.read),
+        write=lower(timeout.write), pool=lower(timeout.pool),
+    )
 
 
 C = TypeVar("C", bound="_Common")

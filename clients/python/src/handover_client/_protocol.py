@@ -34,6 +34,7 @@ from ._outcomes import (
     Suspended,
     Unresolved,
 )
+from ._text import SMALL_CUT, SMALL_TEXT_BYTES, cut, evidence_text, reason_text
 
 T = TypeVar("T")
 
@@ -43,13 +44,16 @@ TASK_HEADER = "x-handover-task"
 
 @dataclass(frozen=True)
 class Request:
-    """One HTTP request to Handover."""
+    """One HTTP request to Handover; ``timeout``: seconds it may take, when
+    shorter than the client's own timeout (what is left of a claim's
+    lease)."""
 
     method: str
     path: str
     body: Any = None
     headers: Mapping[str, str | bytes] = field(default_factory=dict)
     query: Mapping[str, str] | None = None
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -89,17 +93,25 @@ class Dispatch:
         """The destination idempotency header to send."""
         return {self.idempotency_header or "Idempotency-Key": self.destination_key}
 
-    def reject(self, reason: str, evidence: str | None = None) -> Rejection:
+    def reject(self, reason: object, evidence: object = None) -> Rejection:
         """A declared rejection to return: the destination definitively
-        refused and nothing happened (a 4xx that says so, not a timeout)."""
-        return Rejection(reason, evidence)
+        refused and nothing happened (a 4xx that says so, not a timeout).
+
+        ``reason`` and ``evidence`` are made recordable, never refused: a
+        value that is not a ``str`` (``r.json()``, ``r.status_code``,
+        ``r.content``) becomes its text, a blank reason a default that says
+        none was given, and a text past 64 KiB is cut there with a note,
+        as the ledger cuts a destination's text."""
+        return Rejection(reason_text(reason), evidence_text(evidence))
 
 
 @dataclass(frozen=True)
 class Rejection:
     """Returned by an executor when the destination definitively refused.
 
-    The only way to record ``rejected``: an exception never is one.
+    The only way to record ``rejected``: an exception never is one. Made
+    by ``ctx.reject``; one made directly is made recordable the same way
+    when it is reported.
     """
 
     reason: str
@@ -195,10 +207,19 @@ Flow = Generator[Step, Any, T]
 def private_copy(value: Any, what: str) -> Any:
     """A JSON copy: what the executor gets and what is recorded cannot be
     changed through the caller's objects; non-JSON fails before anything is
-    sent."""
+    sent. A lone surrogate (``"\\ud800"``, which Python's ``json`` reads
+    from an escape) is not JSON here: no UTF-8 document can carry it, so
+    the request would fail on its way out."""
     try:
-        return json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError) as e:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+        return json.loads(text)
+    except UnicodeEncodeError as e:
+        raise TypeError(
+            f"{what}: not JSON: holds a lone surrogate ({e.object[e.start:e.end]!a}), "
+            "which no UTF-8 document can carry"
+        ) from e
+    except (TypeError, ValueError, RecursionError) as e:
         raise TypeError(f"{what}: not JSON: {e}") from e
 
 
@@ -306,6 +327,20 @@ class _Held:
     def path(self) -> str:
         return _op_path(self.ctx.key)
 
+    def request(self, method: str, path: str, body: Any = None) -> Request:
+        """A request this claim makes, bounded by what is left of the lease
+        plus :data:`LEASE_MARGIN`: past the lease no answer can change what
+        ``perform`` says (the operation is the server's to make unknown),
+        so a ledger that does not answer holds the caller about until the
+        lease ends, not for the server's own deadline on every try."""
+        left = max(0.0, self.lease_end - time.monotonic())
+        return Request(method, path, body, self.headers, timeout=left + LEASE_MARGIN)
+
+
+LEASE_MARGIN = 1.0
+"""Seconds a request of a claim (its outcome, the read-back) may take past
+the lease's end: time for an answer already on its way."""
+
 
 def _lease_end(claim: Mapping[str, Any], contract: Mapping[str, Any]) -> float:
     """The claim's ``lease_until`` (the server's clock, ms since the Unix
@@ -334,7 +369,7 @@ def _dispatch(held: _Held) -> Flow[Outcome | None]:
         # The destination was not called: say so, so the key is free again.
         evidence = f"the client did not call the destination: dispatch was not confirmed ({e})"
         try:
-            yield Request("POST", held.path + "/outcome", {**give_back, "evidence": evidence}, held.headers)
+            yield held.request("POST", held.path + "/outcome", {**give_back, "evidence": evidence})
         except HandoverError:
             pass  # the lease returns an undispatched claim; a dispatched one becomes unknown
         raise
@@ -343,7 +378,7 @@ def _dispatch(held: _Held) -> Flow[Outcome | None]:
     # Nothing may be sent: give the claim back, answer as `begin` would.
     evidence = "suspended at dispatch: another operation of this action is unresolved"
     try:
-        yield Request("POST", held.path + "/outcome", {**give_back, "evidence": evidence}, held.headers)
+        yield held.request("POST", held.path + "/outcome", {**give_back, "evidence": evidence})
     except HandoverError:
         pass  # the lease returns the undispatched claim
     return _not_started(ctx.action, ctx.key, ans)
@@ -363,48 +398,85 @@ def _report(held: _Held, started: float, got: Got) -> Flow[Outcome]:
     # and how late it was.
     timeout = held.ctx.timeout
     late = took if timeout is not None and took > timeout else None
-    report, cause = _report_of(got)
+    report, cause, kept = _report_of(got)
     outcome = yield from _record(held, report, cause, late)
-    if not isinstance(outcome, Unresolved):
-        return outcome
-    if report["outcome"] == "confirmed":
-        return replace(outcome, executor_result=report["result"])
-    if report["outcome"] == "rejected":
-        return replace(outcome, executor_rejection=report["reason"])
+    if isinstance(outcome, Unresolved) and kept:
+        # The destination's answer, which the ledger did not record as
+        # such: the caller keeps it.
+        return replace(outcome, **kept)
     return outcome
 
 
-_NO_RESULT = (
-    "the executor returned None, not the destination's answer: return what the destination "
-    "answered (its result), ctx.reject(reason) for a definitive refusal, or raise"
-)
+def _no_answer(value: Any) -> str:
+    return (
+        f"the executor returned {value!r}, not the destination's answer: return what the "
+        "destination answered (its result), ctx.reject(reason) for a definitive refusal, or raise"
+    )
 
 
-def _report_of(got: Got) -> tuple[dict[str, Any], BaseException | None]:
-    """The outcome report for what the executor did, and its cause."""
+def _report_of(got: Got) -> tuple[dict[str, Any], BaseException | None, dict[str, Any]]:
+    """The outcome report for what the executor did, its cause, and what
+    to keep on an ``Unresolved`` (``executor_result`` or
+    ``executor_rejection``). Never raises: whatever cannot be turned into
+    a confirmed or rejected report — the destination may have acted —
+    is reported unknown with a reason saying why."""
+    value = got.value if isinstance(got, Returned) else None
+    try:
+        report, cause, kept = _report_or_raise(got)
+        # What the runner would fail to send is caught here, not after.
+        json.dumps(report, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except Exception as e:  # noqa: BLE001 - after dispatch nothing may escape unrecorded
+        reason = (
+            f"the executor's answer (a {type(value).__name__}) could not be turned into a report "
+            f"({qualname(e)}): it cannot be recorded as a confirmed or rejected outcome"
+        )
+        answered = value is not None and not isinstance(value, Rejection)
+        return _unknown(reason), e, ({"executor_result": value} if answered else {})
+    return report, cause, kept
+
+
+def _report_or_raise(got: Got) -> tuple[dict[str, Any], BaseException | None, dict[str, Any]]:
     if isinstance(got, Raised):
         # The type only: an exception's text may carry what must not be
         # stored (a URL with a token); the caller gets it in `cause`.
-        return _unknown(f"the executor raised {qualname(got.error)} after dispatch"), got.error
+        return _unknown(f"the executor raised {qualname(got.error)} after dispatch"), got.error, {}
     value = got.value
     if isinstance(value, Rejection):
-        report: dict[str, Any] = {"outcome": "rejected", "reason": value.reason}
-        if value.evidence is not None:
-            report["evidence"] = value.evidence
-        return report, None
-    if value is None:
-        # A forgotten `return`, or a status nobody checked: no answer is
-        # no confirmation.
-        return _unknown(_NO_RESULT), TypeError(_NO_RESULT)
+        reason = reason_text(value.reason)
+        report: dict[str, Any] = {"outcome": "rejected", "reason": reason}
+        evidence = evidence_text(value.evidence)
+        if evidence is not None:
+            report["evidence"] = evidence
+        return report, None, {"executor_rejection": reason}
+    if value is None or value is False:
+        # A forgotten `return`, a status nobody checked (`return
+        # r.is_success` after a 422): no answer is no confirmation.
+        why = _no_answer(value)
+        return _unknown(why), TypeError(why), {}
     try:
         result = private_copy(value, "result")
     except TypeError as e:
+        what = (
+            "holds a lone surrogate (an escaped \\ud800 in the destination's JSON?), which no "
+            "UTF-8 document can carry"
+            if isinstance(e.__cause__, UnicodeEncodeError)
+            else "is not JSON"
+        )
         reason = (
-            f"the executor returned a {type(value).__name__}, not JSON: "
+            f"the executor returned a {type(value).__name__} that {what}: "
             "it cannot be recorded as a confirmed result"
         )
-        return _unknown(reason), e
-    return {"outcome": "confirmed", "result": result}, None
+        return _unknown(reason), e, {"executor_result": _copy_or_same(value)}
+    return {"outcome": "confirmed", "result": result}, None, {"executor_result": result}
+
+
+def _copy_or_same(value: Any) -> Any:
+    """A private copy where JSON can make one (a lone surrogate survives
+    Python's own round trip), else the value itself."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError, RecursionError):
+        return value
 
 
 def qualname(e: BaseException) -> str:
@@ -438,13 +510,27 @@ def _record(
     if sent.status == 200:
         return _from_record(ctx.action, ctx.key, sent.body["operation"], cause)
     err = error_for(sent.status, sent.body)
-    if reported in ("confirmed", "rejected") and sent.status == 400:
+    if reported == "rejected" and sent.status == 413:
+        # The gateway takes less than 64 KiB texts need: a definitive
+        # refusal is still recorded, with less of its description.
+        smaller = _smaller(report)
+        if smaller != report:
+            return (yield from _record(held, smaller, cause, late))
+    if reported in ("confirmed", "rejected") and sent.status in (400, 413):
         # The destination answered, but the report is not recordable (a
-        # result number outside I-JSON, an empty reason): record unknown
-        # rather than leave the operation dispatched.
+        # result number outside I-JSON, a result larger than the gateway
+        # takes): record unknown rather than leave the operation dispatched.
         reason = f"the destination answered but the {reported} report cannot be recorded: {err.message}"
         return (yield from _record(held, _unknown(reason), err, late))
     return (yield from _read_back(held, err, reported, late))
+
+
+def _smaller(report: dict[str, Any]) -> dict[str, Any]:
+    """A rejected report with its texts cut to :data:`SMALL_TEXT_BYTES`."""
+    return {
+        k: cut(v, SMALL_TEXT_BYTES, SMALL_CUT) if k in ("reason", "evidence") else v
+        for k, v in report.items()
+    }
 
 
 RETRY_FIRST = 0.25
@@ -464,7 +550,7 @@ def _send_outcome(held: _Held, report: dict[str, Any]) -> Flow[Answer | Handover
     pause = RETRY_FIRST
     while True:
         try:
-            ans: Answer = yield Request("POST", held.path + "/outcome", body, held.headers)
+            ans: Answer = yield held.request("POST", held.path + "/outcome", body)
         except APIConnectionError as e:
             failed: Answer | HandoverError = e
         else:
@@ -483,7 +569,7 @@ def _read_back(held: _Held, err: HandoverError, reported: str, late: float | Non
     what the ledger holds — unless that would contradict the executor."""
     ctx = held.ctx
     try:
-        ans = yield Request("GET", held.path, None, held.headers)
+        ans = yield held.request("GET", held.path)
     except HandoverError:
         ans = None
     if ans is not None and ans.status == 200:

@@ -20,7 +20,7 @@ T = TypeVar("T")
 
 Executor = Callable[[proto.Dispatch], Any]
 """Calls the destination once dispatch is recorded; returns the result
-(JSON; None confirms nothing and is recorded unknown), or
+(JSON; None or False confirms nothing and is recorded unknown), or
 ``ctx.reject(reason)`` for a definitive refusal."""
 
 
@@ -62,8 +62,9 @@ class Client(_Common):
         ``fn(ctx)`` is called only after Handover recorded the dispatch, and
         only if this call holds the operation; its return value is recorded
         as confirmed, ``ctx.reject(reason)`` as rejected, and any exception
-        — or a return of None, which confirms nothing — as unknown (never
-        rejected: the effect may have happened).
+        — or a return of None or False, which confirms nothing, or a result
+        that cannot be recorded — as unknown (never rejected: the effect may
+        have happened). Nothing the executor returns makes this raise.
         """
         proto.check_callable(fn, "fn", awaitable_ok=False)
         return self._run(proto.perform(action, key, params, self._s._headers(task)), fn)
@@ -138,7 +139,7 @@ class Client(_Common):
             error = None
             if isinstance(step, proto.Request):
                 try:
-                    resp = self._http.request(step.method, self._s._url(step.path), **self._s._request_args(step))
+                    resp = self._http.request(step.method, self._s._url(step.path), **self._s._request_args(step, self._http.timeout))
                     reply = answer(resp)
                 except httpx.HTTPError as e:
                     error = APIConnectionError(f"{step.method} {step.path}: {type(e).__name__}: {e}")
