@@ -98,16 +98,14 @@ impl StreamAssembler {
                 id,
                 name,
                 arguments,
+                extra,
+                function_extra,
             } => {
                 let pos = match self.tool_index.iter().position(|i| *i == index) {
                     Some(p) => p,
                     None => {
                         self.tool_index.push(index);
-                        self.tool_calls.push(ToolCall {
-                            id: String::new(),
-                            name: String::new(),
-                            arguments: String::new(),
-                        });
+                        self.tool_calls.push(ToolCall::default());
                         self.tool_calls.len() - 1
                     }
                 };
@@ -120,6 +118,12 @@ impl StreamAssembler {
                 }
                 if let Some(a) = arguments {
                     call.arguments.push_str(&a);
+                }
+                for (k, v) in extra.iter() {
+                    call.extra.insert_raw(k, v.to_owned());
+                }
+                for (k, v) in function_extra.iter() {
+                    call.function_extra.insert_raw(k, v.to_owned());
                 }
             }
             StreamEvent::Usage(u) => self.usage = Some(u),

@@ -49,6 +49,14 @@ pub(crate) fn request_body(
     d: Shape,
     stream: bool,
 ) -> Result<Vec<u8>, serde_json::Error> {
+    let unsigned;
+    let req = match without_google_signatures(req, d.kind) {
+        Some(r) => {
+            unsigned = r;
+            &unsigned
+        }
+        None => req,
+    };
     let out = Outgoing {
         model,
         request: req,
@@ -83,6 +91,46 @@ pub(crate) fn request_body(
         }
     }
     serde_json::to_vec(&body)
+}
+
+/// Google's part of a tool call's `extra_content` (Gemini 3's thought
+/// signature) is bound to the Gemini model that made it. It goes, as
+/// sent, to `openai_compatible` providers (Google's OpenAI-compatible
+/// endpoint is one, or stands behind one) and natively to `gemini`; OpenAI,
+/// Azure and DeepSeek are never Google, have no use for it and may refuse
+/// a member they do not know, so a conversation that falls back from
+/// Gemini to them goes without it. `None` when nothing is to be taken out
+/// (the request is sent as it is, not copied).
+fn without_google_signatures(req: &ChatRequest, kind: ProviderKind) -> Option<ChatRequest> {
+    const EXTRA_CONTENT: &str = "extra_content";
+    if kind == ProviderKind::OpenAiCompatible {
+        return None;
+    }
+    let signed = |c: &ToolCall| {
+        c.extra
+            .value(EXTRA_CONTENT)
+            .is_some_and(|v| v.get("google").is_some())
+    };
+    let any = req.messages.iter().flat_map(|m| &m.tool_calls).any(signed);
+    if !any {
+        return None;
+    }
+    let mut req = req.clone();
+    for call in req.messages.iter_mut().flat_map(|m| &mut m.tool_calls) {
+        if !signed(call) {
+            continue;
+        }
+        let Some(Value::Object(mut content)) = call.extra.value(EXTRA_CONTENT) else {
+            continue;
+        };
+        content.shift_remove("google");
+        if content.is_empty() {
+            call.extra.remove(EXTRA_CONTENT);
+        } else {
+            call.extra.insert(EXTRA_CONTENT, &Value::Object(content));
+        }
+    }
+    Some(req)
 }
 
 // ---- responses ----
@@ -124,22 +172,59 @@ keep_extra!(WireMessageIn {
     tool_calls: Vec<WireToolCallIn>,
 });
 
-#[derive(Deserialize)]
+/// A tool call of a whole answer. Members other than `id` and
+/// `function` (`extra_content`, vendor fields; an `index` some servers
+/// add) are kept as sent; `type` is written by us.
 struct WireToolCallIn {
-    #[serde(default)]
-    index: Option<u32>,
-    #[serde(default)]
     id: Option<String>,
-    #[serde(default)]
     function: Option<WireFunctionIn>,
+    extra: Fields,
+}
+keep_extra!(WireToolCallIn {
+    id: Option<String>,
+    function: Option<WireFunctionIn>,
+});
+
+/// A tool call's piece in a stream chunk: as [`WireToolCallIn`], with its
+/// `index`.
+struct WireToolCallDelta {
+    index: Option<u32>,
+    id: Option<String>,
+    function: Option<WireFunctionIn>,
+    extra: Fields,
+}
+keep_extra!(WireToolCallDelta {
+    index: Option<u32>,
+    id: Option<String>,
+    function: Option<WireFunctionIn>,
+});
+
+#[derive(Default)]
+struct WireFunctionIn {
+    name: Option<String>,
+    arguments: Option<String>,
+    extra: Fields,
+}
+keep_extra!(WireFunctionIn {
+    name: Option<String>,
+    arguments: Option<String>,
+});
+
+/// A call's members other than ours: `type` is always `function`, written
+/// by whoever writes the call.
+fn call_extra(mut extra: Fields) -> Fields {
+    extra.remove("type");
+    extra
 }
 
-#[derive(Deserialize)]
-struct WireFunctionIn {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    arguments: Option<String>,
+/// A delta's members less nulls, which in a stream are no fields (as at
+/// the chunk's other levels).
+fn delta_extra(extra: Fields) -> Fields {
+    let mut kept = Fields::new();
+    for (k, v) in extra.iter().filter(|(_, v)| v.get() != "null") {
+        kept.insert_raw(k, v.to_owned());
+    }
+    kept
 }
 
 struct WireUsage {
@@ -230,14 +315,13 @@ impl WireResponse {
                 .tool_calls
                 .into_iter()
                 .map(|c| {
-                    let f = c.function.unwrap_or(WireFunctionIn {
-                        name: None,
-                        arguments: None,
-                    });
+                    let f = c.function.unwrap_or_default();
                     ToolCall {
                         id: c.id.unwrap_or_default(),
                         name: f.name.unwrap_or_default(),
                         arguments: f.arguments.unwrap_or_default(),
+                        extra: call_extra(c.extra),
+                        function_extra: f.extra,
                     }
                 })
                 .collect(),
@@ -285,13 +369,13 @@ keep_extra!(WireChunkChoice<'de> {
 struct WireDelta<'de> {
     content: Option<String>,
     reasoning_content: Option<String>,
-    tool_calls: Vec<WireToolCallIn>,
+    tool_calls: Vec<WireToolCallDelta>,
     extra: RawExtra<'de>,
 }
 keep_extra!(WireDelta<'de> {
     content: Option<String>,
     reasoning_content: Option<String>,
-    tool_calls: Vec<WireToolCallIn>,
+    tool_calls: Vec<WireToolCallDelta>,
 });
 
 /// What one stream's chunks have said so far: whether the model was
@@ -490,16 +574,15 @@ impl WireChunk<'_> {
                 out.push(StreamEvent::ContentDelta(c));
             }
             for tc in delta.tool_calls {
-                let (name, arguments) = match tc.function {
-                    Some(f) => (f.name, f.arguments),
-                    None => (None, None),
-                };
-                let placed = history.calls.place(tc.index, tc.id, name);
+                let f = tc.function.unwrap_or_default();
+                let placed = history.calls.place(tc.index, tc.id, f.name);
                 out.push(StreamEvent::ToolCallDelta {
                     index: placed.index,
                     id: placed.id,
                     name: placed.name,
-                    arguments,
+                    arguments: f.arguments,
+                    extra: delta_extra(call_extra(tc.extra)),
+                    function_extra: delta_extra(f.extra),
                 });
             }
             if let Some(reason) = finish {
