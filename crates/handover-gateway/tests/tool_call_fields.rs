@@ -507,3 +507,50 @@ async fn a_gemini_signature_stays_with_gemini_when_the_conversation_falls_back()
         assert_eq!(body["contents"][1]["parts"][1]["thoughtSignature"], SIG_TWO, "{body}");
     }
 }
+
+// ---- the official openai client ----
+
+/// The official `openai` Python client in a two-turn tool loop, sending
+/// the assistant message back as it got it (the SDK keeps a tool call's
+/// unknown members as model extras and writes them back), plain and
+/// through its stream helper, against Google's OpenAI-compatible endpoint
+/// and the native API: each upstream gets its signatures back where it
+/// wants them. Skipped (said so) without `HANDOVER_TEST_PYTHON`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_sdk_sends_the_signature_back_through_the_gateway() {
+    let Ok(python) = std::env::var("HANDOVER_TEST_PYTHON") else {
+        println!("SKIPPED: set HANDOVER_TEST_PYTHON to a python with the `openai` package");
+        return;
+    };
+    let up = upstreams(true).await;
+    let gw = gateway(&up).await;
+    let out =
+        support::python_scenarios(&python, "tool_call_fields.py", &[&gw.base, CLIENT_A]).await;
+    for scenario in ["compat_plain", "compat_stream"] {
+        let r = out.get(scenario);
+        assert_eq!(r["kept"], json!([signature(SIG_ONE), signature(SIG_TWO)]), "{r}");
+        assert_eq!(r["answer"], "done", "{r}");
+    }
+    for scenario in ["gem_plain", "gem_stream"] {
+        let r = out.get(scenario);
+        assert_eq!(r["kept"], json!([signature(SIG_ONE), null]), "{r}");
+        assert_eq!(r["answer"], "done", "{r}");
+    }
+
+    let compat = up.compat.received_requests().await.unwrap();
+    assert_eq!(compat.len(), 4);
+    for second in [&compat[1], &compat[3]] {
+        let body = body_of(second);
+        let calls = body["messages"][1]["tool_calls"].as_array().unwrap().clone();
+        let sigs: Vec<&Value> = calls.iter().map(|c| &c["extra_content"]).collect();
+        assert_eq!(sigs, [&signature(SIG_ONE), &signature(SIG_TWO)], "{body}");
+        assert_eq!(calls[0]["x_tc_field"], "TC", "{body}");
+        assert_eq!(calls[0]["function"]["x_fn_field"], 1, "{body}");
+    }
+    let gemini = up.gemini.received_requests().await.unwrap();
+    assert_eq!(gemini.len(), 4);
+    for second in [&gemini[1], &gemini[3]] {
+        let body = body_of(second);
+        assert_eq!(body["contents"][1], signed_model_turn(), "{body}");
+    }
+}
