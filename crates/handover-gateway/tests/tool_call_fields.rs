@@ -85,7 +85,10 @@ fn compatible(req: &Request) -> ResponseTemplate {
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}));
     }
     let numbered = body.to_string().contains("numbered");
-    let mut chunks = vec![chunk(json!({"role": "assistant", "content": null}), Value::Null)];
+    let mut chunks = vec![chunk(
+        json!({"role": "assistant", "content": null}),
+        Value::Null,
+    )];
     for (i, call) in calls.as_array().unwrap().iter().enumerate() {
         if numbered {
             let mut first = call.clone();
@@ -136,7 +139,8 @@ fn gemini(req: &Request) -> ResponseTemplate {
         gemini_calls()
     };
     if req.url.path().ends_with(":streamGenerateContent") {
-        ResponseTemplate::new(200).set_body_raw(format!("data: {answer}\r\n\r\n"), "text/event-stream")
+        ResponseTemplate::new(200)
+            .set_body_raw(format!("data: {answer}\r\n\r\n"), "text/event-stream")
     } else {
         ResponseTemplate::new(200).set_body_json(answer)
     }
@@ -168,7 +172,10 @@ async fn upstreams(gemini_up: bool) -> Upstreams {
         .await;
     let gem = MockServer::start().await;
     if gemini_up {
-        Mock::given(method("POST")).respond_with(gemini).mount(&gem).await;
+        Mock::given(method("POST"))
+            .respond_with(gemini)
+            .mount(&gem)
+            .await;
     } else {
         Mock::given(method("POST"))
             .respond_with(ResponseTemplate::new(503).set_body_json(json!({"error": {
@@ -232,8 +239,16 @@ model = "claude-sonnet-4-5"
     );
     c.push_str(&support::policy("compat", &["compat"], "first_token"));
     c.push_str(&support::policy("gem", &["gem"], "first_token"));
-    c.push_str(&support::policy("gem-then-oai", &["gem", "oai"], "first_token"));
-    c.push_str(&support::policy("gem-then-claude", &["gem", "claude"], "first_token"));
+    c.push_str(&support::policy(
+        "gem-then-oai",
+        &["gem", "oai"],
+        "first_token",
+    ));
+    c.push_str(&support::policy(
+        "gem-then-claude",
+        &["gem", "claude"],
+        "first_token",
+    ));
     c.push_str(&support::gateway_section(1 << 20, "5s", ""));
     Running::start(&c).await
 }
@@ -318,7 +333,10 @@ fn assembled(deltas: &[Value]) -> Value {
 /// The conversation's second turn: the assistant message as the client
 /// got it, and a result for each of its calls.
 fn second_turn(assistant: &Value) -> Value {
-    let mut messages = vec![json!({"role": "user", "content": "Do fa and fb."}), assistant.clone()];
+    let mut messages = vec![
+        json!({"role": "user", "content": "Do fa and fb."}),
+        assistant.clone(),
+    ];
     for call in assistant["tool_calls"].as_array().unwrap() {
         messages.push(json!({"role": "tool", "tool_call_id": call["id"], "content": "ok"}));
     }
@@ -348,7 +366,12 @@ async fn a_tool_calls_other_members_pass_through_a_compatible_provider_both_ways
         .unwrap();
     let got = &plain["choices"][0]["message"]["tool_calls"];
     assert_eq!(got, &compatible_calls(), "{plain}");
-    for (got, sent) in got.as_array().unwrap().iter().zip(compatible_calls().as_array().unwrap()) {
+    for (got, sent) in got
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(compatible_calls().as_array().unwrap())
+    {
         let others = |v: &Value| -> Vec<String> {
             keys(v)
                 .into_iter()
@@ -363,9 +386,14 @@ async fn a_tool_calls_other_members_pass_through_a_compatible_provider_both_ways
 
     // Streamed in Google's shape: each call whole in one delta, members
     // included.
-    let deltas = call_deltas(&chunks(post(&gw, &request("compat", first_turn(), true)).await).await);
+    let deltas =
+        call_deltas(&chunks(post(&gw, &request("compat", first_turn(), true)).await).await);
     assert_eq!(deltas.len(), 2, "{deltas:?}");
-    for (i, (d, sent)) in deltas.iter().zip(compatible_calls().as_array().unwrap()).enumerate() {
+    for (i, (d, sent)) in deltas
+        .iter()
+        .zip(compatible_calls().as_array().unwrap())
+        .enumerate()
+    {
         let mut expected = sent.clone();
         expected["index"] = i.into();
         assert_eq!(d, &expected);
@@ -379,8 +407,21 @@ async fn a_tool_calls_other_members_pass_through_a_compatible_provider_both_ways
     let sent_back = body_of(&received[2]);
     assert_eq!(sent_back["messages"][1]["tool_calls"], compatible_calls());
     let call = &sent_back["messages"][1]["tool_calls"][0];
-    assert_eq!(keys(call), ["id", "type", "function", "extra_content", "x_tc_field", "a_last"]);
-    assert_eq!(keys(&call["function"]), ["name", "arguments", "x_fn_field", "a_fn"]);
+    assert_eq!(
+        keys(call),
+        [
+            "id",
+            "type",
+            "function",
+            "extra_content",
+            "x_tc_field",
+            "a_last"
+        ]
+    );
+    assert_eq!(
+        keys(&call["function"]),
+        ["name", "arguments", "x_fn_field", "a_fn"]
+    );
 }
 
 /// OpenAI's stream shape with a vendor's members on a call's first delta
@@ -400,7 +441,10 @@ async fn a_calls_first_delta_carries_its_members_in_a_numbered_stream() {
                "function": {"name": "fa", "arguments": "", "x_fn_field": 1, "a_fn": [true]},
                "extra_content": signature(SIG_ONE), "x_tc_field": "TC", "a_last": {"z": 1, "b": 2}})
     );
-    assert_eq!(deltas[1], json!({"index": 0, "function": {"arguments": "{\"a"}}));
+    assert_eq!(
+        deltas[1],
+        json!({"index": 0, "function": {"arguments": "{\"a"}})
+    );
     assert_eq!(deltas[3]["extra_content"], signature(SIG_TWO));
     let assistant = assembled(&deltas);
     assert_eq!(assistant["tool_calls"], compatible_calls());
@@ -503,8 +547,14 @@ async fn a_gemini_signature_stays_with_gemini_when_the_conversation_falls_back()
     assert_eq!(to_gemini.len(), 2);
     for r in &to_gemini {
         let body = body_of(r);
-        assert_eq!(body["contents"][1]["parts"][0]["thoughtSignature"], SIG_ONE, "{body}");
-        assert_eq!(body["contents"][1]["parts"][1]["thoughtSignature"], SIG_TWO, "{body}");
+        assert_eq!(
+            body["contents"][1]["parts"][0]["thoughtSignature"], SIG_ONE,
+            "{body}"
+        );
+        assert_eq!(
+            body["contents"][1]["parts"][1]["thoughtSignature"], SIG_TWO,
+            "{body}"
+        );
     }
 }
 
@@ -528,7 +578,11 @@ async fn the_openai_sdk_sends_the_signature_back_through_the_gateway() {
         support::python_scenarios(&python, "tool_call_fields.py", &[&gw.base, CLIENT_A]).await;
     for scenario in ["compat_plain", "compat_stream"] {
         let r = out.get(scenario);
-        assert_eq!(r["kept"], json!([signature(SIG_ONE), signature(SIG_TWO)]), "{r}");
+        assert_eq!(
+            r["kept"],
+            json!([signature(SIG_ONE), signature(SIG_TWO)]),
+            "{r}"
+        );
         assert_eq!(r["answer"], "done", "{r}");
     }
     for scenario in ["gem_plain", "gem_stream"] {
@@ -541,7 +595,10 @@ async fn the_openai_sdk_sends_the_signature_back_through_the_gateway() {
     assert_eq!(compat.len(), 4);
     for second in [&compat[1], &compat[3]] {
         let body = body_of(second);
-        let calls = body["messages"][1]["tool_calls"].as_array().unwrap().clone();
+        let calls = body["messages"][1]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .clone();
         let sigs: Vec<&Value> = calls.iter().map(|c| &c["extra_content"]).collect();
         assert_eq!(sigs, [&signature(SIG_ONE), &signature(SIG_TWO)], "{body}");
         assert_eq!(calls[0]["x_tc_field"], "TC", "{body}");

@@ -230,3 +230,42 @@ impl Stream for ChatStream {
 pub async fn assemble(stream: ChatStream) -> Result<ChatResponse, ProviderError> {
     stream.into_response().await
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{Fields, StreamAssembler, StreamEvent};
+
+    fn fields(v: serde_json::Value) -> Fields {
+        v.as_object().cloned().unwrap_or_default().into()
+    }
+
+    #[test]
+    fn a_calls_members_gather_from_its_pieces_the_latest_value_winning() {
+        let piece =
+            |id: Option<&str>, args: &str, extra, function_extra| StreamEvent::ToolCallDelta {
+                index: 0,
+                id: id.map(str::to_owned),
+                name: id.map(|_| "f".to_owned()),
+                arguments: Some(args.into()),
+                extra: fields(extra),
+                function_extra: fields(function_extra),
+            };
+        let mut a = StreamAssembler::default();
+        a.push(piece(
+            Some("c1"),
+            "{",
+            json!({"extra_content": {"google": {"thought_signature": "S"}}, "x": 1}),
+            json!({"x_fn": "a"}),
+        ));
+        a.push(piece(None, "}", json!({"x": 2}), json!({})));
+        let call = &a.finish("m", None).tool_calls[0];
+        assert_eq!((call.id.as_str(), call.arguments.as_str()), ("c1", "{}"));
+        assert_eq!(
+            call.extra,
+            fields(json!({"extra_content": {"google": {"thought_signature": "S"}}, "x": 2}))
+        );
+        assert_eq!(call.function_extra, fields(json!({"x_fn": "a"})));
+    }
+}

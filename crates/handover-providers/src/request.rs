@@ -701,3 +701,40 @@ impl ChatRequest {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{Fields, ToolCall};
+
+    fn keys(f: &Fields) -> Vec<&str> {
+        f.iter().map(|(k, _)| k).collect()
+    }
+
+    #[test]
+    fn a_tool_calls_other_members_are_kept_in_order_and_written_back_after_ours() {
+        let sent = r#"{"x_first":1,"function":{"x_fn":[1],"arguments":"{}","name":"f","a_fn":null},"type":"function","id":"c1","extra_content":{"google":{"thought_signature":"S"}}}"#;
+        let call: ToolCall = serde_json::from_str(sent).unwrap();
+        assert_eq!((call.id.as_str(), call.name.as_str()), ("c1", "f"));
+        assert_eq!(keys(&call.extra), ["x_first", "extra_content"]);
+        assert_eq!(keys(&call.function_extra), ["x_fn", "a_fn"]);
+        assert_eq!(
+            serde_json::to_string(&call).unwrap(),
+            r#"{"id":"c1","type":"function","function":{"name":"f","arguments":"{}","x_fn":[1],"a_fn":null},"x_first":1,"extra_content":{"google":{"thought_signature":"S"}}}"#
+        );
+    }
+
+    #[test]
+    fn a_member_set_by_hand_under_one_of_our_names_is_not_written_twice() {
+        let mut call = ToolCall::new("c1", "f", "{}");
+        call.extra.insert("id", &json!("other"));
+        call.extra.insert("type", &json!("custom"));
+        call.function_extra.insert("name", &json!("g"));
+        call.function_extra.insert("strict", &json!(true));
+        assert_eq!(
+            serde_json::to_string(&call).unwrap(),
+            r#"{"id":"c1","type":"function","function":{"name":"f","arguments":"{}","strict":true}}"#
+        );
+    }
+}

@@ -813,6 +813,83 @@ mod tests {
     }
 
     #[test]
+    fn a_tool_calls_other_members_are_kept_in_an_answer_and_in_its_deltas() {
+        let call = r#"{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{}","x_fn":1},"extra_content":{"google":{"thought_signature":"S"}},"x_null":null}"#;
+        let answer = format!(
+            r#"{{"choices":[{{"index":0,"message":{{"role":"assistant","tool_calls":[{call}]}},"finish_reason":"tool_calls"}}]}}"#
+        );
+        let r: WireResponse = serde_json::from_str(&answer).unwrap();
+        let c = &r.into_response("m", None).tool_calls[0];
+        let keys = |f: &Fields| f.iter().map(|(k, _)| k.to_owned()).collect::<Vec<_>>();
+        // A whole answer's call: every member but ours, as sent (the index
+        // some servers add, nulls).
+        assert_eq!(keys(&c.extra), ["index", "extra_content", "x_null"]);
+        assert_eq!(keys(&c.function_extra), ["x_fn"]);
+        assert_eq!(
+            c.extra.get("extra_content").map(RawValue::get),
+            Some(r#"{"google":{"thought_signature":"S"}}"#)
+        );
+        // A delta: the index is the stream's numbering, and a null is no
+        // field.
+        let chunk = format!(r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{call}]}}}}]}}"#);
+        let evs = events(&mut ChunkHistory::default(), &chunk);
+        let StreamEvent::ToolCallDelta {
+            extra,
+            function_extra,
+            ..
+        } = &evs[0]
+        else {
+            panic!("{evs:?}")
+        };
+        assert_eq!(keys(extra), ["extra_content"]);
+        assert_eq!(keys(function_extra), ["x_fn"]);
+    }
+
+    #[test]
+    fn googles_signature_goes_only_where_google_may_answer() {
+        let call: ToolCall = serde_json::from_value(serde_json::json!({
+            "id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"},
+            "extra_content": {"google": {"thought_signature": "S"}, "other": 1}, "x": 2}))
+        .unwrap();
+        let only_google = ToolCall {
+            extra: Fields::from(
+                serde_json::json!({"extra_content": {"google": {"thought_signature": "T"}}})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+            ..ToolCall::new("c2", "g", "{}")
+        };
+        let req = ChatRequest::new(vec![
+            crate::request::Message::user("u"),
+            crate::request::Message::assistant_tool_calls(None, vec![call, only_google]),
+        ]);
+        let sent = |kind| {
+            let shape = Shape {
+                kind,
+                passback: ReasoningPassback::Never,
+                stream_usage: false,
+            };
+            let body: Value =
+                serde_json::from_slice(&request_body(&req, "m", shape, false).unwrap()).unwrap();
+            body["messages"][1]["tool_calls"].clone()
+        };
+        let as_sent = serde_json::to_value(&req.messages[1].tool_calls).unwrap();
+        assert_eq!(sent(ProviderKind::OpenAiCompatible), as_sent);
+        for kind in [
+            ProviderKind::OpenAi,
+            ProviderKind::AzureOpenAi,
+            ProviderKind::DeepSeek,
+        ] {
+            let calls = sent(kind);
+            assert_eq!(calls[0]["extra_content"], serde_json::json!({"other": 1}));
+            assert_eq!(calls[0]["x"], 2);
+            assert!(calls[1].get("extra_content").is_none(), "{calls}");
+            assert_eq!(calls[1]["function"]["name"], "g");
+        }
+    }
+
+    #[test]
     fn choice_and_delta_fields_pass_on_every_chunk_and_escaped_keys_read_as_any() {
         let mut h = ChunkHistory::default();
         let data = r#"{"\u0069d":"c-1","choices":[{"index":0,"delta":{"role":"assistant","refusal":"no","cont\u0065nt":"x"},"logprobs":{"content":[]}}]}"#;

@@ -178,10 +178,7 @@ pub(crate) fn tool_call(
     };
     let mut extra = Fields::new();
     if let Some(sig) = &part.thought_signature {
-        extra.insert(
-            EXTRA_CONTENT,
-            &json!({GOOGLE: {THOUGHT_SIGNATURE: sig}}),
-        );
+        extra.insert(EXTRA_CONTENT, &json!({GOOGLE: {THOUGHT_SIGNATURE: sig}}));
     }
     ToolCall {
         id,
