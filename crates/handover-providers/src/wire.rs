@@ -40,7 +40,8 @@ pub(crate) struct Shape {
 }
 
 /// The request body for `model`, as JSON bytes. OpenAI and OpenAI-compatible
-/// providers get the request as it is; DeepSeek gets `user` as `user_id`,
+/// providers get the request as it is (but for Google's share of a tool
+/// call's `extra_content`, see [`without_google_signatures`]); DeepSeek gets `user` as `user_id`,
 /// `max_completion_tokens` as `max_tokens` and, on assistant tool-call turns where its passback allows, the
 /// message's `reasoning_content`.
 pub(crate) fn request_body(
