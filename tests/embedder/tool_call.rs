@@ -17,6 +17,7 @@ fn call(args: &str) -> ToolCall {
         id: "call_1".into(),
         name: "ship".into(),
         arguments: args.into(),
+        ..ToolCall::default()
     }
 }
 

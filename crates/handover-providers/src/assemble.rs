@@ -98,16 +98,14 @@ impl StreamAssembler {
                 id,
                 name,
                 arguments,
+                extra,
+                function_extra,
             } => {
                 let pos = match self.tool_index.iter().position(|i| *i == index) {
                     Some(p) => p,
                     None => {
                         self.tool_index.push(index);
-                        self.tool_calls.push(ToolCall {
-                            id: String::new(),
-                            name: String::new(),
-                            arguments: String::new(),
-                        });
+                        self.tool_calls.push(ToolCall::default());
                         self.tool_calls.len() - 1
                     }
                 };
@@ -120,6 +118,12 @@ impl StreamAssembler {
                 }
                 if let Some(a) = arguments {
                     call.arguments.push_str(&a);
+                }
+                for (k, v) in extra.iter() {
+                    call.extra.insert_raw(k, v.to_owned());
+                }
+                for (k, v) in function_extra.iter() {
+                    call.function_extra.insert_raw(k, v.to_owned());
                 }
             }
             StreamEvent::Usage(u) => self.usage = Some(u),
@@ -225,4 +229,43 @@ impl Stream for ChatStream {
 /// Consumes `stream` into a [`ChatResponse`] (same as [`ChatStream::into_response`]).
 pub async fn assemble(stream: ChatStream) -> Result<ChatResponse, ProviderError> {
     stream.into_response().await
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{Fields, StreamAssembler, StreamEvent};
+
+    fn fields(v: serde_json::Value) -> Fields {
+        v.as_object().cloned().unwrap_or_default().into()
+    }
+
+    #[test]
+    fn a_calls_members_gather_from_its_pieces_the_latest_value_winning() {
+        let piece =
+            |id: Option<&str>, args: &str, extra, function_extra| StreamEvent::ToolCallDelta {
+                index: 0,
+                id: id.map(str::to_owned),
+                name: id.map(|_| "f".to_owned()),
+                arguments: Some(args.into()),
+                extra: fields(extra),
+                function_extra: fields(function_extra),
+            };
+        let mut a = StreamAssembler::default();
+        a.push(piece(
+            Some("c1"),
+            "{",
+            json!({"extra_content": {"google": {"thought_signature": "S"}}, "x": 1}),
+            json!({"x_fn": "a"}),
+        ));
+        a.push(piece(None, "}", json!({"x": 2}), json!({})));
+        let call = &a.finish("m", None).tool_calls[0];
+        assert_eq!((call.id.as_str(), call.arguments.as_str()), ("c1", "{}"));
+        assert_eq!(
+            call.extra,
+            fields(json!({"extra_content": {"google": {"thought_signature": "S"}}, "x": 2}))
+        );
+        assert_eq!(call.function_extra, fields(json!({"x_fn": "a"})));
+    }
 }

@@ -242,6 +242,7 @@ mod tests {
                 id: "call_1".into(),
                 name: "create_shipment".into(),
                 arguments: r#"{"order":"A-1"}"#.into(),
+                ..ToolCall::default()
             }],
             reasoning_content: Some("think".into()),
             finish_reason: Some(FinishReason::ToolCalls),

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::error::ProviderError;
+use crate::{error::ProviderError, fields::Fields};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -30,7 +30,25 @@ pub enum Role {
 /// One tool call proposed by the model. `id` is attempt metadata (it changes
 /// between providers), never an operation identity. On the wire:
 /// `{"id", "type": "function", "function": {"name", "arguments"}}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Members Handover does not read are kept, in order, in `extra` (of the
+/// call) and `function_extra` (of its `function`): Gemini's
+/// `extra_content.google.thought_signature`, vendor fields. A request
+/// hands them to OpenAI-compatible providers as sent and an answer to the
+/// client as the provider sent them; a translating dialect uses what its
+/// wire format has a place for and drops the rest (`docs/providers.md`).
+///
+/// ```
+/// use handover_providers::ToolCall;
+/// let call = ToolCall {
+///     id: "call_1".into(),
+///     name: "lookup_order".into(),
+///     arguments: r#"{"order":"K-701"}"#.into(),
+///     ..ToolCall::default()
+/// };
+/// assert_eq!(call, ToolCall::new("call_1", "lookup_order", r#"{"order":"K-701"}"#));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ToolCall {
     /// Provider-assigned call id.
     pub id: String,
@@ -38,6 +56,46 @@ pub struct ToolCall {
     pub name: String,
     /// JSON arguments exactly as the model produced them.
     pub arguments: String,
+    /// Every other member of the call (not `id`, `type`, `function`), as
+    /// sent.
+    pub extra: Fields,
+    /// Every other member of its `function` (not `name`, `arguments`), as
+    /// sent.
+    pub function_extra: Fields,
+}
+
+impl ToolCall {
+    /// A call with nothing but its id, name and arguments.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Keys of a call, and of its `function`, that are written from the typed
+/// fields: a member of that name in `extra` is not written again.
+const CALL_KEYS: [&str; 3] = ["id", "type", "function"];
+const FUNCTION_KEYS: [&str; 2] = ["name", "arguments"];
+
+/// `fields` less the members named in `ours`.
+struct Others<'a> {
+    fields: &'a Fields,
+    ours: &'a [&'a str],
+}
+
+impl Serialize for Others<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let ours = self.ours;
+        s.collect_map(self.fields.iter().filter(|(k, _)| !ours.contains(k)))
+    }
 }
 
 #[derive(Serialize)]
@@ -45,24 +103,37 @@ struct ToolCallRef<'a> {
     id: &'a str,
     r#type: &'static str,
     function: FunctionCallRef<'a>,
+    #[serde(flatten)]
+    extra: Others<'a>,
 }
 
 #[derive(Serialize)]
 struct FunctionCallRef<'a> {
     name: &'a str,
     arguments: &'a str,
+    #[serde(flatten)]
+    extra: Others<'a>,
 }
 
+/// A call as a client sends it. Read through serde's buffered content
+/// (the message around it flattens its `extra`), so the other members are
+/// read as values and kept as their JSON text.
 #[derive(Deserialize)]
 struct ToolCallIn {
     id: String,
+    #[serde(default, rename = "type")]
+    _type: Option<serde::de::IgnoredAny>,
     function: FunctionCallIn,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
 }
 
 #[derive(Deserialize)]
 struct FunctionCallIn {
     name: String,
     arguments: String,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
 }
 
 impl Serialize for ToolCall {
@@ -73,6 +144,14 @@ impl Serialize for ToolCall {
             function: FunctionCallRef {
                 name: &self.name,
                 arguments: &self.arguments,
+                extra: Others {
+                    fields: &self.function_extra,
+                    ours: &FUNCTION_KEYS,
+                },
+            },
+            extra: Others {
+                fields: &self.extra,
+                ours: &CALL_KEYS,
             },
         }
         .serialize(s)
@@ -86,6 +165,8 @@ impl<'de> Deserialize<'de> for ToolCall {
             id: c.id,
             name: c.function.name,
             arguments: c.function.arguments,
+            extra: c.extra.into(),
+            function_extra: c.function.extra.into(),
         })
     }
 }
@@ -618,5 +699,42 @@ impl ChatRequest {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{Fields, ToolCall};
+
+    fn keys(f: &Fields) -> Vec<&str> {
+        f.iter().map(|(k, _)| k).collect()
+    }
+
+    #[test]
+    fn a_tool_calls_other_members_are_kept_in_order_and_written_back_after_ours() {
+        let sent = r#"{"x_first":1,"function":{"x_fn":[1],"arguments":"{}","name":"f","a_fn":null},"type":"function","id":"c1","extra_content":{"google":{"thought_signature":"S"}}}"#;
+        let call: ToolCall = serde_json::from_str(sent).unwrap();
+        assert_eq!((call.id.as_str(), call.name.as_str()), ("c1", "f"));
+        assert_eq!(keys(&call.extra), ["x_first", "extra_content"]);
+        assert_eq!(keys(&call.function_extra), ["x_fn", "a_fn"]);
+        assert_eq!(
+            serde_json::to_string(&call).unwrap(),
+            r#"{"id":"c1","type":"function","function":{"name":"f","arguments":"{}","x_fn":[1],"a_fn":null},"x_first":1,"extra_content":{"google":{"thought_signature":"S"}}}"#
+        );
+    }
+
+    #[test]
+    fn a_member_set_by_hand_under_one_of_our_names_is_not_written_twice() {
+        let mut call = ToolCall::new("c1", "f", "{}");
+        call.extra.insert("id", &json!("other"));
+        call.extra.insert("type", &json!("custom"));
+        call.function_extra.insert("name", &json!("g"));
+        call.function_extra.insert("strict", &json!(true));
+        assert_eq!(
+            serde_json::to_string(&call).unwrap(),
+            r#"{"id":"c1","type":"function","function":{"name":"f","arguments":"{}","strict":true}}"#
+        );
     }
 }

@@ -153,7 +153,9 @@ pub enum StreamEvent {
     /// A piece of reasoning (DeepSeek).
     ReasoningDelta(String),
     /// A piece of tool call `index`; `id` and `name` usually arrive in the
-    /// first piece, `arguments` is concatenated across pieces.
+    /// first piece, `arguments` is concatenated across pieces. The
+    /// piece's other members (`extra_content`, vendor fields) travel with
+    /// it as sent; an assembled call keeps each member's latest value.
     ToolCallDelta {
         /// Position of the call in the answer.
         index: u32,
@@ -163,6 +165,11 @@ pub enum StreamEvent {
         name: Option<String>,
         /// A fragment of the JSON arguments.
         arguments: Option<String>,
+        /// This piece's other members of the call (see [`ToolCall::extra`]).
+        extra: Fields,
+        /// This piece's other members of its `function` (see
+        /// [`ToolCall::function_extra`]).
+        function_extra: Fields,
     },
     /// Token usage (usually the last event).
     Usage(Usage),

@@ -40,7 +40,8 @@ pub(crate) struct Shape {
 }
 
 /// The request body for `model`, as JSON bytes. OpenAI and OpenAI-compatible
-/// providers get the request as it is; DeepSeek gets `user` as `user_id`,
+/// providers get the request as it is (but for Google's share of a tool
+/// call's `extra_content`, see [`without_google_signatures`]); DeepSeek gets `user` as `user_id`,
 /// `max_completion_tokens` as `max_tokens` and, on assistant tool-call turns where its passback allows, the
 /// message's `reasoning_content`.
 pub(crate) fn request_body(
@@ -49,6 +50,14 @@ pub(crate) fn request_body(
     d: Shape,
     stream: bool,
 ) -> Result<Vec<u8>, serde_json::Error> {
+    let unsigned;
+    let req = match without_google_signatures(req, d.kind) {
+        Some(r) => {
+            unsigned = r;
+            &unsigned
+        }
+        None => req,
+    };
     let out = Outgoing {
         model,
         request: req,
@@ -83,6 +92,46 @@ pub(crate) fn request_body(
         }
     }
     serde_json::to_vec(&body)
+}
+
+/// Google's part of a tool call's `extra_content` (Gemini 3's thought
+/// signature) is bound to the Gemini model that made it. It goes, as
+/// sent, to `openai_compatible` providers (Google's OpenAI-compatible
+/// endpoint is one, or stands behind one) and natively to `gemini`; OpenAI,
+/// Azure and DeepSeek are never Google, have no use for it and may refuse
+/// a member they do not know, so a conversation that falls back from
+/// Gemini to them goes without it. `None` when nothing is to be taken out
+/// (the request is sent as it is, not copied).
+fn without_google_signatures(req: &ChatRequest, kind: ProviderKind) -> Option<ChatRequest> {
+    const EXTRA_CONTENT: &str = "extra_content";
+    if kind == ProviderKind::OpenAiCompatible {
+        return None;
+    }
+    let signed = |c: &ToolCall| {
+        c.extra
+            .value(EXTRA_CONTENT)
+            .is_some_and(|v| v.get("google").is_some())
+    };
+    let any = req.messages.iter().flat_map(|m| &m.tool_calls).any(signed);
+    if !any {
+        return None;
+    }
+    let mut req = req.clone();
+    for call in req.messages.iter_mut().flat_map(|m| &mut m.tool_calls) {
+        if !signed(call) {
+            continue;
+        }
+        let Some(Value::Object(mut content)) = call.extra.value(EXTRA_CONTENT) else {
+            continue;
+        };
+        content.shift_remove("google");
+        if content.is_empty() {
+            call.extra.remove(EXTRA_CONTENT);
+        } else {
+            call.extra.insert(EXTRA_CONTENT, &Value::Object(content));
+        }
+    }
+    Some(req)
 }
 
 // ---- responses ----
@@ -124,22 +173,59 @@ keep_extra!(WireMessageIn {
     tool_calls: Vec<WireToolCallIn>,
 });
 
-#[derive(Deserialize)]
+/// A tool call of a whole answer. Members other than `id` and
+/// `function` (`extra_content`, vendor fields; an `index` some servers
+/// add) are kept as sent; `type` is written by us.
 struct WireToolCallIn {
-    #[serde(default)]
-    index: Option<u32>,
-    #[serde(default)]
     id: Option<String>,
-    #[serde(default)]
     function: Option<WireFunctionIn>,
+    extra: Fields,
+}
+keep_extra!(WireToolCallIn {
+    id: Option<String>,
+    function: Option<WireFunctionIn>,
+});
+
+/// A tool call's piece in a stream chunk: as [`WireToolCallIn`], with its
+/// `index`.
+struct WireToolCallDelta {
+    index: Option<u32>,
+    id: Option<String>,
+    function: Option<WireFunctionIn>,
+    extra: Fields,
+}
+keep_extra!(WireToolCallDelta {
+    index: Option<u32>,
+    id: Option<String>,
+    function: Option<WireFunctionIn>,
+});
+
+#[derive(Default)]
+struct WireFunctionIn {
+    name: Option<String>,
+    arguments: Option<String>,
+    extra: Fields,
+}
+keep_extra!(WireFunctionIn {
+    name: Option<String>,
+    arguments: Option<String>,
+});
+
+/// A call's members other than ours: `type` is always `function`, written
+/// by whoever writes the call.
+fn call_extra(mut extra: Fields) -> Fields {
+    extra.remove("type");
+    extra
 }
 
-#[derive(Deserialize)]
-struct WireFunctionIn {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    arguments: Option<String>,
+/// A delta's members less nulls, which in a stream are no fields (as at
+/// the chunk's other levels).
+fn delta_extra(extra: Fields) -> Fields {
+    let mut kept = Fields::new();
+    for (k, v) in extra.iter().filter(|(_, v)| v.get() != "null") {
+        kept.insert_raw(k, v.to_owned());
+    }
+    kept
 }
 
 struct WireUsage {
@@ -230,14 +316,13 @@ impl WireResponse {
                 .tool_calls
                 .into_iter()
                 .map(|c| {
-                    let f = c.function.unwrap_or(WireFunctionIn {
-                        name: None,
-                        arguments: None,
-                    });
+                    let f = c.function.unwrap_or_default();
                     ToolCall {
                         id: c.id.unwrap_or_default(),
                         name: f.name.unwrap_or_default(),
                         arguments: f.arguments.unwrap_or_default(),
+                        extra: call_extra(c.extra),
+                        function_extra: f.extra,
                     }
                 })
                 .collect(),
@@ -285,13 +370,13 @@ keep_extra!(WireChunkChoice<'de> {
 struct WireDelta<'de> {
     content: Option<String>,
     reasoning_content: Option<String>,
-    tool_calls: Vec<WireToolCallIn>,
+    tool_calls: Vec<WireToolCallDelta>,
     extra: RawExtra<'de>,
 }
 keep_extra!(WireDelta<'de> {
     content: Option<String>,
     reasoning_content: Option<String>,
-    tool_calls: Vec<WireToolCallIn>,
+    tool_calls: Vec<WireToolCallDelta>,
 });
 
 /// What one stream's chunks have said so far: whether the model was
@@ -490,16 +575,15 @@ impl WireChunk<'_> {
                 out.push(StreamEvent::ContentDelta(c));
             }
             for tc in delta.tool_calls {
-                let (name, arguments) = match tc.function {
-                    Some(f) => (f.name, f.arguments),
-                    None => (None, None),
-                };
-                let placed = history.calls.place(tc.index, tc.id, name);
+                let f = tc.function.unwrap_or_default();
+                let placed = history.calls.place(tc.index, tc.id, f.name);
                 out.push(StreamEvent::ToolCallDelta {
                     index: placed.index,
                     id: placed.id,
                     name: placed.name,
-                    arguments,
+                    arguments: f.arguments,
+                    extra: delta_extra(call_extra(tc.extra)),
+                    function_extra: delta_extra(f.extra),
                 });
             }
             if let Some(reason) = finish {
@@ -727,6 +811,83 @@ mod tests {
             placed(&[(Some(0), Some("a"), f, "{}"), (Some(0), Some("b"), f, "{}")]),
             [p(0, Some("a"), f), p(1, Some("b"), f)]
         );
+    }
+
+    #[test]
+    fn a_tool_calls_other_members_are_kept_in_an_answer_and_in_its_deltas() {
+        let call = r#"{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{}","x_fn":1},"extra_content":{"google":{"thought_signature":"S"}},"x_null":null}"#;
+        let answer = format!(
+            r#"{{"choices":[{{"index":0,"message":{{"role":"assistant","tool_calls":[{call}]}},"finish_reason":"tool_calls"}}]}}"#
+        );
+        let r: WireResponse = serde_json::from_str(&answer).unwrap();
+        let c = &r.into_response("m", None).tool_calls[0];
+        let keys = |f: &Fields| f.iter().map(|(k, _)| k.to_owned()).collect::<Vec<_>>();
+        // A whole answer's call: every member but ours, as sent (the index
+        // some servers add, nulls).
+        assert_eq!(keys(&c.extra), ["index", "extra_content", "x_null"]);
+        assert_eq!(keys(&c.function_extra), ["x_fn"]);
+        assert_eq!(
+            c.extra.get("extra_content").map(RawValue::get),
+            Some(r#"{"google":{"thought_signature":"S"}}"#)
+        );
+        // A delta: the index is the stream's numbering, and a null is no
+        // field.
+        let chunk = format!(r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{call}]}}}}]}}"#);
+        let evs = events(&mut ChunkHistory::default(), &chunk);
+        let StreamEvent::ToolCallDelta {
+            extra,
+            function_extra,
+            ..
+        } = &evs[0]
+        else {
+            panic!("{evs:?}")
+        };
+        assert_eq!(keys(extra), ["extra_content"]);
+        assert_eq!(keys(function_extra), ["x_fn"]);
+    }
+
+    #[test]
+    fn googles_signature_goes_only_where_google_may_answer() {
+        let call: ToolCall = serde_json::from_value(serde_json::json!({
+            "id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"},
+            "extra_content": {"google": {"thought_signature": "S"}, "other": 1}, "x": 2}))
+        .unwrap();
+        let only_google = ToolCall {
+            extra: Fields::from(
+                serde_json::json!({"extra_content": {"google": {"thought_signature": "T"}}})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+            ..ToolCall::new("c2", "g", "{}")
+        };
+        let req = ChatRequest::new(vec![
+            crate::request::Message::user("u"),
+            crate::request::Message::assistant_tool_calls(None, vec![call, only_google]),
+        ]);
+        let sent = |kind| {
+            let shape = Shape {
+                kind,
+                passback: ReasoningPassback::Never,
+                stream_usage: false,
+            };
+            let body: Value =
+                serde_json::from_slice(&request_body(&req, "m", shape, false).unwrap()).unwrap();
+            body["messages"][1]["tool_calls"].clone()
+        };
+        let as_sent = serde_json::to_value(&req.messages[1].tool_calls).unwrap();
+        assert_eq!(sent(ProviderKind::OpenAiCompatible), as_sent);
+        for kind in [
+            ProviderKind::OpenAi,
+            ProviderKind::AzureOpenAi,
+            ProviderKind::DeepSeek,
+        ] {
+            let calls = sent(kind);
+            assert_eq!(calls[0]["extra_content"], serde_json::json!({"other": 1}));
+            assert_eq!(calls[0]["x"], 2);
+            assert!(calls[1].get("extra_content").is_none(), "{calls}");
+            assert_eq!(calls[1]["function"]["name"], "g");
+        }
     }
 
     #[test]

@@ -30,6 +30,7 @@ fn tool_turn_conversation() -> ChatRequest {
                 id: "call_0".into(),
                 name: "get_weather".into(),
                 arguments: "{\"city\":\"Hangzhou\",\"day\":\"tomorrow\"}".into(),
+                ..ToolCall::default()
             }],
         )
         .with_reasoning("I need tomorrow's forecast first."),

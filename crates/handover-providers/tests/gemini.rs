@@ -48,6 +48,7 @@ fn call(id: &str, name: &str, args: &str) -> ToolCall {
         id: id.into(),
         name: name.into(),
         arguments: args.into(),
+        ..ToolCall::default()
     }
 }
 
@@ -199,6 +200,60 @@ async fn derived_ids_are_stable_and_results_attach_to_their_calls() {
             {"functionResponse": {"name": "create_shipment", "response": {"result": "S-1"}}},
             {"functionResponse": {"name": "create_shipment", "response": {"result": "S-2"}}}
         ])
+    );
+}
+
+/// Gemini 3 signs its reasoning on the first `functionCall` part of a
+/// turn. The call made from that part carries the signature as
+/// `extra_content.google.thought_signature` (plain and streamed alike; the
+/// other call carries nothing), and the next request puts it back on that
+/// call's part, as Gemini requires.
+#[tokio::test]
+async fn a_thought_signature_rides_on_its_call_and_goes_back_on_its_part() {
+    let answer = bodies::g_answer(
+        json!([
+            {"functionCall": {"name": "create_shipment", "args": {"order": "K-701"}},
+             "thoughtSignature": "c2lnLTE="},
+            {"functionCall": {"name": "notify", "args": {"to": "ops"}}}
+        ]),
+        Some("STOP"),
+        None,
+    );
+    let (server, p) = answering(PLAIN, json_answer(answer.clone())).await;
+    let req = ChatRequest::new(vec![Message::user("ship and tell ops")]);
+    let first = p.chat(&req, &CallOptions::default()).await.unwrap();
+    assert_eq!(
+        first.tool_calls[0].extra.value("extra_content"),
+        Some(json!({"google": {"thought_signature": "c2lnLTE="}}))
+    );
+    assert!(first.tool_calls[1].extra.is_empty());
+    assert!(first.tool_calls.iter().all(|c| c.function_extra.is_empty()));
+
+    let (_s, sp) = answering(STREAM, sse(bodies::g_event(answer))).await;
+    let streamed = sp
+        .chat_stream(&req, &CallOptions::default())
+        .await
+        .unwrap()
+        .into_response()
+        .await
+        .unwrap();
+    assert_eq!(streamed.tool_calls, first.tool_calls);
+
+    let next = ChatRequest::new(vec![
+        Message::user("ship and tell ops"),
+        Message::assistant_tool_calls(None, first.tool_calls.clone()),
+        Message::tool_result(&first.tool_calls[0].id, "S-1"),
+        Message::tool_result(&first.tool_calls[1].id, "sent"),
+    ]);
+    p.chat(&next, &CallOptions::default()).await.unwrap();
+    let body = &sent(&server).await[1];
+    assert_eq!(
+        body["contents"][1],
+        json!({"role": "model", "parts": [
+            {"functionCall": {"name": "create_shipment", "args": {"order": "K-701"}},
+             "thoughtSignature": "c2lnLTE="},
+            {"functionCall": {"name": "notify", "args": {"to": "ops"}}}
+        ]})
     );
 }
 

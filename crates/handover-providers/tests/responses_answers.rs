@@ -15,6 +15,7 @@ fn call(id: &str, name: &str, args: &str) -> ToolCall {
         id: id.into(),
         name: name.into(),
         arguments: args.into(),
+        ..ToolCall::default()
     }
 }
 

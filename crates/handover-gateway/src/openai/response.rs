@@ -109,6 +109,10 @@ enum Delta<'a> {
         id: Option<&'a str>,
         name: Option<&'a str>,
         arguments: Option<&'a str>,
+        /// The provider's other members of the call and of its
+        /// `function`, written after ours.
+        extra: &'a Fields,
+        function_extra: &'a Fields,
     },
 }
 
@@ -283,6 +287,8 @@ fn write_delta(buf: &mut Vec<u8>, delta: Delta<'_>, extra: &Fields) {
             id,
             name,
             arguments,
+            extra: call_extra,
+            function_extra,
         } if ours("tool_calls") => {
             let calls = d.key("tool_calls");
             calls.push(b'[');
@@ -305,7 +311,17 @@ fn write_delta(buf: &mut Vec<u8>, delta: Delta<'_>, extra: &Fields) {
                 None if id.is_some() => function.member("arguments", ""),
                 None => {}
             }
+            for (k, v) in function_extra.iter() {
+                if !matches!(k, "name" | "arguments") {
+                    function.member(k, v);
+                }
+            }
             function.close();
+            for (k, v) in call_extra.iter() {
+                if !matches!(k, "index" | "id" | "type" | "function") {
+                    call.member(k, v);
+                }
+            }
             call.close();
             calls.push(b']');
         }
@@ -392,6 +408,8 @@ impl Encoder for Chunker {
                 id,
                 name,
                 arguments,
+                extra,
+                function_extra,
             } => {
                 let p = self.pending.take();
                 let call = Delta::Call {
@@ -399,6 +417,8 @@ impl Encoder for Chunker {
                     id: id.as_deref(),
                     name: name.as_deref(),
                     arguments: arguments.as_deref(),
+                    extra: &extra,
+                    function_extra: &function_extra,
                 };
                 self.write_chunk(out, call, None, p);
             }
@@ -518,6 +538,8 @@ mod tests {
             id: id.map(str::to_owned),
             name: id.map(|_| "ship".to_owned()),
             arguments: args.map(str::to_owned),
+            extra: Fields::new(),
+            function_extra: Fields::new(),
         };
         c.event(call(Some("toolu_1"), None), &mut out);
         c.event(call(None, Some("{\"a\":1}")), &mut out);
@@ -581,6 +603,8 @@ mod tests {
                 id: Some("call_1".into()),
                 name: Some("f".into()),
                 arguments: None,
+                extra: Fields::new(),
+                function_extra: Fields::new(),
             },
             &mut out,
         );

@@ -142,6 +142,7 @@ impl WireMessage {
                     id: b.id.unwrap_or_default(),
                     name: b.name.unwrap_or_default(),
                     arguments: b.input.unwrap_or_else(|| json!({})).to_string(),
+                    ..Default::default()
                 }),
                 _ => {}
             }

@@ -20,6 +20,7 @@ use super::{
     event_json, event_type,
 };
 use crate::{
+    fields::Fields,
     types::{Passthrough, StreamEvent},
     wire::WireError,
 };
@@ -120,6 +121,8 @@ impl MessageDecoder {
                     id: nonempty(block, "id").map(str::to_owned),
                     name: nonempty(block, "name").map(str::to_owned),
                     arguments: None,
+                    extra: Fields::new(),
+                    function_extra: Fields::new(),
                 });
             }
             Some("text") => prose(block, "text", out),
@@ -149,6 +152,8 @@ impl MessageDecoder {
                         id: None,
                         name: None,
                         arguments: Some(piece.to_owned()),
+                        extra: Fields::new(),
+                        function_extra: Fields::new(),
                     });
                 }
             }
@@ -165,6 +170,8 @@ impl MessageDecoder {
                 id: None,
                 name: None,
                 arguments: Some("{}".into()),
+                extra: Fields::new(),
+                function_extra: Fields::new(),
             });
         }
         Decoded::Data

@@ -12,8 +12,12 @@
 //! `tool_calls` with an id derived deterministically from the answer's
 //! `responseId`, the call's position, name and arguments (`call_` + 16
 //! hex digits), so the client attaches its results by that id and the next
-//! request finds the call's name by it. Answers and errors:
-//! `gemini_answer.rs`; streams: `gemini_stream.rs`.
+//! request finds the call's name by it. A `functionCall` part's
+//! `thoughtSignature` (Gemini 3) travels as the tool call's
+//! `extra_content.google.thought_signature`, the place Google's
+//! OpenAI-compatible endpoint gives it, and goes back on the part of the
+//! call that carries it. Answers and errors: `gemini_answer.rs`; streams:
+//! `gemini_stream.rs`.
 
 use super::Untranslatable;
 use std::time::Duration;
@@ -24,7 +28,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     BodyError, CallUrl, Dialect, StreamDecoder,
-    gemini_answer::{Envelope, WireAnswer, retry_delay, wire_error},
+    gemini_answer::{Envelope, WireAnswer, retry_delay, thought_signature, wire_error},
     gemini_stream::ChunkDecoder,
     path_segment, secret_header,
     translate::{call_arguments, content_blocks, data_url, invalid, is_off, sampling},
@@ -270,7 +274,11 @@ fn model_parts(m: &Message, i: usize) -> Result<Vec<Value>, Untranslatable> {
     let mut out = parts(m.content.as_ref(), i)?;
     for (j, c) in m.tool_calls.iter().enumerate() {
         let args = call_arguments(c, i, j)?;
-        out.push(json!({"functionCall": {"name": c.name, "args": args}}));
+        let mut part = json!({"functionCall": {"name": c.name, "args": args}});
+        if let Some(sig) = thought_signature(c) {
+            part["thoughtSignature"] = sig.into();
+        }
+        out.push(part);
     }
     Ok(out)
 }

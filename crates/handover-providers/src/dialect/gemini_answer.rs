@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::reported_model;
 use crate::{
+    fields::Fields,
     request::ToolCall,
     types::{ChatResponse, FinishReason, Passthrough, Usage},
     wire::WireError,
@@ -58,6 +59,10 @@ pub(crate) struct WirePart {
     pub(crate) thought: Option<bool>,
     #[serde(default)]
     pub(crate) function_call: Option<WireCall>,
+    /// Gemini 3's signature of its reasoning, on the part it belongs to
+    /// (for calls, the first `functionCall` of a turn).
+    #[serde(default)]
+    pub(crate) thought_signature: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -113,7 +118,7 @@ impl WireAnswer {
         for p in self.parts() {
             if let Some(call) = &p.function_call {
                 let index = tool_calls.len();
-                tool_calls.push(tool_call(self.response_id.as_deref(), index, call));
+                tool_calls.push(tool_call(self.response_id.as_deref(), index, p, call));
             } else if let Some(t) = &p.text {
                 let into = if p.thought == Some(true) {
                     &mut reasoning
@@ -144,8 +149,17 @@ impl WireAnswer {
 /// A `functionCall` as an OpenAI tool call. Gemini's own id is kept when
 /// it sends one; else the id is derived from the answer's id, the call's
 /// position, name and arguments, so the same answer always yields the same
-/// ids and two calls of one answer never share one.
-pub(crate) fn tool_call(response_id: Option<&str>, index: usize, call: &WireCall) -> ToolCall {
+/// ids and two calls of one answer never share one. The part's
+/// `thoughtSignature` becomes the call's
+/// `extra_content.google.thought_signature`, where Google's
+/// OpenAI-compatible endpoint puts it: a client that sends the call back
+/// as it got it sends the signature back with it.
+pub(crate) fn tool_call(
+    response_id: Option<&str>,
+    index: usize,
+    part: &WirePart,
+    call: &WireCall,
+) -> ToolCall {
     let args = call.args.clone().unwrap_or_else(|| json!({})).to_string();
     let id = match call.id.as_deref().filter(|id| !id.is_empty()) {
         Some(id) => id.to_owned(),
@@ -162,11 +176,30 @@ pub(crate) fn tool_call(response_id: Option<&str>, index: usize, call: &WireCall
             format!("call_{h:016x}")
         }
     };
+    let mut extra = Fields::new();
+    if let Some(sig) = &part.thought_signature {
+        extra.insert(EXTRA_CONTENT, &json!({GOOGLE: {THOUGHT_SIGNATURE: sig}}));
+    }
     ToolCall {
         id,
         name: call.name.clone(),
         arguments: args,
+        extra,
+        function_extra: Fields::new(),
     }
+}
+
+/// Where a tool call carries Gemini's thought signature in the OpenAI
+/// shape: `extra_content.google.thought_signature`.
+pub(crate) const EXTRA_CONTENT: &str = "extra_content";
+pub(crate) const GOOGLE: &str = "google";
+pub(crate) const THOUGHT_SIGNATURE: &str = "thought_signature";
+
+/// The thought signature a tool call carries, if any.
+pub(crate) fn thought_signature(call: &ToolCall) -> Option<String> {
+    let extra = call.extra.value(EXTRA_CONTENT)?;
+    let sig = extra.get(GOOGLE)?.get(THOUGHT_SIGNATURE)?.as_str()?;
+    Some(sig.to_owned())
 }
 
 /// Gemini's `finishReason` as a finish reason. `STOP` after function calls

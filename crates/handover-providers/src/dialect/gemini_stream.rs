@@ -66,12 +66,14 @@ impl ChunkDecoder {
             if let Some(call) = &p.function_call {
                 let index = self.next_tool;
                 self.next_tool += 1;
-                let c = tool_call(answer.response_id.as_deref(), index as usize, call);
+                let c = tool_call(answer.response_id.as_deref(), index as usize, p, call);
                 out.push(StreamEvent::ToolCallDelta {
                     index,
                     id: Some(c.id),
                     name: Some(c.name),
                     arguments: Some(c.arguments),
+                    extra: c.extra,
+                    function_extra: c.function_extra,
                 });
             } else if let Some(t) = p.text.as_deref().filter(|t| !t.is_empty()) {
                 out.push(if p.thought == Some(true) {

@@ -182,6 +182,7 @@ impl Output {
                 id: item.call_id.unwrap_or_default(),
                 name: item.name.unwrap_or_default(),
                 arguments: item.arguments.unwrap_or_default(),
+                ..ToolCall::default()
             }),
             "reasoning" => {
                 let summary = item.summary.unwrap_or_default();

@@ -26,6 +26,7 @@ use super::{
     responses::{WireResponse, failure, finish_reason, usage},
 };
 use crate::{
+    fields::Fields,
     types::{Passthrough, StreamEvent},
     wire::WireError,
 };
@@ -158,6 +159,8 @@ impl EventDecoder {
             id: text(item, "call_id").map(str::to_owned),
             name: text(item, "name").map(str::to_owned),
             arguments,
+            extra: Fields::new(),
+            function_extra: Fields::new(),
         });
         Decoded::Data
     }
@@ -194,6 +197,8 @@ impl EventDecoder {
                 id: None,
                 name: None,
                 arguments: Some(piece.to_owned()),
+                extra: Fields::new(),
+                function_extra: Fields::new(),
             });
         }
         Decoded::Data

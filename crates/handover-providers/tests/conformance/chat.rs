@@ -574,3 +574,63 @@ pub(crate) async fn blank_lines_before_json_body_are_tolerated(kind: Case) {
     let resp = p.chat(&request(), &CallOptions::default()).await.unwrap();
     assert_eq!(resp.finish_reason, Some(FinishReason::Stop));
 }
+
+/// A history whose tool call carries members Handover does not read
+/// (Gemini's signature under `extra_content.google`, another vendor's
+/// share of `extra_content`, vendor fields on the call and its function):
+/// sent by every kind in one request, each member where its wire format
+/// has a place. OpenAI-compatible endpoints get the call as sent; OpenAI,
+/// Azure and DeepSeek the same but Google's signature; native Gemini the
+/// signature on the call's part; Anthropic and the Responses API none of
+/// it (no place for it), without refusing the request.
+pub(crate) async fn tool_call_members_follow_the_wire_format(kind: Case) {
+    let server = server_with(
+        kind,
+        ResponseTemplate::new(200).set_body_json(bodies::success(kind)),
+    );
+    let server = server.await;
+    let call_json = json!({"id": "call_1", "type": "function",
+        "function": {"name": "ship", "arguments": "{\"order\":\"K-701\"}", "x_fn": 1},
+        "extra_content": {"google": {"thought_signature": "SIG_1"}, "other": {"k": 1}},
+        "x_tc_field": "TC"});
+    let call: handover_providers::ToolCall = serde_json::from_value(call_json.clone()).unwrap();
+    let req = ChatRequest::new(vec![
+        Message::user("ship K-701"),
+        Message::assistant_tool_calls(None, vec![call]),
+        Message::tool_result("call_1", "shipped"),
+    ]);
+    provider(kind, &base(&server))
+        .chat(&req, &CallOptions::default())
+        .await
+        .unwrap();
+    let body = sent_body(&server).await;
+    let text = body.to_string();
+    if kind == ProviderKind::OpenAiCompatible {
+        assert_eq!(body["messages"][1]["tool_calls"][0], call_json);
+    } else if [
+        ProviderKind::OpenAi,
+        ProviderKind::AzureOpenAi,
+        ProviderKind::DeepSeek,
+    ]
+    .iter()
+    .any(|k| kind == *k)
+    {
+        let mut without = call_json;
+        without["extra_content"] = json!({"other": {"k": 1}});
+        assert_eq!(body["messages"][1]["tool_calls"][0], without);
+    } else if kind == ProviderKind::Gemini {
+        let part = &body["contents"][1]["parts"][0];
+        assert_eq!(
+            part,
+            &json!({"functionCall": {"name": "ship", "args": {"order": "K-701"}},
+                    "thoughtSignature": "SIG_1"})
+        );
+        assert!(!text.contains("TC") && !text.contains("x_fn"), "{text}");
+    } else {
+        assert!(
+            !text.contains("SIG_1") && !text.contains("TC") && !text.contains("x_fn"),
+            "{text}"
+        );
+        assert!(text.contains("K-701"), "{text}");
+    }
+}

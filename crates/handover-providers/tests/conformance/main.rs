@@ -83,6 +83,7 @@ macro_rules! conformance {
             #[tokio::test] async fn send_gate_refusal_sends_nothing() { super::chat::send_gate_refusal_sends_nothing(KIND).await }
             #[tokio::test] async fn invalid_request_sends_nothing() { super::chat::invalid_request_sends_nothing(KIND).await }
             #[tokio::test] async fn undecodable_success_body() { super::chat::undecodable_success_body_is_decode_error(KIND).await }
+            #[tokio::test] async fn tool_call_members() { super::chat::tool_call_members_follow_the_wire_format(KIND).await }
             #[tokio::test] async fn blank_lines_before_json_body() { super::chat::blank_lines_before_json_body_are_tolerated(KIND).await }
             #[tokio::test] async fn stream_with_keepalives() { super::stream::stream_with_keepalives_assembles(KIND).await }
             #[tokio::test] async fn stream_without_done_but_finished() { super::stream::stream_without_done_but_finished_is_complete(KIND).await }

@@ -187,12 +187,14 @@ pub(crate) async fn tool_call_deltas_assemble(kind: Case) {
             ToolCall {
                 id: "call_a".into(),
                 name: "create_shipment".into(),
-                arguments: "{\"order\":\"K-701\"}".into()
+                arguments: "{\"order\":\"K-701\"}".into(),
+                ..ToolCall::default()
             },
             ToolCall {
                 id: "call_b".into(),
                 name: "notify".into(),
-                arguments: "{\"to\":\"ops\"}".into()
+                arguments: "{\"to\":\"ops\"}".into(),
+                ..ToolCall::default()
             },
         ]
     );

@@ -357,6 +357,7 @@ fn input_item(i: usize, item: Value, messages: &mut Vec<Message>) -> Result<(), 
                 id: field("call_id")?,
                 name: field("name")?,
                 arguments: field("arguments")?,
+                ..ToolCall::default()
             };
             match messages.last_mut() {
                 Some(m) if m.role == Role::Assistant => m.tool_calls.push(call),

@@ -309,6 +309,7 @@ impl Encoder for ResponsesEncoder {
                 id,
                 name,
                 arguments,
+                ..
             } => self.call_delta(index, id, name, arguments, out),
             _ => {}
         }
