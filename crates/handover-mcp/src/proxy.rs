@@ -325,13 +325,10 @@ impl McpProxy {
             .filter(|t| t.server == self.server)
         {
             any = true;
-            let (Some(lookup), Some(contract)) = (
-                &tool.lookup,
-                self.handover
-                    .config()
-                    .action(&tool.action)
-                    .and_then(|a| a.lookup),
-            ) else {
+            let action = self.handover.config().action(&tool.action);
+            let (Some(lookup), Some(action), Some(contract)) =
+                (&tool.lookup, action, action.and_then(|a| a.lookup))
+            else {
                 reconciler = reconciler.with_review(&tool.action);
                 continue;
             };
@@ -341,6 +338,8 @@ impl McpProxy {
                 McpLookup {
                     upstream: upstream.clone(),
                     tool: lookup.clone(),
+                    key_argument: tool.key_argument.clone(),
+                    wait: action.timeout,
                 },
             );
         }

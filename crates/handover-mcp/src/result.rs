@@ -239,6 +239,20 @@ fn status_result(text: &str, structured: Value) -> Value {
     serde_json::to_value(r).unwrap_or(Value::Null)
 }
 
+/// A `key_from` call made while the tool's input schema cannot be read:
+/// nothing recorded or sent; the same call may be made again.
+pub(crate) fn schema_unread(tool: &str, why: &str) -> Value {
+    let reason = format!(
+        "the input schema of {tool:?} could not be read from the upstream MCP server ({why}), so the type of its key arguments cannot be checked"
+    );
+    status_result(
+        &format!(
+            "The action was not sent: {reason}. Nothing was recorded. Call it again with the same arguments in a moment."
+        ),
+        json!({ "status": "not_sent", "reason": reason }),
+    )
+}
+
 pub(crate) fn refusal(message: &str) -> Value {
     status_result(message, json!({ "status": "refused", "reason": message }))
 }
