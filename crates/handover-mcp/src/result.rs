@@ -51,6 +51,9 @@ pub(crate) fn for_session(mut result: Value, modern: bool) -> Value {
 fn as_tool_result(recorded: Value) -> Value {
     let is_tool_result = recorded.get("content").is_some_and(Value::is_array)
         && serde_json::from_value::<CallToolResult>(recorded.clone()).is_ok();
+    if is_tool_result && recorded.get("isError") == Some(&Value::Bool(true)) {
+        return confirmed_error_result(recorded);
+    }
     if is_tool_result {
         return recorded;
     }
@@ -65,6 +68,24 @@ fn as_tool_result(recorded: Value) -> Value {
         result.structured_content = Some(recorded);
     }
     serde_json::to_value(result).unwrap_or(Value::Null)
+}
+
+/// A confirmation whose recorded result is the tool's `isError` answer
+/// (an operator confirming with the evidence the call got: the tool
+/// raised after its effect): never replayed as a failure, which would
+/// have the agent do it again. `isError` is false; a note saying the
+/// action was confirmed comes first, the recorded content after it.
+fn confirmed_error_result(mut recorded: Value) -> Value {
+    let note = ContentBlock::text(
+        "This action was performed and confirmed. The tool's own answer, kept below, reported an error, but the action is done. Do not call it again.",
+    );
+    if let (Value::Object(o), Ok(note)) = (&mut recorded, serde_json::to_value(note)) {
+        o.insert("isError".into(), Value::Bool(false));
+        if let Some(Value::Array(content)) = o.get_mut("content") {
+            content.insert(0, note);
+        }
+    }
+    recorded
 }
 
 /// The "being verified" answer with the upstream's error text after it,
