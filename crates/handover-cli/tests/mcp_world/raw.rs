@@ -23,9 +23,13 @@ impl RawSession {
     /// With the shipping server in `mode`, signalling on `applied` (see
     /// [`super::applied_fifo`]).
     pub fn start_with(w: &World, mode: &str, applied: Option<&std::path::Path>) -> Self {
+        Self::start_command(w.proxy_command(mode, applied))
+    }
+
+    /// With the proxy started by `command` (see [`World::proxy_command`]).
+    pub fn start_command(mut command: std::process::Command) -> Self {
         use std::io::BufRead;
-        let mut proxy = w
-            .proxy_command(mode, applied)
+        let mut proxy = command
             .env_remove("RUST_LOG")
             .stderr(std::process::Stdio::piped())
             .spawn()

@@ -10,8 +10,10 @@ $SHIPPING_MODE decides what happens after a shipment is applied:
   raise   fail after applying (the SDK answers isError: the carrier call
           timed out after the shipment was written)
   hold    never apply and never answer (the call arrived; nothing was done)
+  release wait until a line can be read from the FIFO $SHIPPING_RELEASE,
+          then apply and answer (a call held while the test acts)
 If $SHIPPING_APPLIED names a FIFO, the server writes its pid there once a
-shipment is applied, or in `hold` mode once the call arrived (a test's
+shipment is applied, or in `hold` and `release` modes once the call arrived (a test's
 signal that the effect exists, or that the call is being held).
 `charge` (an integer-keyed action) applies a charge to the same log, and
 so do `charge_ref`, `charge_opt` and `charge_tier`, whose `order_no` is a
@@ -74,6 +76,9 @@ async def create_shipment(order_id: str, sku: str, qty: int, reference: str | No
     if MODE == "hold":
         signal()
         await anyio.sleep(3600)
+    if MODE == "release":
+        signal()
+        await anyio.to_thread.run_sync(wait_for_release)
     record = {
         "shipment_id": f"SHP-{len(records()) + 1}",
         "order_id": order_id,
@@ -85,7 +90,8 @@ async def create_shipment(order_id: str, sku: str, qty: int, reference: str | No
         f.write(json.dumps(record) + "\n")
         f.flush()
         os.fsync(f.fileno())
-    signal()
+    if MODE != "release":  # its signal was the call's arrival
+        signal()
     if MODE == "drop":
         os._exit(0)
     if MODE == "raise":
@@ -93,6 +99,11 @@ async def create_shipment(order_id: str, sku: str, qty: int, reference: str | No
     if MODE == "stall":
         await anyio.sleep(3600)
     return record
+
+
+def wait_for_release():
+    with open(os.environ["SHIPPING_RELEASE"]) as fifo:
+        fifo.readline()
 
 
 def signal():
