@@ -65,6 +65,9 @@ fn the_example_prints_resolved_chains_budgets_error_tables_and_contracts() {
         "$DEEPSEEK_API_KEY (set)",
         "idempotency: header Idempotency-Key",
         "lookup: visibility lag 30s",
+        // What the MCP proxy checks only when it runs.
+        "refund_payment: tool refund on billing, keyed by order_id, reason (each value of the JSON type the tool's inputSchema declares",
+        "lookup over MCP: tool find_refund, naming the operation by reference: the tool must declare it in its inputSchema",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }

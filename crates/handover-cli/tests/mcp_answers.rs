@@ -34,10 +34,15 @@ fn resolve_confirmed(w: &World, key: &str, result: Option<&str>) {
 
 /// The SDK client in `mode` ("auto": 2026-07-28; "legacy": 2025-11-25).
 fn calls_in(w: &World, mode: &str, plan: &Value) -> Vec<Value> {
+    calls_in_mode(w, "ok", mode, plan)
+}
+
+/// [`calls_in`] with the shipping server in `shipping`.
+fn calls_in_mode(w: &World, shipping: &str, mode: &str, plan: &Value) -> Vec<Value> {
     let proxy = w.through_handover();
     let proxy: Vec<&str> = proxy.iter().map(String::as_str).collect();
     w.client_with(
-        "ok",
+        shipping,
         &["calls", &plan.to_string()],
         &proxy,
         &[("MCP_MODE", mode)],
@@ -88,6 +93,35 @@ fn an_operators_confirmation_is_replayed_as_a_valid_tool_result_to_every_session
         assert_eq!(r[2]["structuredContent"], structured, "{mode}");
     }
     assert_eq!(w.shipments().len(), 3, "each applied once, never re-sent");
+}
+
+/// The tool applies the shipment and then raises: its `isError` answer
+/// makes the call unknown, with that answer as the evidence. The operator
+/// confirms, pasting that answer as `--result`. A confirmed action is
+/// never replayed as a failure (an agent told "failed" ships again under
+/// a new order id): every retry, in both protocol versions, gets
+/// `isError: false`, a note that the action was confirmed, and the
+/// recorded text kept after it; nothing is sent again.
+#[test]
+fn a_confirmation_recorded_with_the_tools_error_result_is_replayed_as_done() {
+    let Some(python) = python() else { return };
+    let w = World::new(python, "");
+    let first = calls_in_mode(&w, "raise", "auto", &json!([ship("E-1", 1)]));
+    assert_eq!(status(&first[0]), "outcome_unknown", "{}", first[0]);
+    let error = r#"{"content":[{"type":"text","text":"carrier API timed out after the shipment was created"}],"isError":true}"#;
+    resolve_confirmed(&w, "create_shipment:E-1", Some(error));
+    for mode in ["auto", "legacy"] {
+        let r = calls_in(&w, mode, &json!([ship("E-1", 1)]));
+        assert_eq!(r[0]["isError"], false, "{mode}: {}", r[0]);
+        assert_eq!(r[0]["_meta"]["handover"]["replayed"], true, "{}", r[0]);
+        assert!(text(&r[0]).contains("performed and confirmed"), "{}", r[0]);
+        assert_eq!(
+            r[0]["content"][1]["text"], "carrier API timed out after the shipment was created",
+            "the recorded content kept: {}",
+            r[0]
+        );
+    }
+    assert_eq!(w.shipments().len(), 1, "applied once, never re-sent");
 }
 
 /// A shipment performed by a 2025-11-25 client is recorded without

@@ -125,3 +125,23 @@ fn a_member_name_written_with_an_escape_reaches_its_session() {
         assert!(m["result"]["tools"].is_array(), "{m}");
     }
 }
+
+/// `max_sessions_per_client = 2`. The upstream refuses alice's
+/// `initialize` (bad params) three times: each refusal ends its session at
+/// once, so her valid `initialize` after them gets a session. Before,
+/// each refused one held a slot until `session_idle` (15 min) and she was
+/// locked out (503).
+#[test]
+fn a_refused_initialize_does_not_hold_a_session_slot() {
+    let Some(python) = python() else { return };
+    let w = world(python, "max_sessions_per_client = 2");
+    let server = Listening::start(&w, "ok");
+    let bad = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":5}}"#;
+    for _ in 0..3 {
+        let (_, answer) = server.raw("POST", &[&auth(ALICE)], bad);
+        assert!(message(&answer)["error"].is_object(), "{answer}");
+    }
+    let (code, answer) = server.raw("POST", &[&auth(ALICE)], &initialize());
+    assert_eq!(code, 200, "not locked out: {answer}");
+    assert!(message(&answer)["result"].is_object(), "{answer}");
+}

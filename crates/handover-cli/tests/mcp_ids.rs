@@ -68,6 +68,58 @@ fn a_client_request_with_a_reserved_id_is_refused_and_cannot_answer_a_guarded_ca
     assert!(w.shipments().is_empty(), "nothing was shipped");
 }
 
+/// A client's `notifications/cancelled` naming one of the proxy's own
+/// request ids would cancel the proxy's guarded call upstream (the SDK's
+/// server stops the tool and answers nothing: unknown, though nothing
+/// was done). Such notifications are dropped: the upstream holds the
+/// call until the test releases it — after a `ping` behind the
+/// cancellations proved the server read them — and the call is performed
+/// and confirmed, once.
+#[test]
+fn a_client_cannot_cancel_the_proxys_own_requests() {
+    let Some(python) = python() else { return };
+    let w = World::new(python, r#"timeout = "10s""#);
+    let arrived = applied_fifo(&w);
+    let release = w.path("release.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&release)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut command = w.proxy_command("release", Some(&arrived));
+    command.env("SHIPPING_RELEASE", &release);
+    let mut s = RawSession::start_command(command);
+    s.send(&call(
+        "2",
+        "create_shipment",
+        r#"{"order_id":"C-1","sku":"KETTLE","qty":1}"#,
+    ));
+    applied_pid(&arrived);
+    for id in [
+        r#""handover-0""#,
+        r#""handover-1""#,
+        r#""handover-2""#,
+        r#""handover-3""#,
+    ] {
+        s.send(&format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id},"reason":"x"}}}}"#
+        ));
+    }
+    let pong = s.answer(r#"{"jsonrpc":"2.0","id":99,"method":"ping"}"#);
+    assert_eq!(pong["id"], 99, "{pong}");
+    std::fs::write(&release, "go\n").unwrap();
+    let a = s.next().expect("the guarded call is answered");
+    assert_eq!(a["id"], 2, "{a}");
+    assert_eq!(
+        a["result"]["isError"], false,
+        "performed, not cancelled: {a}"
+    );
+    s.close();
+    assert_eq!(w.shipments().len(), 1);
+}
+
 /// MCP request ids are strings or integers. A guarded call whose id is an
 /// object or a boolean is refused as one with `"id": null` is: `-32600`,
 /// nothing recorded or sent; the session goes on.

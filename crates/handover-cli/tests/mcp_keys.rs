@@ -9,6 +9,7 @@ mod mcp_world;
 
 use mcp_world::raw::RawSession;
 use mcp_world::{World, python, status};
+use serde_json::json;
 
 /// `charge` guarded, keyed by `order_no`.
 const CHARGE: &str = r#"
@@ -67,4 +68,91 @@ fn one_number_however_spelled_is_one_operation_and_a_string_for_an_integer_is_re
         .map(|c| c["order_no"].clone())
         .collect();
     assert_eq!(charges, [1, 2], "order 1 charged once, order 2 once");
+}
+
+/// The types pydantic's schemas give through a `$ref`: a `RootModel[int]`
+/// (`{"$ref": "#/$defs/OrderNo"}`), an optional one (`anyOf` of that
+/// `$ref` and `null`), an `IntEnum` (a `$ref` to an integer `enum`). The
+/// SDK's server reads `"01"`, `"+1"` and `"1"` as 1 for each: every string
+/// spelling used to be a charge of its own. Now each is refused naming
+/// the type, and each tool charges order 1 once.
+#[test]
+fn key_types_are_read_through_refs_and_combinators_as_sdk_servers_write_them() {
+    let Some(python) = python() else { return };
+    let tools = ["charge_ref", "charge_opt", "charge_tier"];
+    let actions: String = tools
+        .iter()
+        .map(|t| {
+            format!("[actions.{t}]\nmcp = {{ server = \"shipping\", tool = \"{t}\", key_from = [\"order_no\"] }}\n")
+        })
+        .collect();
+    let w = World::configured(python, "", "", &actions);
+    let mut s = RawSession::start(&w);
+    let mut id = 100;
+    for tool in tools {
+        for order_no in ["1", r#""01""#, r#""+1""#, r#""1""#] {
+            id += 1;
+            let call = charge(id, order_no).replacen(r#""charge""#, &format!("{tool:?}"), 1);
+            let a = s.answer(&call);
+            if order_no == "1" {
+                assert_eq!(a["result"]["isError"], false, "{tool} {order_no}: {a}");
+                continue;
+            }
+            assert_eq!(status(&a["result"]), "refused", "{tool} {order_no}: {a}");
+            let text = a["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(text.contains("but the tool declares it"), "{text}");
+            assert!(text.contains("integer"), "{text}");
+        }
+    }
+    s.close();
+    let charges: Vec<_> = w
+        .shipments()
+        .iter()
+        .map(|c| (c["tool"].clone(), c["order_no"].clone()))
+        .collect();
+    let once: Vec<_> = tools.iter().map(|t| (json!(t), json!(1))).collect();
+    assert_eq!(charges, once, "order 1 charged once by each tool");
+}
+
+/// The upstream's `tools/list` errs, never answers (within the action's
+/// timeout, at least 10 s), leaves the tool out, or pages forever: the `key_from` type
+/// check has no schema to read. The call is not sent (`not_sent`, saying
+/// why; nothing recorded) rather than taken unchecked — where `"01"`
+/// would be a charge of its own. With a healthy list the same call
+/// charges once.
+#[test]
+fn a_key_from_call_is_not_sent_while_the_tools_schema_cannot_be_read() {
+    let Some(python) = python() else { return };
+    let short = CHARGE.replace("mcp = ", "timeout = \"1s\"\nmcp = ");
+    let w = World::configured(python, "", "", &short);
+    for mode in ["list-error", "list-slow", "list-omit", "list-loop"] {
+        let mut s = RawSession::start_with(&w, mode, None);
+        // A list that never comes is waited for 10 s: once is enough.
+        let calls: &[_] = match mode {
+            "list-slow" => &[(10, "1")],
+            _ => &[(10, "1"), (11, r#""01""#)],
+        };
+        for &(id, order_no) in calls {
+            let a = s.answer(&charge(id, order_no));
+            assert_eq!(status(&a["result"]), "not_sent", "{mode} {order_no}: {a}");
+            let text = a["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(
+                text.contains(r#"the input schema of "charge" could not be read"#),
+                "{mode}: {text}"
+            );
+        }
+        s.close();
+        assert!(w.shipments().is_empty(), "{mode}: nothing charged");
+    }
+    let mut s = RawSession::start(&w);
+    let a = s.answer(&charge(12, "1"));
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    s.close();
+    assert_eq!(w.shipments().len(), 1);
+    let shown = w.show("agent-1", "charge:1");
+    assert_eq!(shown["operation"]["state"]["state"], "confirmed", "{shown}");
 }

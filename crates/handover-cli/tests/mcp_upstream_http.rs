@@ -64,22 +64,12 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Points the world's `shipping` server at `url` instead of a command.
-fn over_http(w: &World, url: &str) {
-    let path = w.path("handover.toml");
-    let config = std::fs::read_to_string(&path).unwrap();
-    let start = config.find("command = ").unwrap();
-    let end = start + config[start..].find("]\n").unwrap() + 2;
-    let config = format!("{}url = \"{url}\"\n{}", &config[..start], &config[end..]);
-    std::fs::write(path, config).unwrap();
-}
-
 #[test]
 fn an_http_upstream_passes_through_unchanged() {
     let Some(python) = python() else { return };
     let w = World::new(python, "");
     let server = HttpShipping::start(&w, "ok");
-    over_http(&w, &server.url);
+    w.over_http(&server.url);
     for mode in ["auto", "legacy"] {
         let env = [("MCP_MODE", mode)];
         let direct = w.client_with("ok", &["fidelity"], &[&server.url], &env);
@@ -98,7 +88,7 @@ fn a_lost_answer_from_an_http_upstream_is_unknown_then_found_and_replayed() {
     let w = World::with_lookup(python, r#"timeout = "1s""#, LOOKUP);
     // The server applies, then never answers: the proxy's deadline passes.
     let server = HttpShipping::start(&w, "stall");
-    over_http(&w, &server.url);
+    w.over_http(&server.url);
     let mut retry = ship("U-1", 1);
     retry["retry_while"] = json!("outcome_unknown");
     let r = w.calls("stall", &json!([ship("U-1", 1), retry]));
@@ -111,7 +101,7 @@ fn an_http_upstream_that_dies_after_applying_is_unknown_and_one_that_is_down_is_
     let Some(python) = python() else { return };
     let w = World::new(python, "");
     let server = HttpShipping::start(&w, "drop");
-    over_http(&w, &server.url);
+    w.over_http(&server.url);
     // Applied, then the server process exits mid-answer: unknown, and the
     // retry (the server is gone now) sends nothing.
     let r = w.calls("drop", &json!([ship("V-1", 1), ship("V-1", 1)]));
@@ -143,7 +133,7 @@ fn an_http_upstream_that_forgot_the_session_ends_it_and_the_call_was_not_sent() 
     let w = World::new(python, "");
     let port = free_port();
     let server = HttpShipping::start_on(&w, "ok", port);
-    over_http(&w, &server.url);
+    w.over_http(&server.url);
     let mut s = RawSession::start(&w);
     let call = |id: u32, order: &str| {
         format!(
@@ -194,7 +184,7 @@ async fn an_http_upstream_that_redirects_is_not_followed() {
     let url = format!("{}/mcp", redirecting.uri());
     let r = tokio::task::spawn_blocking(move || {
         let w = World::new(python, "");
-        over_http(&w, &url);
+        w.over_http(&url);
         let proxy = w.through_handover();
         let proxy: Vec<&str> = proxy.iter().map(String::as_str).collect();
         w.client("ok", &["refused"], &proxy)
@@ -223,7 +213,7 @@ fn an_http_upstream_answer_past_the_message_cap_is_refused_not_held() {
     for sse in [true, false] {
         let upstream = Oversized::start(sse);
         let w = World::new(python.clone(), "");
-        over_http(&w, &upstream.url);
+        w.over_http(&upstream.url);
         let proxy = w.through_handover();
         let proxy: Vec<&str> = proxy.iter().map(String::as_str).collect();
         let r = w.client("ok", &["refused"], &proxy);

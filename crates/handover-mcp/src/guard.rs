@@ -49,16 +49,18 @@ async fn perform(
 ) -> Result<Value, ErrorData> {
     let arguments = params.arguments.clone().unwrap_or_default();
     // The tool's input schema, to refuse a key value of another type than
-    // it declares (asked once per upstream connection).
-    let schemas = if tool.key_from.is_empty() {
+    // it declares. Without it the call is not made: the type check would
+    // be skipped, and one order could be taken under many keys.
+    let schema = if tool.key_from.is_empty() {
         None
     } else {
-        upstream
-            .input_schemas(gate.contract(&tool.action).timeout)
-            .await
+        let wait = gate.contract(&tool.action).timeout;
+        match upstream.input_schema(&tool.tool, wait).await {
+            Ok(schema) => Some(schema),
+            Err(why) => return Ok(result::schema_unread(&tool.tool, &why)),
+        }
     };
-    let schema = schemas.as_ref().and_then(|s| s.get(&tool.tool));
-    let key = match crate::key::operation_key(tool, &params, &arguments, schema) {
+    let key = match crate::key::operation_key(tool, &params, &arguments, schema.as_ref()) {
         Ok(key) => key,
         Err(message) => return Ok(refusal(&message)),
     };

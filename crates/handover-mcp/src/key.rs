@@ -6,7 +6,8 @@
 //! as the ledger writes parameters), so `1`, `1.0` and `1e0` are one
 //! operation; and a value whose JSON type the tool's input schema does not
 //! declare is refused, so an upstream that reads `"01"`, `" 1"` and `"+1"`
-//! as the integer 1 cannot take one order under many keys. See
+//! as the integer 1 cannot take one order under many keys ([`crate::schema`]
+//! reads the types through `$ref`, `allOf`, `enum` and the like). See
 //! `docs/decisions.md`, "One key for one key_from value".
 
 use handover_router::config::McpTool;
@@ -15,9 +16,12 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::guard::IDEMPOTENCY_KEY;
+use crate::schema;
 
 /// The key of the operation a call belongs to, or why the call is refused.
-/// `schema` is the tool's `inputSchema` when the upstream listed it.
+/// `schema` is the tool's `inputSchema` (the guard refuses a `key_from`
+/// call whose schema it could not read before it gets here; `None` checks
+/// no type).
 pub(crate) fn operation_key(
     tool: &McpTool,
     params: &CallToolRequestParams,
@@ -78,58 +82,26 @@ fn key_part(field: &str, value: Option<&Value>, schema: Option<&Value>) -> Resul
             ));
         }
     };
-    if let Some(types) = schema.and_then(|s| declared_types(s, field))
-        && !fits(value, &types)
+    let kinds =
+        schema.and_then(|root| Some(schema::admitted(root, schema::property(root, field)?)));
+    if let Some(kinds) = kinds
+        && !schema::fits(value, &kinds)
     {
+        let declared: Vec<&str> = kinds.iter().flatten().map(|k| k.name()).collect();
+        let declared = match declared.is_empty() {
+            true => "no value at all".to_owned(),
+            false => declared.join(" or "),
+        };
         return Err(format!(
             "argument {field:?} is a JSON {}, but the tool declares it {}: send it as that type (it identifies this action, and the tool may read other spellings of one value, such as \"01\" and \"1\", as the same value)",
             kind(value),
-            types.join(" or ")
+            declared
         ));
     }
     Ok(match value {
         Value::String(s) => s.clone(),
         // Integers written as integers keep the text they always had.
         other => handover_ledger::canonical_text(other),
-    })
-}
-
-/// The JSON types the input schema declares for `field`: its `type`, or
-/// the `type` of every alternative of its `anyOf`/`oneOf`. `None` when it
-/// says nothing the proxy can read (no such property, an alternative
-/// without a `type`, a `$ref`): then nothing is checked.
-fn declared_types<'a>(schema: &'a Value, field: &str) -> Option<Vec<&'a str>> {
-    fn types(t: &Value) -> Option<Vec<&str>> {
-        match t {
-            Value::String(s) => Some(vec![s.as_str()]),
-            Value::Array(a) => a.iter().map(Value::as_str).collect(),
-            _ => None,
-        }
-    }
-    let property = schema.get("properties")?.get(field)?;
-    if let Some(t) = property.get("type") {
-        return types(t);
-    }
-    let alternatives = ["anyOf", "oneOf"]
-        .iter()
-        .find_map(|k| property.get(*k)?.as_array())?;
-    let mut all = Vec::new();
-    for alternative in alternatives {
-        all.extend(types(alternative.get("type")?)?);
-    }
-    (!all.is_empty()).then_some(all)
-}
-
-/// Whether `value` is of one of `types` (JSON Schema: an `integer` is a
-/// number without a fractional part, `1.0` included).
-fn fits(value: &Value, types: &[&str]) -> bool {
-    let integral = |v: &Value| v.as_f64().is_some_and(|f| f.fract() == 0.0);
-    types.iter().any(|t| match *t {
-        "string" => value.is_string(),
-        "boolean" => value.is_boolean(),
-        "number" => value.is_number(),
-        "integer" => value.is_number() && integral(value),
-        _ => false,
     })
 }
 
@@ -228,7 +200,8 @@ mod tests {
             "order_no": {"type": "integer"},
             "ref": {"anyOf": [{"type": "string"}, {"type": "null"}]},
             "free": {"$ref": "#/$defs/Free"},
-        }});
+            "no": {"anyOf": [{"$ref": "#/$defs/OrderNo"}, {"type": "null"}]},
+        }, "$defs": {"OrderNo": {"type": "integer"}}});
         let with = |args: Value| key_with(&t, args, None, Some(&schema));
         assert_eq!(with(json!({"order_no": 1})).unwrap(), "refund:1");
         assert_eq!(with(json!({"order_no": 1.0})).unwrap(), "refund:1");
@@ -243,10 +216,14 @@ mod tests {
         assert!(e.contains("JSON number"), "{e}");
         let e = with(json!({"order_no": true})).unwrap_err();
         assert!(e.contains("JSON boolean"), "{e}");
-        // anyOf: each alternative's type; a $ref or an unknown field: unchecked.
+        // anyOf: each alternative's type; a $ref is followed; an unknown
+        // field or a $ref to nowhere says nothing: unchecked.
         let t = tool(&["ref"]);
         assert!(key_with(&t, json!({"ref": "R-1"}), None, Some(&schema)).is_ok());
         assert!(key_with(&t, json!({"ref": 7}), None, Some(&schema)).is_err());
+        let t = tool(&["no"]);
+        let e = key_with(&t, json!({"no": "01"}), None, Some(&schema)).unwrap_err();
+        assert!(e.contains("declares it null or integer"), "{e}");
         for field in ["free", "other"] {
             let t = tool(&[field]);
             let args = json!({ field: "7" });

@@ -26,6 +26,7 @@ mod lines;
 mod lookup;
 mod proxy;
 mod result;
+mod schema;
 mod upstream;
 mod wire;
 

@@ -325,13 +325,10 @@ impl McpProxy {
             .filter(|t| t.server == self.server)
         {
             any = true;
-            let (Some(lookup), Some(contract)) = (
-                &tool.lookup,
-                self.handover
-                    .config()
-                    .action(&tool.action)
-                    .and_then(|a| a.lookup),
-            ) else {
+            let action = self.handover.config().action(&tool.action);
+            let (Some(lookup), Some(action), Some(contract)) =
+                (&tool.lookup, action, action.and_then(|a| a.lookup))
+            else {
                 reconciler = reconciler.with_review(&tool.action);
                 continue;
             };
@@ -341,6 +338,8 @@ impl McpProxy {
                 McpLookup {
                     upstream: upstream.clone(),
                     tool: lookup.clone(),
+                    key_argument: tool.key_argument.clone(),
+                    wait: action.timeout,
                 },
             );
         }
@@ -378,6 +377,12 @@ impl McpProxy {
             && let Some(own) = crate::upstream::own_id(id)
         {
             return reserved_id(id, &own);
+        }
+        if cancels_own_request(&peek) {
+            tracing::warn!(
+                "dropped a client's notifications/cancelled naming a request of the proxy's own"
+            );
+            return Route::Drop;
         }
         if let (Some(_), Some(_), Some(params)) = (peek.id, &peek.method, peek.params) {
             upstream.remember_meta(params);
@@ -449,6 +454,26 @@ fn reserved_id(id: &RawValue, own: &str) -> Route {
             None,
         ),
     ))
+}
+
+/// A client's `notifications/cancelled` whose `requestId` is one of the
+/// proxy's own (`handover-N`): a client can only cancel its own requests,
+/// and passed on it would cancel the proxy's guarded call, lookup or
+/// schema read upstream. One whose params cannot be read is taken as
+/// such too (the upstream's parser might read it as one).
+fn cancels_own_request(peek: &wire::Peek<'_>) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        #[serde(rename = "requestId", borrow)]
+        request_id: Option<&'a RawValue>,
+    }
+    if peek.method.as_deref() != Some("notifications/cancelled") || peek.id.is_some() {
+        return false;
+    }
+    let params = peek.params.map_or("{}", RawValue::get);
+    serde_json::from_str::<Params<'_>>(params).map_or(true, |p| {
+        p.request_id.and_then(crate::upstream::own_id).is_some()
+    })
 }
 
 /// A batch is refused whole (MCP removed batches in 2025-06-18; an older

@@ -51,6 +51,9 @@ pub(crate) fn for_session(mut result: Value, modern: bool) -> Value {
 fn as_tool_result(recorded: Value) -> Value {
     let is_tool_result = recorded.get("content").is_some_and(Value::is_array)
         && serde_json::from_value::<CallToolResult>(recorded.clone()).is_ok();
+    if is_tool_result && recorded.get("isError") == Some(&Value::Bool(true)) {
+        return confirmed_error_result(recorded);
+    }
     if is_tool_result {
         return recorded;
     }
@@ -65,6 +68,24 @@ fn as_tool_result(recorded: Value) -> Value {
         result.structured_content = Some(recorded);
     }
     serde_json::to_value(result).unwrap_or(Value::Null)
+}
+
+/// A confirmation whose recorded result is the tool's `isError` answer
+/// (an operator confirming with the evidence the call got: the tool
+/// raised after its effect): never replayed as a failure, which would
+/// have the agent do it again. `isError` is false; a note saying the
+/// action was confirmed comes first, the recorded content after it.
+fn confirmed_error_result(mut recorded: Value) -> Value {
+    let note = ContentBlock::text(
+        "This action was performed and confirmed. The tool's own answer, kept below, reported an error, but the action is done. Do not call it again.",
+    );
+    if let (Value::Object(o), Ok(note)) = (&mut recorded, serde_json::to_value(note)) {
+        o.insert("isError".into(), Value::Bool(false));
+        if let Some(Value::Array(content)) = o.get_mut("content") {
+            content.insert(0, note);
+        }
+    }
+    recorded
 }
 
 /// The "being verified" answer with the upstream's error text after it,
@@ -237,6 +258,20 @@ fn status_result(text: &str, structured: Value) -> Value {
     let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
     r.structured_content = Some(structured);
     serde_json::to_value(r).unwrap_or(Value::Null)
+}
+
+/// A `key_from` call made while the tool's input schema cannot be read:
+/// nothing recorded or sent; the same call may be made again.
+pub(crate) fn schema_unread(tool: &str, why: &str) -> Value {
+    let reason = format!(
+        "the input schema of {tool:?} could not be read from the upstream MCP server ({why}), so the type of its key arguments cannot be checked"
+    );
+    status_result(
+        &format!(
+            "The action was not sent: {reason}. Nothing was recorded. Call it again with the same arguments in a moment."
+        ),
+        json!({ "status": "not_sent", "reason": reason }),
+    )
 }
 
 pub(crate) fn refusal(message: &str) -> Value {

@@ -58,6 +58,20 @@ fn a_valid_mcp_section_resolves_servers_tools_and_the_lookup_template() {
         serde_json::Value::Object(args),
         json!({"reference": "ho1-abc", "order": "A-1", "limit": 5})
     );
+    // What the proxy requires the lookup tool to declare: the arguments
+    // naming the operation, at any depth (JSON Pointers).
+    assert_eq!(lookup.naming_pointers(), ["/reference"]);
+    let nested = BASE.replace(
+        r#"arguments = { reference = "{destination_key}","#,
+        r#"arguments = { "a/b" = { s = "{scope}", k = ["{key}"] },"#,
+    );
+    let nested = Config::parse(&nested, &|_| None).unwrap();
+    let nested = nested.mcp().unwrap().tools["create_shipment"]
+        .lookup
+        .clone();
+    let mut pointers = nested.unwrap().naming_pointers();
+    pointers.sort();
+    assert_eq!(pointers, ["/a~1b/k/0", "/a~1b/s"]);
     // The action's write contract is the usual one.
     assert!(config.action("create_shipment").unwrap().lookup.is_some());
 }

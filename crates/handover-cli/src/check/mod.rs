@@ -17,6 +17,7 @@ use handover::router::config::{
 
 use crate::term::Style;
 
+mod mcp;
 mod names;
 mod serving;
 use names::{chain, names, route};
@@ -176,6 +177,7 @@ fn render(out: &mut String, config: &Config, env: &dyn Fn(&str) -> Option<String
     for a in config.actions().values() {
         action(out, a);
     }
+    mcp::mcp(out, config.mcp(), s);
     serving::gateway(out, config.gateway(), s);
     serving::telemetry(out, config.telemetry(), s);
     names(out, config, s);

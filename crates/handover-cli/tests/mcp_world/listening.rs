@@ -10,6 +10,8 @@ pub struct Listening {
     pub child: Child,
     pub url: String,
     pub addr: String,
+    /// Its log lines after the one naming the address (also echoed).
+    logs: std::sync::mpsc::Receiver<String>,
 }
 
 impl Listening {
@@ -39,11 +41,32 @@ impl Listening {
             }
         };
         // Keep draining its log so it never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        let (log, logs) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stderr.lines() {
+                let Ok(line) = line else { return };
+                eprintln!("proxy: {line}");
+                let _ = log.send(line);
+            }
+        });
         Self {
             child,
             url: format!("http://{addr}/mcp"),
             addr,
+            logs,
+        }
+    }
+
+    /// Waits (bounded) for a log line containing `needle`.
+    pub fn logged(&self, needle: &str) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.logs.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("the proxy never logged {needle:?}"),
+            }
         }
     }
 

@@ -147,6 +147,11 @@ mcp = {{ server = "shipping", tool = "create_shipment", key_from = ["order_id"],
     /// server in `mode`; with `applied`, the server signals each applied
     /// shipment on that FIFO (see [`applied_fifo`]).
     pub fn proxy(&self, mode: &str, applied: Option<&Path>) -> std::process::Child {
+        self.proxy_command(mode, applied).spawn().unwrap()
+    }
+
+    /// The command [`World::proxy`] runs.
+    pub fn proxy_command(&self, mode: &str, applied: Option<&Path>) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_handover"));
         command
             .args(["mcp", "--config"])
@@ -158,7 +163,50 @@ mcp = {{ server = "shipping", tool = "create_shipment", key_from = ["order_id"],
         if let Some(fifo) = applied {
             command.env("SHIPPING_APPLIED", fifo);
         }
-        command.spawn().unwrap()
+        command
+    }
+
+    /// Points the world's `shipping` server at `url` instead of a command
+    /// (or of the URL it had).
+    pub fn over_http(&self, url: &str) {
+        let path = self.path("handover.toml");
+        let config = std::fs::read_to_string(&path).unwrap();
+        let (start, end) = match config.find("command = ") {
+            Some(start) => (start, start + config[start..].find("]\n").unwrap() + 2),
+            None => {
+                let start = config.find("url = ").unwrap();
+                (start, start + config[start..].find('\n').unwrap() + 1)
+            }
+        };
+        let config = format!("{}url = \"{url}\"\n{}", &config[..start], &config[end..]);
+        std::fs::write(path, config).unwrap();
+    }
+
+    /// Sets the stdio session's scope (`[mcp] scope`, "agent-1" at first):
+    /// the next session is another principal's, on the same ledger.
+    pub fn set_scope(&self, scope: &str) {
+        let path = self.path("handover.toml");
+        let config = std::fs::read_to_string(&path).unwrap();
+        let at = config.find("scope = \"").unwrap();
+        let end = at + config[at..].find('\n').unwrap();
+        let config = format!("{}scope = \"{scope}\"{}", &config[..at], &config[end..]);
+        std::fs::write(path, config).unwrap();
+    }
+
+    /// `handover ops show SCOPE KEY --json`: the operation and its attempts.
+    pub fn show(&self, scope: &str, key: &str) -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_handover"))
+            .args(["ops", "show", "--json", "--config"])
+            .arg(self.path("handover.toml"))
+            .args([scope, key])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
     }
 
     /// What the upstream applied, in order (the effects).

@@ -11,6 +11,8 @@ pub struct RawSession {
     pub proxy: std::process::Child,
     stdin: std::process::ChildStdin,
     answers: std::sync::mpsc::Receiver<String>,
+    /// The proxy's log lines (also echoed to the test's stderr).
+    logs: std::sync::mpsc::Receiver<String>,
 }
 
 impl RawSession {
@@ -21,8 +23,26 @@ impl RawSession {
     /// With the shipping server in `mode`, signalling on `applied` (see
     /// [`super::applied_fifo`]).
     pub fn start_with(w: &World, mode: &str, applied: Option<&std::path::Path>) -> Self {
+        Self::start_command(w.proxy_command(mode, applied))
+    }
+
+    /// With the proxy started by `command` (see [`World::proxy_command`]).
+    pub fn start_command(mut command: std::process::Command) -> Self {
         use std::io::BufRead;
-        let mut proxy = w.proxy(mode, applied);
+        let mut proxy = command
+            .env_remove("RUST_LOG")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = std::io::BufReader::new(proxy.stderr.take().unwrap());
+        let (log, logs) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stderr.lines() {
+                let Ok(line) = line else { return };
+                eprintln!("proxy: {line}");
+                let _ = log.send(line);
+            }
+        });
         let stdin = proxy.stdin.take().unwrap();
         let stdout = std::io::BufReader::new(proxy.stdout.take().unwrap());
         let (tx, answers) = std::sync::mpsc::channel();
@@ -38,6 +58,7 @@ impl RawSession {
             proxy,
             stdin,
             answers,
+            logs,
         };
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
@@ -92,6 +113,19 @@ impl RawSession {
                 .recv_timeout(std::time::Duration::from_secs(30)),
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
         )
+    }
+
+    /// Waits (bounded) for a log line of the proxy containing `needle`.
+    pub fn logged(&mut self, needle: &str) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.logs.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("the proxy never logged {needle:?}"),
+            }
+        }
     }
 
     pub fn close(self) {

@@ -21,6 +21,7 @@
 //! (`[gateway]`, served by [`handover_gateway::serve_router`]).
 
 mod ids;
+mod opening;
 mod sessions;
 
 use std::collections::BTreeMap;
@@ -260,6 +261,7 @@ async fn post(
         }
     };
     let initialize = peek.method.as_deref() == Some("initialize");
+    let opens = initialize && session_id(&headers).is_none();
     let session = match (session_id(&headers), initialize) {
         (Some(id), _) => registry.find(id, &client.name),
         (None, true) => registry.open(&client).await,
@@ -280,6 +282,13 @@ async fn post(
     let Some(answers) = session.request(text, id) else {
         return sessions::Refused::Gone.into_response();
     };
+    // Dropped with the answer stream: when the client has it, or has gone.
+    let mut opening = opens.then(|| opening::Opening::new(registry.clone(), session.clone()));
+    let answers = answers.inspect(move |line| {
+        if let Some(o) = &mut opening {
+            o.sees(line);
+        }
+    });
     let mut response = if wants_sse(&headers) {
         sse(answers, http.keepalive)
     } else {

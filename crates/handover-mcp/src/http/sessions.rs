@@ -397,6 +397,15 @@ impl Registry {
         Ok(session)
     }
 
+    /// Ends a session its `initialize` did not establish (the upstream
+    /// refused it, or the client went away first): its slot is free again.
+    pub(crate) fn abandon(&self, session: &Arc<Session>) {
+        if let Some(id) = &session.id {
+            self.forget(id, session);
+        }
+        session.close();
+    }
+
     fn forget(&self, key: &str, session: &Arc<Session>) {
         let mut map = self.map();
         if map.get(key).is_some_and(|s| Arc::ptr_eq(s, session)) {

@@ -12,9 +12,13 @@
 //!
 //! Failures: a request that could not be delivered because the connection
 //! was refused was provably not sent (`Lost::NotSent`); a `404` to the
-//! session id is the server saying it does not know the session and
-//! processed nothing (`Lost::SessionEnded`: not sent, and the connection
-//! is over, as when a child server exits); any other failure
+//! session id with an empty body or a JSON-RPC error is the server saying
+//! it does not know the session and processed nothing
+//! (`Lost::SessionEnded`: not sent, and the session is over, as when a
+//! child server exits — once the POSTs already in flight have their
+//! answers, which are routed as usual; a message after it is not sent); a
+//! `404` with any other body (the call's own result, a web page) may
+//! follow an effect, and is lost after sending; any other failure
 //! after the POST began (a reset, a timeout, a 5xx, a stream that ends
 //! without the answer) may have reached the server: the proxy's own
 //! requests are lost after sending (unknown), the client's get a JSON-RPC
@@ -29,7 +33,7 @@ use handover_providers::sse::SseStream;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{Lost, Pending, Upstream, lock, route};
+use super::{Inbox, Lost, Upstream, lock, route};
 use crate::error::McpError;
 use crate::lines::MAX_LINE_BYTES;
 use crate::result::PROTOCOL_VERSION_META;
@@ -44,10 +48,35 @@ struct Conn {
     url: String,
     session: Arc<Mutex<Option<String>>>,
     version: Arc<Mutex<Option<String>>>,
-    pending: Pending,
+    inbox: Inbox,
     to_client: mpsc::UnboundedSender<String>,
     /// Set once the connection can answer nothing more.
     gone: Arc<tokio::sync::watch::Sender<bool>>,
+    flight: Arc<Mutex<Flight>>,
+}
+
+/// The POSTs in flight, and whether the server ended the session (a 404
+/// to its id). The connection is over when both are true and the last
+/// POST is done: a call the server was already working on is answered by
+/// what it gets, not abandoned.
+#[derive(Default)]
+struct Flight {
+    posts: usize,
+    ending: bool,
+}
+
+/// One POST in flight; the last one's end, once the session ended, ends
+/// the connection.
+struct InFlight(Conn);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut flight = lock(&self.0.flight);
+        flight.posts -= 1;
+        if flight.ending && flight.posts == 0 {
+            self.0.gone.send_replace(true);
+        }
+    }
 }
 
 impl Upstream {
@@ -68,16 +97,17 @@ impl Upstream {
                 server: name.to_owned(),
                 source: std::io::Error::other(e),
             })?;
-        let pending: Pending = Arc::default();
+        let inbox = Inbox::default();
         let (gone_tx, gone) = tokio::sync::watch::channel(false);
         let conn = Conn {
             http,
             url: url.to_owned(),
             session: Arc::default(),
             version: Arc::default(),
-            pending: pending.clone(),
+            inbox: inbox.clone(),
             to_client,
             gone: Arc::new(gone_tx),
+            flight: Arc::default(),
         };
         let (to_server, mut outgoing) = mpsc::unbounded_channel::<String>();
         tokio::spawn(async move {
@@ -88,7 +118,7 @@ impl Upstream {
             conn.end().await;
             conn.gone.send_replace(true);
         });
-        Ok(Self::over(to_server, pending, gone))
+        Ok(Self::over(to_server, inbox, gone))
     }
 }
 
@@ -104,6 +134,12 @@ impl Conn {
         let headers = self.headers(&line);
         let in_session = headers.iter().any(|(k, _)| *k == "mcp-session-id");
         drop(peek);
+        let Some(_in_flight) = self.take_off() else {
+            if let Some(id) = &request_id {
+                self.fail(id, Lost::SessionEnded);
+            }
+            return;
+        };
         let mut req = self
             .http
             .post(&self.url)
@@ -132,8 +168,19 @@ impl Conn {
                 "the upstream MCP server does not know its session any more (404): ending the session"
             );
             lock(&self.session).take();
-            self.gone.send_replace(true);
+            lock(&self.flight).ending = true;
         }
+    }
+
+    /// Counts a POST in flight; `None` once the session ended (nothing is
+    /// sent: the server would not know the session).
+    fn take_off(&self) -> Option<InFlight> {
+        let mut flight = lock(&self.flight);
+        if flight.ending {
+            return None;
+        }
+        flight.posts += 1;
+        Some(InFlight(self.clone()))
     }
 
     /// The protocol's headers for `line`.
@@ -194,7 +241,7 @@ impl Conn {
         // restarted, or ended the session) instead of processing the
         // message: Streamable HTTP, "Session Management".
         if status == reqwest::StatusCode::NOT_FOUND && in_session && !initialize {
-            return Err(Lost::SessionEnded);
+            return Err(not_found(resp).await);
         }
         let sse = resp
             .headers()
@@ -251,7 +298,7 @@ impl Conn {
                 *lock(&self.version) = Some(version.to_owned());
             }
         }
-        route(&self.pending, &self.to_client, line);
+        route(&self.inbox, &self.to_client, line);
     }
 
     /// The request `id` will get no answer: the proxy's own waiter learns
@@ -259,7 +306,7 @@ impl Conn {
     fn fail(&self, id: &serde_json::value::RawValue, lost: Lost) {
         let own = serde_json::from_str::<String>(id.get())
             .ok()
-            .and_then(|k| lock(&self.pending).remove(&k));
+            .and_then(|k| lock(&self.inbox.pending).remove(&k));
         if let Some(tx) = own {
             let _ = tx.send(Err(lost));
             return;
@@ -287,6 +334,37 @@ impl Conn {
             .timeout(CONNECT_TIMEOUT);
         let _ = req.send().await;
     }
+}
+
+/// What a 404 to the session id proves. An empty body or a JSON-RPC
+/// error (what the SDKs send for a session they do not know) is the
+/// transport's "this session is unknown, nothing was processed"; a body
+/// with a result — the call's own answer — or anything else contradicts
+/// that, and the call may have been applied.
+async fn not_found(mut resp: reqwest::Response) -> Lost {
+    #[derive(serde::Deserialize)]
+    struct Message<'a> {
+        #[serde(borrow)]
+        error: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow)]
+        result: Option<&'a serde_json::value::RawValue>,
+    }
+    let body = match handover_providers::capped::read(&mut resp, MAX_LINE_BYTES).await {
+        Ok(Capped::Whole(body)) => body,
+        _ => return Lost::AfterSend,
+    };
+    let text = String::from_utf8_lossy(&body);
+    let text = text.trim();
+    let error_only = text.starts_with('{')
+        && serde_json::from_str::<Message<'_>>(text)
+            .is_ok_and(|m| m.error.is_some() && m.result.is_none());
+    if text.is_empty() || error_only {
+        return Lost::SessionEnded;
+    }
+    tracing::warn!(
+        "the upstream MCP server answered 404 to its session id with a body that is not a JSON-RPC error: it may have acted"
+    );
+    Lost::AfterSend
 }
 
 /// Plain printable ASCII with no edge whitespace travels as is.

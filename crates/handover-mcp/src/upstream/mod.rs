@@ -21,10 +21,22 @@ use crate::lines::{Line, LineCodec};
 use crate::wire::Peek;
 
 const OWN_ID_PREFIX: &str = "handover-";
+/// The server's notice that its tools (and so their schemas) changed.
+const TOOLS_CHANGED: &str = "notifications/tools/list_changed";
 
 mod http;
 
 type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Result<String, Lost>>>>>;
+
+/// Where the upstream's lines are taken: answers to the proxy's own
+/// requests by their waiters; a `notifications/tools/list_changed` also
+/// drops the input schemas read so far (they are read again when next
+/// needed).
+#[derive(Clone, Default)]
+struct Inbox {
+    pending: Pending,
+    schemas: Arc<Mutex<Option<Schemas>>>,
+}
 
 /// Why an upstream request got no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,16 +62,21 @@ pub(crate) struct Upstream {
     /// requests that no client request carries (lookups): servers on the
     /// 2026-07-28 protocol want every request to say its version and client.
     meta: Arc<Mutex<serde_json::Map<String, serde_json::Value>>>,
-    /// The tools' input schemas by name, once [`Upstream::input_schemas`]
-    /// has read them.
+    /// The tools' input schemas by name, once [`Upstream::input_schema`]
+    /// has read them (until the server says its tools changed).
     schemas: Arc<Mutex<Option<Schemas>>>,
 }
 
 /// Tool name → its `inputSchema`, as the upstream listed them.
 pub(crate) type Schemas = Arc<HashMap<String, serde_json::Value>>;
 
-/// How many `tools/list` pages [`Upstream::input_schemas`] reads at most.
+/// How many `tools/list` pages [`Upstream::input_schema`] reads at most.
 const MAX_TOOL_PAGES: usize = 100;
+/// The shortest wait for a `tools/list`: the first guarded call often
+/// comes right behind `initialize`, while the server is still starting
+/// (an interpreter importing its libraries), and a call without its
+/// schema is not sent.
+const MIN_SCHEMA_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Removes an abandoned request's waiter (the gate timed out, the client left).
 struct Waiter<'a> {
@@ -81,16 +98,16 @@ impl Upstream {
     /// `gone` turns true once it can answer nothing more.
     fn over(
         to_server: mpsc::UnboundedSender<String>,
-        pending: Pending,
+        inbox: Inbox,
         gone: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
         Self {
             to_server,
-            pending,
+            pending: inbox.pending,
             next_id: Arc::default(),
             gone,
             meta: Arc::default(),
-            schemas: Arc::default(),
+            schemas: inbox.schemas,
         }
     }
 
@@ -120,7 +137,7 @@ impl Upstream {
             });
         };
         let (to_server, mut outgoing) = mpsc::unbounded_channel::<String>();
-        let pending: Pending = Arc::default();
+        let inbox = Inbox::default();
         tokio::spawn(async move {
             let mut sink = FramedWrite::new(stdin, LineCodec::default());
             while let Some(line) = outgoing.recv().await {
@@ -129,7 +146,7 @@ impl Upstream {
                 }
             }
         });
-        let routes = pending.clone();
+        let routes = inbox.clone();
         let (gone_tx, gone) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             let mut lines = FramedRead::new(stdout, LineCodec::default());
@@ -148,12 +165,13 @@ impl Upstream {
             }
             // The server is gone: every waiting call lost its answer.
             routes
+                .pending
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clear();
             let _ = gone_tx.send(true);
         });
-        Ok((Self::over(to_server, pending, gone), child))
+        Ok((Self::over(to_server, inbox, gone), child))
     }
 
     /// Resolves once the server has closed its output (exited or crashed).
@@ -194,27 +212,37 @@ impl Upstream {
         )
     }
 
-    /// The input schemas of the upstream's tools, from a `tools/list` of
-    /// the proxy's own (every page), asked once per connection; `None` if
-    /// the upstream did not list them within `wait` (then nothing is
-    /// checked against them; they are asked for again next time).
-    pub(crate) async fn input_schemas(&self, wait: std::time::Duration) -> Option<Schemas> {
-        if let Some(known) = lock(&self.schemas).clone() {
-            return Some(known);
+    /// The input schema of tool `name`, from a `tools/list` of the
+    /// proxy's own (every page, at most [`MAX_TOOL_PAGES`]), asked once
+    /// per connection and again after the server says its tools changed
+    /// or when the tool was not in the last list. `Err` says why it could
+    /// not be read: the upstream did not list its tools within `wait` (at
+    /// least [`MIN_SCHEMA_WAIT`]), answered an error, paged past the
+    /// bound, or did not list `name`.
+    pub(crate) async fn input_schema(
+        &self,
+        name: &str,
+        wait: std::time::Duration,
+    ) -> Result<serde_json::Value, String> {
+        let known = lock(&self.schemas).clone();
+        if let Some(schema) = known.as_ref().and_then(|s| s.get(name)) {
+            return Ok(schema.clone());
         }
-        let listed = tokio::time::timeout(wait, self.list_tools()).await;
-        let Ok(Some(tools)) = listed else {
-            tracing::warn!(
-                "the upstream MCP server did not list its tools: key_from types are not checked"
-            );
-            return None;
-        };
-        let tools = Arc::new(tools);
+        let wait = wait.max(MIN_SCHEMA_WAIT);
+        let listed = tokio::time::timeout(wait, self.list_tools())
+            .await
+            .unwrap_or_else(|_| Err(format!("no tools/list answer within {wait:?}")));
+        let tools = Arc::new(listed.inspect_err(|why| {
+            tracing::warn!(why, "the upstream MCP server did not list its tools");
+        })?);
         *lock(&self.schemas) = Some(tools.clone());
-        Some(tools)
+        tools
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("its tools/list does not list {name:?} with an inputSchema"))
     }
 
-    async fn list_tools(&self) -> Option<HashMap<String, serde_json::Value>> {
+    async fn list_tools(&self) -> Result<HashMap<String, serde_json::Value>, String> {
         let mut tools = HashMap::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_TOOL_PAGES {
@@ -222,9 +250,17 @@ impl Upstream {
             if let Some(c) = cursor.take() {
                 params["cursor"] = serde_json::Value::String(c);
             }
-            let line = self.request("tools/list", &params).await.ok()?;
-            let page = split_response(&line).ok()?.ok()?;
-            for tool in page["tools"].as_array()? {
+            let line = self
+                .request("tools/list", &params)
+                .await
+                .map_err(|lost| format!("tools/list got no answer ({lost:?})"))?;
+            let page = split_response(&line)
+                .map_err(|e| format!("unreadable tools/list answer: {e}"))?
+                .map_err(|e| format!("tools/list answered error {}: {}", e.code.0, e.message))?;
+            let listed = page["tools"]
+                .as_array()
+                .ok_or("the tools/list answer has no tools array")?;
+            for tool in listed {
                 if let (Some(name), Some(schema)) = (tool["name"].as_str(), tool.get("inputSchema"))
                 {
                     tools.insert(name.to_owned(), schema.clone());
@@ -232,10 +268,10 @@ impl Upstream {
             }
             match page["nextCursor"].as_str() {
                 Some(next) => cursor = Some(next.to_owned()),
-                None => return Some(tools),
+                None => return Ok(tools),
             }
         }
-        None
+        Err(format!("tools/list went on past {MAX_TOOL_PAGES} pages"))
     }
 
     /// Forwards a client's line unchanged. False if the server is gone.
@@ -288,13 +324,18 @@ pub(crate) fn own_id(id: &RawValue) -> Option<String> {
         .filter(|id| id.starts_with(OWN_ID_PREFIX))
 }
 
-fn route(pending: &Pending, to_client: &mpsc::UnboundedSender<String>, line: String) {
-    let own = Peek::of(&line)
+fn route(inbox: &Inbox, to_client: &mpsc::UnboundedSender<String>, line: String) {
+    let peek = Peek::of(&line);
+    if peek.as_ref().and_then(|p| p.method.as_deref()) == Some(TOOLS_CHANGED) {
+        lock(&inbox.schemas).take();
+    }
+    let own = peek
         .filter(|p| p.method.is_none())
         .and_then(|p| p.id)
         .and_then(own_id);
     if let Some(id) = own {
-        let waiter = pending
+        let waiter = inbox
+            .pending
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&id);

@@ -602,6 +602,48 @@ impl McpLookupTool {
             .map(|(k, t)| (k.clone(), fill(t, v)))
             .collect()
     }
+
+    /// Where the template puts a value that names the operation
+    /// (`"{destination_key}"`, `"{scope}"` or `"{key}"`), as JSON Pointers
+    /// into `arguments` (`/reference`, `/filter/ref`). The tool must read
+    /// each of them for its answer to be about this operation.
+    pub fn naming_pointers(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (k, t) in &self.arguments {
+            naming(t, format!("/{}", escape_pointer(k)), &mut out);
+        }
+        out
+    }
+}
+
+fn naming(t: &serde_json::Value, at: String, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match t {
+        Value::String(s) => {
+            if matches!(
+                placeholder(s),
+                Some(Placeholder::DestinationKey | Placeholder::Key | Placeholder::Scope)
+            ) {
+                out.push(at);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                naming(x, format!("{at}/{i}"), out);
+            }
+        }
+        Value::Object(o) => {
+            for (k, x) in o {
+                naming(x, format!("{at}/{}", escape_pointer(k)), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A member name as a JSON Pointer token (RFC 6901).
+fn escape_pointer(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
 }
 
 fn fill(t: &serde_json::Value, v: LookupValues<'_>) -> serde_json::Value {

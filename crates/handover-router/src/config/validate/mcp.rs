@@ -284,7 +284,7 @@ fn lookup(
     if !(has("{destination_key}") || (has("{scope}") && has("{key}"))) {
         issues.push(
             format!("{path}.lookup.arguments"),
-            "must name the operation (an argument \"{destination_key}\", or both \"{scope}\" and \"{key}\"): a record found by business fields alone ({params.FIELD}) may be another scope's or another key's operation, and would confirm this one",
+            "must name the operation (an argument \"{destination_key}\", or both \"{scope}\" and \"{key}\", that the lookup tool declares in its inputSchema and searches by): a record found by business fields alone ({params.FIELD}) may be another scope's or another key's operation, and would confirm this one",
         );
     }
     Some(McpLookupTool { tool, arguments })
