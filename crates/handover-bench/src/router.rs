@@ -8,6 +8,12 @@
 //! ```text
 //! cargo run --release -p handover-bench -- router --concurrency 64
 //! ```
+//!
+//! `--only direct|routed` runs `--ops` calls of one side alone (no warm-up,
+//! no rounds, no baseline: the line's `baseline_*` and `ratio_*` are null),
+//! and `--modes chat` leaves the stream out: for counting instructions
+//! (`valgrind --tool=callgrind`), where the difference between two `--ops`
+//! counts of one side is that side's cost per call, start-up excluded.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -52,7 +58,16 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         Message::user("Hello!"),
     ]));
 
+    let only = args.string("only", "both");
+    if !["both", "direct", "routed"].contains(&only.as_str()) {
+        return Err(format!("--only: expected direct, routed or both, got {only:?}").into());
+    }
+    let modes = args.string("modes", "chat,chat_stream");
     for stream in [false, true] {
+        let mode = if stream { "chat_stream" } else { "chat" };
+        if !modes.split(',').any(|m| m.trim() == mode) {
+            continue;
+        }
         let direct = {
             let (provider, req) = (provider.clone(), req.clone());
             move |_i: usize| {
@@ -95,6 +110,30 @@ pub(crate) async fn run(args: Args) -> BenchResult {
                 }
             }
         };
+        if only != "both" {
+            let (mut s, wall) = if only == "direct" {
+                measure(ops, concurrency, direct).await?
+            } else {
+                measure(ops, concurrency, routed).await?
+            };
+            emit(serde_json::json!({
+                "bench": "router",
+                "mode": mode,
+                "only": only,
+                "backend": "local-mock-http1",
+                "chain": 3,
+                "concurrency": concurrency,
+                "ops": s.len(),
+                "ops_per_s": round2(s.len() as f64 / wall.as_secs_f64()),
+                "p50_us": round2(s.quantile_us(0.5)),
+                "p99_us": round2(s.quantile_us(0.99)),
+                "baseline_p50_us": null,
+                "baseline_p99_us": null,
+                "ratio_p50": null,
+                "ratio_p99": null,
+            }));
+            continue;
+        }
         let warm = (ops / 10).clamp(concurrency, 1_000);
         measure(warm, concurrency, direct.clone()).await?;
         measure(warm, concurrency, routed.clone()).await?;
@@ -127,7 +166,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         );
         emit(serde_json::json!({
             "bench": "router",
-            "mode": if stream { "chat_stream" } else { "chat" },
+            "mode": mode,
             "backend": "local-mock-http1",
             "chain": 3,
             "concurrency": concurrency,

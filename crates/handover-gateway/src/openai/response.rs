@@ -1,7 +1,9 @@
 //! Provider-neutral answers → OpenAI JSON: whole completions, stream chunks
 //! and the attempt headers.
 
-use axum::http::HeaderValue;
+use std::fmt::Write as _;
+
+use axum::http::{HeaderName, HeaderValue};
 use handover_providers::{Fields, Passthrough, StreamEvent};
 use handover_router::route::{Attempt, AttemptResult, Skip};
 use serde::Serialize;
@@ -16,19 +18,23 @@ use crate::api_error::ApiError;
 /// `down=skipped_breaker_open`). A failed call with neither gets no header
 /// (see `chat::router_error`); an answered one always has its answer.
 pub(crate) fn attempts_header(attempts: &[Attempt], skipped: &[Skip]) -> HeaderValue {
-    let attempts = attempts.iter().map(|a| {
+    // One string written in place (most answers name one attempt), not a
+    // string per entry joined into another.
+    let mut text = String::with_capacity(32 * (attempts.len() + skipped.len()));
+    for a in attempts {
         let result = match a.result {
             AttemptResult::Answered => "answered",
             AttemptResult::Abandoned => "abandoned",
             AttemptResult::Failed(class) => class.as_str(),
         };
         let late = if a.late { "(late)" } else { "" };
-        format!("{}={result}{late}", a.provider)
-    });
-    let skipped = skipped
-        .iter()
-        .map(|s| format!("{}=skipped_{}", s.provider, s.reason.as_str()));
-    let text = attempts.chain(skipped).collect::<Vec<_>>().join(", ");
+        let sep = if text.is_empty() { "" } else { ", " };
+        let _ = write!(text, "{sep}{}={result}{late}", a.provider);
+    }
+    for s in skipped {
+        let sep = if text.is_empty() { "" } else { ", " };
+        let _ = write!(text, "{sep}{}=skipped_{}", s.provider, s.reason.as_str());
+    }
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("unavailable"))
 }
 
@@ -47,10 +53,14 @@ pub(crate) fn answer_headers(
     attempts: &[Attempt],
     skipped: &[Skip],
 ) {
-    h.insert("x-handover-provider", header_value(provider));
-    h.insert("x-handover-attempts", attempts_header(attempts, skipped));
+    // Names made once: a `&str` name is parsed and checked on every insert.
+    const PROVIDER: HeaderName = HeaderName::from_static("x-handover-provider");
+    const ATTEMPTS: HeaderName = HeaderName::from_static("x-handover-attempts");
+    const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+    h.insert(PROVIDER, header_value(provider));
+    h.insert(ATTEMPTS, attempts_header(attempts, skipped));
     if let Some(v) = request_id(attempts) {
-        h.insert("x-request-id", v);
+        h.insert(REQUEST_ID, v);
     }
 }
 

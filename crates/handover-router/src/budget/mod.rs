@@ -203,10 +203,19 @@ impl Budget {
     /// What has been spent so far.
     pub fn spent(&self) -> Spent {
         Spent {
-            elapsed: self.started.elapsed(),
+            elapsed: self.elapsed(),
             requests: self.requests_sent(),
             cost: self.cost_spent(),
         }
+    }
+
+    /// Time since the task started: what the walk stamps its attempts
+    /// with, without reading the request and cost counters [`spent`]
+    /// also reads.
+    ///
+    /// [`spent`]: Self::spent
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.started.elapsed()
     }
 
     /// Sleeps for `delay` if the whole delay fits in what remains; otherwise

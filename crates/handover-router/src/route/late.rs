@@ -42,7 +42,7 @@ pub(crate) fn watch(
                 provider,
                 model,
                 started,
-                ended: budget.spent().elapsed,
+                ended: budget.elapsed(),
                 result,
                 sent,
                 request_id,

@@ -41,7 +41,7 @@ impl<'t> Run<'t> {
     }
 
     pub(crate) fn now(&self) -> Duration {
-        self.task.budget.spent().elapsed
+        self.task.budget.elapsed()
     }
 
     /// Whether an earlier provider of this call failed: traffic arriving at
