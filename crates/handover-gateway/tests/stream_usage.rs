@@ -21,7 +21,8 @@ fn gemini_events() -> String {
         .into_iter()
         .enumerate()
     {
-        let mut candidate = json!({"content": {"role": "model", "parts": [{"text": piece}]}, "index": 0});
+        let mut candidate =
+            json!({"content": {"role": "model", "parts": [{"text": piece}]}, "index": 0});
         if last {
             candidate["finishReason"] = "STOP".into();
         }
@@ -48,7 +49,11 @@ fn running_usage_chunks() -> String {
     };
     let mut text = String::new();
     for c in [
-        chunk(json!({"role": "assistant", "content": "One "}), Value::Null, 1),
+        chunk(
+            json!({"role": "assistant", "content": "One "}),
+            Value::Null,
+            1,
+        ),
         chunk(json!({"content": "two"}), Value::Null, 2),
         chunk(json!({}), json!("stop"), 2),
         json!({"id": "c-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
