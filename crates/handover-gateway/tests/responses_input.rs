@@ -79,6 +79,22 @@ async fn input_of_the_wrong_shape_is_refused_naming_its_field_and_nothing_is_sen
             "invalid_field",
         ),
         (
+            json!({"model": "default", "input": [
+                {"role": "user", "content": "chart?"},
+                {"type": "function_call", "call_id": "c1", "name": "chart", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": [
+                    {"type": "input_text", "text": "here:"},
+                    {"type": "input_image", "image_url": "https://example.com/c.png"}]}]}),
+            "input[2].output[1].type",
+            "unsupported_parameter",
+        ),
+        (
+            json!({"model": "default", "input": [
+                {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text"}]}]}),
+            "input[0].output[0].text",
+            "invalid_field",
+        ),
+        (
             with("reasoning", json!("high")),
             "reasoning",
             "invalid_field",
@@ -118,7 +134,10 @@ async fn input_of_the_wrong_shape_is_refused_naming_its_field_and_nothing_is_sen
 async fn hints_are_forwarded_and_features_turned_off_are_accepted() {
     let (gw, server) = setup().await;
     let body = json!({"model": "default", "input": [
-            {"role": "user", "content": [{"type": "input_text", "text": "hi"}]}],
+            {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1",
+             "output": [{"type": "input_text", "text": "4"}, {"type": "input_text", "text": "2"}]}],
         "safety_identifier": "user-7f3a", "prompt_cache_key": "support-v2",
         "prompt_cache_retention": "24h", "background": false, "conversation": null,
         "max_tool_calls": null, "reasoning": {"effort": "low"}, "metadata": {"ticket": "T-1"}});
@@ -133,7 +152,14 @@ async fn hints_are_forwarded_and_features_turned_off_are_accepted() {
     assert_eq!(chat["prompt_cache_key"], "support-v2");
     assert_eq!(chat["prompt_cache_retention"], "24h");
     assert_eq!(chat["reasoning_effort"], "low");
-    assert_eq!(chat["messages"], json!([{"role": "user", "content": "hi"}]));
+    assert_eq!(
+        chat["messages"][0],
+        json!({"role": "user", "content": "hi"})
+    );
+    assert_eq!(
+        chat["messages"][2],
+        json!({"role": "tool", "tool_call_id": "c1", "content": "42"})
+    );
     for absent in ["background", "conversation", "max_tool_calls", "metadata"] {
         assert!(chat.get(absent).is_none(), "{absent}: {chat}");
     }

@@ -53,10 +53,7 @@ pub(super) fn input_item(
         "function_call_output" => {
             let output = match item.get("output") {
                 Some(Value::String(s)) => s.clone(),
-                Some(Value::Array(parts)) => parts
-                    .iter()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str))
-                    .collect(),
+                Some(Value::Array(parts)) => output_text(i, parts)?,
                 _ => field("output")?,
             };
             messages.push(Message::tool_result(field("call_id")?, output));
@@ -72,6 +69,35 @@ pub(super) fn input_item(
         }
     }
     Ok(())
+}
+
+/// A tool result given as parts, as the one text a chat tool message
+/// holds: text parts only. An image or file part (the Responses API takes
+/// them in a tool's output) has no place there and is refused naming it,
+/// never dropped: the model would answer without what the tool returned.
+fn output_text(i: usize, parts: &[Value]) -> Result<String, ApiError> {
+    let mut text = String::new();
+    for (j, p) in parts.iter().enumerate() {
+        match p.get("type").and_then(Value::as_str) {
+            Some("input_text" | "output_text" | "text") => {
+                let t = p.get("text").and_then(Value::as_str).ok_or_else(|| {
+                    ApiError::invalid(
+                        "invalid_field",
+                        format!("input[{i}].output[{j}].text"),
+                        format!("input[{i}].output[{j}].text: a string is required"),
+                    )
+                })?;
+                text.push_str(t);
+            }
+            _ => {
+                return Err(unsupported(
+                    &format!("input[{i}].output[{j}].type"),
+                    "a tool's output reaches chat models as text: only input_text parts",
+                ));
+            }
+        }
+    }
+    Ok(text)
 }
 
 fn input_message(i: usize, item: &Value) -> Result<Message, ApiError> {
