@@ -2,7 +2,9 @@
 //! the wrong shape are refused naming the Responses field (they used to
 //! reach the model as nothing, be ignored, or be named as a chat field),
 //! features of stored or background responses are refused unless off,
-//! and the hints the chat request also has are forwarded as sent.
+//! and the hints the chat request also has are forwarded as sent. A
+//! Gemini 3 thought signature makes the round trip on `function_call`
+//! items, as it does on chat tool calls.
 
 mod support;
 
@@ -10,7 +12,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::{CLIENT_A, Running};
 use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 async fn setup() -> (Running, MockServer) {
     let server = MockServer::start().await;
@@ -162,5 +164,117 @@ async fn hints_are_forwarded_and_features_turned_off_are_accepted() {
     );
     for absent in ["background", "conversation", "max_tool_calls", "metadata"] {
         assert!(chat.get(absent).is_none(), "{absent}: {chat}");
+    }
+}
+
+const SIG: &str = "SIG_ONE_abc";
+
+/// A native Gemini upstream: two calls (the signature on the first
+/// part only, as Google documents it), or text once the conversation has
+/// the calls' results; streamed on `streamGenerateContent`.
+fn gemini(req: &Request) -> ResponseTemplate {
+    let body: Value = serde_json::from_slice(&req.body).unwrap();
+    let answer = if body.to_string().contains("functionResponse") {
+        json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "done"}]},
+               "finishReason": "STOP", "index": 0}], "modelVersion": "gemini-3-pro-preview"})
+    } else {
+        json!({"candidates": [{"content": {"role": "model", "parts": [
+                {"functionCall": {"name": "fa", "args": {"a": 1}}, "thoughtSignature": SIG},
+                {"functionCall": {"name": "fb", "args": {"b": 2}}}
+            ]}, "finishReason": "STOP", "index": 0}], "modelVersion": "gemini-3-pro-preview"})
+    };
+    if req.url.path().ends_with(":streamGenerateContent") {
+        ResponseTemplate::new(200)
+            .set_body_raw(format!("data: {answer}\r\n\r\n"), "text/event-stream")
+    } else {
+        ResponseTemplate::new(200).set_body_json(answer)
+    }
+}
+
+/// The `response` object of a plain answer, or of a stream's
+/// `response.completed` event.
+async fn response_of(resp: reqwest::Response, stream: bool) -> Value {
+    assert_eq!(resp.status(), StatusCode::OK);
+    if !stream {
+        return resp.json().await.unwrap();
+    }
+    let text = resp.text().await.unwrap();
+    text.split("\n\n")
+        .filter_map(|ev| ev.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .find(|ev| ev["type"] == "response.completed")
+        .map(|ev| ev["response"].clone())
+        .unwrap_or_else(|| panic!("no response.completed: {text}"))
+}
+
+/// Gemini 3 through `/v1/responses`, plain and streamed: the first call's
+/// thought signature comes out on its `function_call` item as
+/// `extra_content`, where the chat door puts it; a client that sends the
+/// items back as it got them (the Agents SDK does) gets the signature to
+/// Gemini on the part it came on. Before, the item had no place for it
+/// and Gemini 3 refused the second turn.
+#[tokio::test]
+async fn a_gemini_thought_signature_makes_the_round_trip_on_function_call_items() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(gemini)
+        .mount(&server)
+        .await;
+    let mut c = format!(
+        "\n[providers.gem]\nkind = \"gemini\"\nbase_url = \"{}/v1beta\"\nmodel = \"gemini-3-pro-preview\"\n",
+        server.uri()
+    );
+    c.push_str(&support::policy("gem", &["gem"], "first_token"));
+    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
+    let gw = Running::start(&c).await;
+    let tools = json!([
+        {"type": "function", "name": "fa", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}},
+        {"type": "function", "name": "fb", "parameters": {"type": "object", "properties": {"b": {"type": "integer"}}}}
+    ]);
+    let ask = |input: Value, stream: bool| {
+        gw.http
+            .post(gw.url("/v1/responses"))
+            .bearer_auth(CLIENT_A)
+            .json(&json!({"model": "gem", "input": input, "tools": tools, "stream": stream}))
+            .send()
+    };
+    let user = json!({"role": "user", "content": "go"});
+    for stream in [false, true] {
+        let first = response_of(ask(json!([user]), stream).await.unwrap(), stream).await;
+        let items = first["output"].as_array().unwrap().clone();
+        assert_eq!(items.len(), 2, "{first}");
+        assert_eq!(
+            items[0]["extra_content"],
+            json!({"google": {"thought_signature": SIG}}),
+            "{first}"
+        );
+        assert!(items[1].get("extra_content").is_none(), "{first}");
+        let mut input = vec![user.clone()];
+        input.extend(items.iter().cloned());
+        for item in &items {
+            input.push(
+                json!({"type": "function_call_output", "call_id": item["call_id"],
+                              "output": "ok"}),
+            );
+        }
+        let second = response_of(ask(Value::Array(input), stream).await.unwrap(), stream).await;
+        assert_eq!(second["output"][0]["content"][0]["text"], "done");
+    }
+    let received = server.received_requests().await.unwrap();
+    assert_eq!(received.len(), 4, "two turns, twice");
+    for (n, turn) in received.iter().enumerate() {
+        let body: Value = serde_json::from_slice(&turn.body).unwrap();
+        if n % 2 == 0 {
+            assert!(!body.to_string().contains("thoughtSignature"), "{body}");
+            continue;
+        }
+        assert_eq!(
+            body["contents"][1],
+            json!({"role": "model", "parts": [
+                {"functionCall": {"name": "fa", "args": {"a": 1}}, "thoughtSignature": SIG},
+                {"functionCall": {"name": "fb", "args": {"b": 2}}}
+            ]}),
+            "{body}"
+        );
     }
 }

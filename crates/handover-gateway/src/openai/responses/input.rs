@@ -9,6 +9,11 @@ use super::unsupported;
 use crate::api_error::ApiError;
 use crate::body::from_value;
 
+/// The member of a tool call that carries a provider's state for it
+/// (Gemini's `extra_content.google.thought_signature`), kept on
+/// `function_call` items both ways.
+pub(super) const EXTRA_CONTENT: &str = "extra_content";
+
 /// One `input` item, appended as chat messages.
 pub(super) fn input_item(
     i: usize,
@@ -39,12 +44,18 @@ pub(super) fn input_item(
     match kind.as_str() {
         "message" => messages.push(input_message(i, &item)?),
         "function_call" => {
-            let call = ToolCall {
+            let mut call = ToolCall {
                 id: field("call_id")?,
                 name: field("name")?,
                 arguments: field("arguments")?,
                 ..ToolCall::default()
             };
+            // Gemini 3's thought signature, where the chat door keeps it
+            // (see `output::call_item`); a call's other members have no
+            // meaning here and stay behind.
+            if let Some(v) = item.get(EXTRA_CONTENT).filter(|v| !v.is_null()) {
+                call.extra.insert(EXTRA_CONTENT, v);
+            }
             match messages.last_mut() {
                 Some(m) if m.role == Role::Assistant => m.tool_calls.push(call),
                 _ => messages.push(Message::assistant_tool_calls(None, vec![call])),
