@@ -1,6 +1,6 @@
 //! Slow, idle and greedy clients against the real server socket: a
-//! trickled header, a stalled body, an idle keep-alive connection, one
-//! request too many for a client. Each limit is
+//! trickled header, a stalled body, an idle keep-alive connection, a
+//! stream the client stops reading, one request too many for a client. Each limit is
 //! set short in the config; the test's own deadline is far longer, so a
 //! missing limit fails the test instead of hanging it.
 
@@ -12,7 +12,8 @@ use std::time::Duration;
 use serde_json::json;
 use support::{CLIENT_A, CLIENT_B, Running, held_provider, held_provider_counted};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::oneshot;
 
 /// Far longer than any limit under test, far shorter than the defaults.
 const DEADLINE: Duration = Duration::from_secs(5);
@@ -266,4 +267,102 @@ async fn a_stalled_provider_gets_no_more_connections_than_its_max_concurrency() 
     assert_eq!(r2.await.unwrap().unwrap().status(), 200);
     assert_eq!(queued.await.unwrap().unwrap().status(), 200);
     assert_eq!(accepted.load(Ordering::SeqCst), 3);
+}
+
+/// A provider whose one answer is `events` chunks of 1 MiB of text each
+/// (more than the sockets between the gateway and a client that reads
+/// nothing can hold), then 48 MiB of SSE comments (more than the sockets
+/// between it and the gateway hold, and cheap to read past), then
+/// the finish and `[DONE]`. It reports whether it wrote all of it.
+async fn flooding_provider(events: usize) -> (String, oneshot::Receiver<bool>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (done, written) = oneshot::channel();
+    tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        // The request: its head, then its Content-Length body.
+        let body_len = loop {
+            let n = sock.read(&mut buf).await.unwrap();
+            got.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let len = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+                break end + 4 + len;
+            }
+        };
+        while got.len() < body_len {
+            let n = sock.read(&mut buf).await.unwrap();
+            got.extend_from_slice(&buf[..n]);
+        }
+        let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+            let c = json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
+                "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            format!("data: {c}\n\n")
+        };
+        let mut answer =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+                .to_owned();
+        for _ in 0..events {
+            answer.push_str(&chunk(json!({"content": "y".repeat(1 << 20)}), None));
+        }
+        let padding = format!(": {}\n", "p".repeat(1022));
+        answer.push_str(&padding.repeat(48 * 1024));
+        answer.push_str(&chunk(json!({}), Some("stop")));
+        answer.push_str("data: [DONE]\n\n");
+        let all = sock.write_all(answer.as_bytes()).await.is_ok();
+        let _ = done.send(all);
+    });
+    (url, written)
+}
+
+/// A client that stops reading its stream (its window full) is cut off
+/// once it has taken no byte for `idle_timeout`: hyper has no write
+/// timeout and a body that cannot be written is not polled, so before
+/// this the connection, the client's slot and the provider's connection
+/// were held for as long as the client liked, past every deadline. Once
+/// cut off, the rest of the provider's stream is read and discarded (as
+/// for any client that leaves), so the provider gets to write it all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_its_stream_is_cut_off_after_idle_timeout() {
+    let (url, written) = flooding_provider(4).await;
+    let mut c = support::provider("flood", &url);
+    c.push_str(&support::policy("default", &["flood"], "first_token"));
+    c.push_str(&support::gateway_section_with(
+        "idle_timeout = \"300ms\"",
+        "",
+    ));
+    let gw = Running::start(&c).await;
+
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut sock = socket.connect(gw.addr).await.unwrap();
+    let body = json!({"model": "default", "stream": true,
+                      "messages": [{"role": "user", "content": "flood me"}]})
+    .to_string();
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: gw\r\nauthorization: Bearer {CLIENT_A}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    sock.write_all(req.as_bytes()).await.unwrap();
+    let mut head = [0u8; 64];
+    let n = tokio::time::timeout(DEADLINE, sock.read(&mut head))
+        .await
+        .expect("the stream starts")
+        .unwrap();
+    assert!(head[..n].starts_with(b"HTTP/1.1 200"));
+
+    // The client reads no more. The provider can only finish writing if
+    // the gateway let the client go and read its stream on.
+    let all = tokio::time::timeout(Duration::from_secs(20), written)
+        .await
+        .expect("the gateway still holds the provider's stream for a client that stopped reading")
+        .unwrap();
+    assert!(all, "the provider's stream was read to its end");
+    let rest = read_to_close(&mut sock).await;
+    assert!(!rest.contains("[DONE]"), "a cut stream is never complete");
 }

@@ -38,6 +38,18 @@ fn call(id: &str, name: &str, args: &str) -> ToolCall {
     }
 }
 
+/// OpenAI hints a client sends every turn (fourth gateway probe), which
+/// Anthropic would refuse as unknown fields: dropped.
+fn openai_hints() -> [(&'static str, Value); 5] {
+    [
+        ("safety_identifier", json!("user-7f3a")),
+        ("prompt_cache_key", json!("support-v2")),
+        ("prompt_cache_retention", json!("24h")),
+        ("prediction", json!({"type": "content", "content": "x"})),
+        ("modalities", json!(["text"])),
+    ]
+}
+
 fn shipment_tool() -> Tool {
     Tool::function(
         "create_shipment",
@@ -79,6 +91,9 @@ async fn tool_using_history_becomes_paired_tool_use_and_tool_result_blocks() {
     req.extra
         .insert("response_format".into(), json!({"type": "text"}));
     req.extra.insert("top_logprobs".into(), Value::Null);
+    for (k, v) in openai_hints() {
+        req.extra.insert(k.into(), v);
+    }
     let resp = p.chat(&req, &CallOptions::default()).await.unwrap();
     assert_eq!(resp.model, "claude-sonnet-4-5-20250929");
     let bodies = sent(&server).await;
@@ -134,7 +149,10 @@ async fn tool_using_history_becomes_paired_tool_use_and_tool_result_blocks() {
         "n",
         "response_format",
         "top_logprobs",
-    ] {
+    ]
+    .into_iter()
+    .chain(openai_hints().map(|(k, _)| k))
+    {
         assert!(!keys.contains(&absent), "{absent} sent: {keys:?}");
     }
     // Exactly as the client wrote it (an f32 widened to f64 would be 0.2000000029802322).

@@ -88,8 +88,23 @@ async fn tool_using_history_becomes_function_calls_and_named_responses() {
     req.stop = vec!["END".into()];
     req.extra
         .insert("response_format".into(), json!({"type": "json_object"}));
+    // OpenAI hints a client sends every turn, which Gemini would refuse
+    // as unknown fields: dropped (fourth gateway probe).
+    let hints = [
+        ("safety_identifier", json!("user-7f3a")),
+        ("prompt_cache_key", json!("support-v2")),
+        ("prompt_cache_retention", json!("24h")),
+        ("prediction", json!({"type": "content", "content": "x"})),
+        ("modalities", json!(["text"])),
+    ];
+    for (k, v) in &hints {
+        req.extra.insert((*k).into(), v.clone());
+    }
     p.chat(&req, &CallOptions::default()).await.unwrap();
     let body = &sent(&server).await[0];
+    for (k, _) in &hints {
+        assert!(body.get(*k).is_none(), "{k} sent: {body}");
+    }
     assert_eq!(
         body["systemInstruction"],
         json!({"parts": [{"text": "You ship replacement orders."}]})

@@ -1,8 +1,15 @@
-//! The header deadline: from the first byte of a request, the client has
-//! `header_read_timeout` to finish its header. hyper's own header timer
-//! starts when a connection begins waiting for a request, so it bounds idle
-//! time plus header time (we set it to `idle_timeout`); this wrapper adds
-//! the tighter bound a trickling client (slowloris) runs into.
+//! The socket's own deadlines. **Header**: from the first byte of a
+//! request, the client has `header_read_timeout` to finish its header.
+//! hyper's own header timer starts when a connection begins waiting for a
+//! request, so it bounds idle time plus header time (we set it to
+//! `idle_timeout`); this wrapper adds the tighter bound a trickling client
+//! (slowloris) runs into. **Writes**: a client that takes no byte of its
+//! response for `idle_timeout` (it stopped reading a stream, its window
+//! full) is cut off; hyper has no write timeout, and while a response
+//! cannot be written its body is not polled, so no deadline of the call
+//! (the task's budget, the provider's timeouts) would ever fire: the
+//! connection, the client's in-flight slot and the provider connection
+//! would be held for as long as the client liked.
 
 use std::io;
 use std::pin::Pin;
@@ -123,28 +130,76 @@ impl ConnState {
     }
 }
 
-/// A connection's socket with the header deadline.
-pub(crate) struct HeaderDeadline<T> {
+/// A connection's socket with the header and write deadlines.
+pub(crate) struct Deadlines<T> {
     inner: T,
     state: Arc<ConnState>,
     timeout: Duration,
     /// Armed by the first byte read while no request is in progress;
     /// the number of requests started when it was armed.
     deadline: Option<(Pin<Box<Sleep>>, u64)>,
+    write_timeout: Duration,
+    /// The write deadline's timer, made on the first write that had to
+    /// wait and reset (not remade) on each later one.
+    write_timer: Option<Pin<Box<Sleep>>>,
+    /// Whether the last write had to wait (the timer then runs).
+    write_waiting: bool,
 }
 
-impl<T> HeaderDeadline<T> {
-    pub(crate) fn new(inner: T, state: Arc<ConnState>, timeout: Duration) -> Self {
+impl<T> Deadlines<T> {
+    pub(crate) fn new(
+        inner: T,
+        state: Arc<ConnState>,
+        timeout: Duration,
+        write_timeout: Duration,
+    ) -> Self {
         Self {
             inner,
             state,
             timeout,
             deadline: None,
+            write_timeout,
+            write_timer: None,
+            write_waiting: false,
         }
+    }
+
+    /// A write's result, through the write deadline: a write that must
+    /// wait starts the deadline (if it is not running), one that goes
+    /// through stops it, and a wait past it fails the write.
+    fn through_write_deadline<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        result: Poll<io::Result<R>>,
+    ) -> Poll<io::Result<R>> {
+        if result.is_ready() {
+            self.write_waiting = false;
+            return result;
+        }
+        let due = tokio::time::Instant::now() + self.write_timeout;
+        let timer = match &mut self.write_timer {
+            Some(t) => {
+                if !self.write_waiting {
+                    t.as_mut().reset(due);
+                }
+                t
+            }
+            None => self
+                .write_timer
+                .insert(Box::pin(tokio::time::sleep_until(due))),
+        };
+        self.write_waiting = true;
+        if timer.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client took no byte of its response within gateway.idle_timeout",
+            )));
+        }
+        Poll::Pending
     }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for HeaderDeadline<T> {
+impl<T: AsyncRead + Unpin> AsyncRead for Deadlines<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -195,13 +250,15 @@ impl<T: AsyncRead + Unpin> AsyncRead for HeaderDeadline<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for HeaderDeadline<T> {
+impl<T: AsyncWrite + Unpin> AsyncWrite for Deadlines<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.through_write_deadline(cx, result)
     }
 
     fn poll_write_vectored(
@@ -209,7 +266,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for HeaderDeadline<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.through_write_deadline(cx, result)
     }
 
     fn is_write_vectored(&self) -> bool {

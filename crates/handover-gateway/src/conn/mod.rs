@@ -21,7 +21,8 @@
 //!   answered `503` (or the connection closes under it), as at
 //!   `idle_timeout`.
 //! * **Idle** (`idle_timeout`): hyper's header timer, which starts when a
-//!   connection begins waiting for a request.
+//!   connection begins waiting for a request; and a response the client
+//!   takes no byte of for as long is cut off (see [`io`]).
 //! * **Header** (`header_read_timeout`): from the first byte of a request
 //!   (see [`io`]).
 //! * **Body** (`body_read_timeout`): from the end of the header; the answer
@@ -47,7 +48,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use self::body::{DeadlineBody, Held};
-use self::io::{ConnState, HeaderDeadline};
+use self::io::{ConnState, Deadlines};
 use self::slots::{Admitted, Slots};
 use handover_router::config::GatewaySettings;
 
@@ -201,10 +202,11 @@ fn serve_connection(
     mut stop: watch::Receiver<bool>,
 ) -> impl Future<Output = ()> + Send + 'static {
     let watched = conn_state.clone();
-    let io = TokioIo::new(HeaderDeadline::new(
+    let io = TokioIo::new(Deadlines::new(
         tcp,
         conn_state.clone(),
         settings.header_read_timeout,
+        settings.idle_timeout,
     ));
     let body_timeout = settings.body_read_timeout;
     let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use axum::http::{HeaderName, HeaderValue};
-use handover_providers::{Fields, Passthrough, StreamEvent};
+use handover_providers::{Fields, Passthrough, StreamEvent, Usage};
 use handover_router::route::{Attempt, AttemptResult, Skip};
 use serde::Serialize;
 use serde_json::Value;
@@ -103,6 +103,12 @@ pub(crate) struct Chunker {
     /// written once, not serialized with every chunk. `None` after one of
     /// them changes; rebuilt by the next chunk.
     shared: Option<String>,
+    /// The latest usage the provider reported (when the client asked for
+    /// it), written once, as the last chunk before `[DONE]`: some
+    /// providers (Gemini's native stream, vLLM's continuous usage) report
+    /// a running total on every chunk, and clients that add up the usage
+    /// chunks of a stream (LangChain does) would count it many times.
+    usage: Option<Usage>,
 }
 
 /// What a chunk's `delta` holds (besides a waiting [`Passthrough`]'s
@@ -184,6 +190,7 @@ impl Chunker {
             first_top: None,
             pending: None,
             shared: None,
+            usage: None,
         }
     }
 
@@ -439,17 +446,22 @@ impl Encoder for Chunker {
             StreamEvent::Usage(u) => {
                 self.flush(out);
                 if self.include_usage {
-                    let mut usage = Vec::with_capacity(128);
-                    u.write_openai_json(&mut usage);
-                    Self::write(out, self.shared(), None, Some(("usage", &usage)));
+                    self.usage = Some(u);
                 }
             }
             _ => self.flush(out),
         }
     }
 
+    /// The waiting fields, then the one usage chunk (the provider's
+    /// latest report), then `[DONE]`.
     fn complete(&mut self, out: &mut SseText) {
         self.flush(out);
+        if let Some(u) = self.usage.take() {
+            let mut usage = Vec::with_capacity(128);
+            u.write_openai_json(&mut usage);
+            Self::write(out, self.shared(), None, Some(("usage", &usage)));
+        }
         out.done();
     }
 

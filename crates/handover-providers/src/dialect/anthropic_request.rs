@@ -10,15 +10,15 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
-use super::translate::{call_arguments, content_blocks, data_url, is_off, sampling};
+use super::translate::{OPENAI_HINTS, call_arguments, content_blocks, data_url, is_off, sampling};
 use crate::request::{ChatRequest, Content, ContentPart, Message, Role, ToolChoice};
 
 /// Output limit sent when the request sets none (the API requires one).
 pub(crate) const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// OpenAI parameters with no Messages API counterpart that change nothing
-/// a caller relies on; they are dropped (as are `null`s, `n: 1`,
-/// `logprobs: false` and a `text` response format). Every other unknown parameter is
+/// a caller relies on; they are dropped (as are [`OPENAI_HINTS`], `null`s, `n: 1`,
+/// `logprobs: false`, a `text` response format and text-only `modalities`). Every other unknown parameter is
 /// forwarded, so Anthropic refuses it by name rather than Handover
 /// silently ignoring it.
 const DROPPED: &[&str] = &[
@@ -74,7 +74,7 @@ pub(crate) fn request_body(
     }
     for (k, v) in &req.extra {
         match k.as_str() {
-            k if DROPPED.contains(&k) => {}
+            k if DROPPED.contains(&k) || OPENAI_HINTS.contains(&k) => {}
             k if is_off(k, v) => {}
             // OpenAI's `metadata` (stored-completion tags) is not
             // Anthropic's (only `user_id`).

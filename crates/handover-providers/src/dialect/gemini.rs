@@ -31,7 +31,9 @@ use super::{
     gemini_answer::{Envelope, WireAnswer, retry_delay, thought_signature, wire_error},
     gemini_stream::ChunkDecoder,
     path_segment, secret_header,
-    translate::{call_arguments, content_blocks, data_url, invalid, is_off, sampling},
+    translate::{
+        OPENAI_HINTS, call_arguments, content_blocks, data_url, invalid, is_off, sampling,
+    },
 };
 use crate::{
     classify,
@@ -42,7 +44,7 @@ use crate::{
 };
 
 /// OpenAI parameters with no Gemini counterpart that change nothing a
-/// caller relies on; they are dropped. Every other unknown parameter is
+/// caller relies on; they are dropped, as are [`OPENAI_HINTS`]. Every other unknown parameter is
 /// forwarded, so Gemini refuses it by name rather than Handover silently
 /// ignoring it.
 const DROPPED: &[&str] = &["store", "service_tier", "metadata", "parallel_tool_calls"];
@@ -151,7 +153,7 @@ pub(crate) fn request_body(req: &ChatRequest) -> Result<Value, Untranslatable> {
     }
     for (k, v) in &req.extra {
         match k.as_str() {
-            k if DROPPED.contains(&k) || is_off(k, v) => {}
+            k if DROPPED.contains(&k) || OPENAI_HINTS.contains(&k) || is_off(k, v) => {}
             k if CONFIG.iter().any(|(o, _)| *o == k) => {}
             "response_format" | "n" => {}
             _ => {

@@ -70,12 +70,25 @@ pub(crate) fn call_arguments(c: &ToolCall, i: usize, j: usize) -> Result<Value, 
 /// Explicit "off" values of OpenAI-only parameters (SDKs and frameworks
 /// send them): `null`, `n: 1`, `logprobs: false`, `top_logprobs: 0`, a
 /// `text` response format. Dropping them asks nothing and loses nothing.
+/// OpenAI hints about the caller and caching, with no counterpart in
+/// another vendor's API and nothing a caller relies on in the answer:
+/// dropped for Anthropic and Gemini as `store` is (a fallback there would
+/// otherwise fail on a field the client sends every turn). `prediction`
+/// is a latency hint, dropped likewise.
+pub(crate) const OPENAI_HINTS: &[&str] = &[
+    "safety_identifier",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "prediction",
+];
+
 pub(crate) fn is_off(key: &str, v: &Value) -> bool {
     v.is_null()
         || (key == "n" && v == &json!(1))
         || (key == "logprobs" && v == &json!(false))
         || (key == "top_logprobs" && v.as_f64() == Some(0.0))
         || (key == "response_format" && v == &json!({"type": "text"}))
+        || (key == "modalities" && v == &json!(["text"]))
 }
 
 /// `data:MIME;base64,DATA` as (MIME, DATA).

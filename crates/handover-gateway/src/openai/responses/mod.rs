@@ -11,30 +11,31 @@
 //! `temperature`, `top_p`, `parallel_tool_calls`, `top_logprobs` and
 //! `include: ["message.output_text.logprobs"]` (the chat answer's token
 //! logprobs become each `output_text`'s), `user`, `service_tier`,
+//! `safety_identifier`, `prompt_cache_key`, `prompt_cache_retention`,
 //! `truncation: "disabled"`. Handover keeps no responses: `store` is answered
-//! `false`, and `store: true`, `previous_response_id` and item references
-//! are refused with 400 `unsupported_parameter` — send the whole input each
-//! turn. Each provider is reached through its own API: an OpenAI provider
-//! configured with `api = "responses"` through its Responses endpoint (the
+//! `false`, and `store: true`, `previous_response_id`, a `conversation`,
+//! `background: true` and item references are refused with 400
+//! `unsupported_parameter` — send the whole input each turn. Each provider
+//! is reached through its own API: an OpenAI provider configured with `api = "responses"` through its Responses endpoint (the
 //! chat request translated back by its adapter), others through Chat
 //! Completions or their vendor's API.
 
+mod input;
 mod output;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use handover_providers::{
-    ChatRequest, Content, ContentPart, Message, Role, Tool, ToolCall, ToolChoice,
-};
+use handover_providers::{ChatRequest, Message};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::chat::{now_secs, start};
 use crate::api_error::ApiError;
 use crate::auth::Client;
-use crate::body::{RawBody, from_value};
+use crate::body::RawBody;
 use crate::state::GatewayState;
+use input::{input_item, response_format, tool, tool_choice};
 use output::{Echo, ResponsesEncoder, response_object};
 
 /// A failed call as the Responses client should read it: the chat
@@ -83,7 +84,7 @@ struct ResponsesRequest {
     #[serde(default)]
     text: Option<Map<String, Value>>,
     #[serde(default)]
-    reasoning: Option<Value>,
+    reasoning: Option<Map<String, Value>>,
     #[serde(default, deserialize_with = "handover_providers::whole::optional")]
     max_output_tokens: Option<u32>,
     #[serde(default)]
@@ -99,7 +100,7 @@ struct ResponsesRequest {
     #[serde(default)]
     previous_response_id: Option<String>,
     #[serde(default)]
-    metadata: Option<Value>,
+    metadata: Option<Map<String, Value>>,
     #[serde(default)]
     user: Option<String>,
     #[serde(default)]
@@ -114,6 +115,21 @@ struct ResponsesRequest {
     #[serde(default)]
     #[allow(dead_code)]
     stream_options: Option<StreamOptions>,
+    // Hints the chat request has under the same names: forwarded.
+    #[serde(default)]
+    safety_identifier: Option<String>,
+    #[serde(default)]
+    prompt_cache_key: Option<String>,
+    #[serde(default)]
+    prompt_cache_retention: Option<String>,
+    // Features of stored or background responses: only their "off"
+    // value (false, null) is accepted.
+    #[serde(default)]
+    background: Option<bool>,
+    #[serde(default)]
+    conversation: Option<Value>,
+    #[serde(default)]
+    max_tool_calls: Option<Value>,
 }
 
 /// `stream_options`: the one option there is. Obfuscation pads events
@@ -219,6 +235,24 @@ pub(crate) async fn create(
             "Handover keeps no responses; send the whole input each turn",
         ));
     }
+    if r.conversation.as_ref().is_some_and(|c| !c.is_null()) {
+        return Err(unsupported(
+            "conversation",
+            "Handover keeps no conversations; send the whole input each turn",
+        ));
+    }
+    if r.background == Some(true) {
+        return Err(unsupported(
+            "background",
+            "Handover runs no background responses; send background: false (or omit it)",
+        ));
+    }
+    if r.max_tool_calls.as_ref().is_some_and(|m| !m.is_null()) {
+        return Err(unsupported(
+            "max_tool_calls",
+            "only function tools are served, and a chat request cannot cap its tool calls",
+        ));
+    }
     let stream = r.stream.unwrap_or(false);
     let logprobs = options(&r)?;
     let (model, mut request, echo) = translate(r, logprobs)?;
@@ -283,8 +317,15 @@ fn translate(r: ResponsesRequest, logprobs: bool) -> Result<(String, ChatRequest
     if let Some(p) = r.parallel_tool_calls {
         extra.insert("parallel_tool_calls".into(), p.into());
     }
-    if let Some(t) = &r.service_tier {
-        extra.insert("service_tier".into(), t.as_str().into());
+    for (k, v) in [
+        ("service_tier", &r.service_tier),
+        ("safety_identifier", &r.safety_identifier),
+        ("prompt_cache_key", &r.prompt_cache_key),
+        ("prompt_cache_retention", &r.prompt_cache_retention),
+    ] {
+        if let Some(v) = v {
+            extra.insert(k.into(), v.as_str().into());
+        }
     }
     if logprobs {
         extra.insert("logprobs".into(), true.into());
@@ -316,229 +357,13 @@ fn translate(r: ResponsesRequest, logprobs: bool) -> Result<(String, ChatRequest
             .map_or_else(|| json!({"format": {"type": "text"}}), Value::Object),
         reasoning: r
             .reasoning
-            .unwrap_or_else(|| json!({"effort": null, "summary": null})),
+            .map_or_else(|| json!({"effort": null, "summary": null}), Value::Object),
         parallel_tool_calls: r.parallel_tool_calls.unwrap_or(true),
         temperature: r.temperature,
         top_p: r.top_p,
         max_output_tokens: r.max_output_tokens,
-        metadata: r.metadata.unwrap_or_else(|| json!({})),
+        metadata: r.metadata.map_or_else(|| json!({}), Value::Object),
         user: r.user,
     };
     Ok((r.model, request, echo))
-}
-
-/// One `input` item, appended as chat messages.
-fn input_item(i: usize, item: Value, messages: &mut Vec<Message>) -> Result<(), ApiError> {
-    let kind = item
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or(if item.get("role").is_some() {
-            "message"
-        } else {
-            ""
-        })
-        .to_owned();
-    let field = |name: &str| -> Result<String, ApiError> {
-        item.get(name)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    "invalid_field",
-                    format!("input[{i}].{name}"),
-                    format!("input[{i}].{name}: a string is required"),
-                )
-            })
-    };
-    match kind.as_str() {
-        "message" => messages.push(input_message(i, &item)?),
-        "function_call" => {
-            let call = ToolCall {
-                id: field("call_id")?,
-                name: field("name")?,
-                arguments: field("arguments")?,
-                ..ToolCall::default()
-            };
-            match messages.last_mut() {
-                Some(m) if m.role == Role::Assistant => m.tool_calls.push(call),
-                _ => messages.push(Message::assistant_tool_calls(None, vec![call])),
-            }
-        }
-        "function_call_output" => {
-            let output = match item.get("output") {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Array(parts)) => parts
-                    .iter()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str))
-                    .collect(),
-                _ => field("output")?,
-            };
-            messages.push(Message::tool_result(field("call_id")?, output));
-        }
-        // Opaque state of the provider that produced it; another provider
-        // (a fallback) could not read it.
-        "reasoning" => {}
-        _ => {
-            return Err(unsupported(
-                &format!("input[{i}].type"),
-                "only message, function_call, function_call_output and reasoning items",
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn input_message(i: usize, item: &Value) -> Result<Message, ApiError> {
-    let role: Role =
-        from_value(item.get("role").cloned().unwrap_or(Value::Null)).map_err(|_| {
-            ApiError::invalid(
-                "invalid_field",
-                format!("input[{i}].role"),
-                format!("input[{i}].role: expected user, system, developer or assistant"),
-            )
-        })?;
-    let content = match item.get("content") {
-        Some(Value::String(s)) => Content::Text(s.clone()),
-        Some(Value::Array(parts)) => {
-            let mut out = Vec::new();
-            for (j, p) in parts.iter().enumerate() {
-                out.push(content_part(i, j, p)?);
-            }
-            if role == Role::Assistant || out.iter().all(|p| p.kind == "text") {
-                Content::Text(out.iter().filter_map(|p| p.text.as_deref()).collect())
-            } else {
-                Content::Parts(out)
-            }
-        }
-        _ => {
-            return Err(ApiError::invalid(
-                "invalid_field",
-                format!("input[{i}].content"),
-                format!("input[{i}].content: a string or content parts are required"),
-            ));
-        }
-    };
-    let mut m = Message::user(String::new());
-    m.role = role;
-    m.content = Some(content);
-    Ok(m)
-}
-
-fn content_part(i: usize, j: usize, p: &Value) -> Result<ContentPart, ApiError> {
-    let kind = p.get("type").and_then(Value::as_str).unwrap_or_default();
-    let text = |t: Option<&Value>| t.and_then(Value::as_str).map(str::to_owned);
-    let mut extra = Map::new();
-    let kind = match kind {
-        "input_text" | "output_text" | "text" => {
-            return Ok(ContentPart {
-                kind: "text".into(),
-                text: text(p.get("text")),
-                extra,
-            });
-        }
-        "refusal" => {
-            return Ok(ContentPart {
-                kind: "text".into(),
-                text: text(p.get("refusal")),
-                extra,
-            });
-        }
-        "input_image" => {
-            let mut image = Map::new();
-            image.insert(
-                "url".into(),
-                p.get("image_url").cloned().unwrap_or(Value::Null),
-            );
-            if let Some(d) = p.get("detail") {
-                image.insert("detail".into(), d.clone());
-            }
-            extra.insert("image_url".into(), Value::Object(image));
-            "image_url"
-        }
-        "input_file" => {
-            let mut file = p.as_object().cloned().unwrap_or_default();
-            file.shift_remove("type");
-            extra.insert("file".into(), Value::Object(file));
-            "file"
-        }
-        _ => {
-            return Err(unsupported(
-                &format!("input[{i}].content[{j}].type"),
-                "only input_text, output_text, refusal, input_image and input_file parts",
-            ));
-        }
-    };
-    Ok(ContentPart {
-        kind: kind.into(),
-        text: None,
-        extra,
-    })
-}
-
-fn tool(i: usize, t: &Value) -> Result<Tool, ApiError> {
-    if t.get("type").and_then(Value::as_str) != Some("function") {
-        return Err(unsupported(
-            &format!("tools[{i}].type"),
-            "only function tools",
-        ));
-    }
-    let name = t.get("name").and_then(Value::as_str).ok_or_else(|| {
-        ApiError::invalid(
-            "invalid_field",
-            format!("tools[{i}].name"),
-            format!("tools[{i}].name: a string is required"),
-        )
-    })?;
-    let mut tool = Tool::function(
-        name,
-        t.get("description")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        t.get("parameters")
-            .cloned()
-            .filter(|p| !p.is_null())
-            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-    );
-    tool.strict = t.get("strict").and_then(Value::as_bool);
-    Ok(tool)
-}
-
-fn tool_choice(v: &Value) -> Result<ToolChoice, ApiError> {
-    let bad = || {
-        unsupported(
-            "tool_choice",
-            "only auto, none, required or {\"type\": \"function\", \"name\": ...}",
-        )
-    };
-    match v {
-        Value::String(s) => match s.as_str() {
-            "auto" => Ok(ToolChoice::Auto),
-            "none" => Ok(ToolChoice::None),
-            "required" => Ok(ToolChoice::Required),
-            _ => Err(bad()),
-        },
-        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => o
-            .get("name")
-            .and_then(Value::as_str)
-            .map(|n| ToolChoice::Function(n.to_owned()))
-            .ok_or_else(bad),
-        _ => Err(bad()),
-    }
-}
-
-/// `text.format` as a chat `response_format` (`None` for plain text).
-fn response_format(f: &Value) -> Result<Option<Value>, ApiError> {
-    match f.get("type").and_then(Value::as_str) {
-        None | Some("text") => Ok(None),
-        Some("json_object") => Ok(Some(json!({"type": "json_object"}))),
-        Some("json_schema") => {
-            let mut schema = f.as_object().cloned().unwrap_or_default();
-            schema.shift_remove("type");
-            Ok(Some(json!({"type": "json_schema", "json_schema": schema})))
-        }
-        Some(_) => Err(unsupported(
-            "text.format.type",
-            "only text, json_object and json_schema",
-        )),
-    }
 }

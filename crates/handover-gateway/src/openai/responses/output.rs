@@ -9,6 +9,7 @@ use handover_providers::{
 use serde_json::{Value, json};
 
 use super::super::stream::{Encoder, SseText};
+use super::input::EXTRA_CONTENT;
 use crate::api_error::ApiError;
 use handover_router::RouterError;
 
@@ -64,9 +65,16 @@ fn token_logprobs(p: &Passthrough) -> Value {
         .unwrap_or_else(|| json!([]))
 }
 
+/// A `function_call` item; a call's `extra_content` (Gemini 3's thought
+/// signature, which the next turn must send back) rides on it as on a
+/// chat tool call, and comes back in on the client's copy of the item.
 fn call_item(id: &str, n: usize, c: &ToolCall, status: &str) -> Value {
-    json!({"type": "function_call", "id": call_item_id(id, n), "call_id": c.id,
-        "name": c.name, "arguments": c.arguments, "status": status})
+    let mut item = json!({"type": "function_call", "id": call_item_id(id, n), "call_id": c.id,
+        "name": c.name, "arguments": c.arguments, "status": status});
+    if let Some(extra) = c.extra.value(EXTRA_CONTENT) {
+        item[EXTRA_CONTENT] = extra;
+    }
+    item
 }
 
 /// The output items of an answer: its message (text or refusal), then its
