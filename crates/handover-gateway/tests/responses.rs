@@ -9,23 +9,10 @@ mod support;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::{CLIENT_A, Running};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::{MockServer, ResponseTemplate};
 
 async fn setup(reply: ResponseTemplate) -> (Running, MockServer) {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(reply)
-        .mount(&server)
-        .await;
-    let mut c = format!(
-        "\n[providers.p]\nkind = \"openai_compatible\"\nbase_url = \"{}/v1\"\nmodel = \"p-model\"\n",
-        server.uri()
-    );
-    c.push_str(&support::policy("default", &["p"], "first_token"));
-    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
-    (Running::start(&c).await, server)
+    support::one_provider(reply).await
 }
 
 async fn post(gw: &Running, body: &Value) -> reqwest::Response {

@@ -11,27 +11,16 @@ mod support;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::{CLIENT_A, Running};
-use wiremock::matchers::{method, path};
+use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 async fn setup() -> (Running, MockServer) {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": "p-model",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3}})))
-        .mount(&server)
-        .await;
-    let mut c = format!(
-        "\n[providers.p]\nkind = \"openai_compatible\"\nbase_url = \"{}/v1\"\nmodel = \"p-model\"\n",
-        server.uri()
-    );
-    c.push_str(&support::policy("default", &["p"], "first_token"));
-    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
-    (Running::start(&c).await, server)
+    support::one_provider(ResponseTemplate::new(200).set_body_json(json!({
+        "id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": "p-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3}})))
+    .await
 }
 
 async fn post(gw: &Running, body: &Value) -> (StatusCode, Value) {

@@ -242,6 +242,28 @@ pub(crate) fn metric(text: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
+/// A gateway whose one provider `p` (OpenAI-compatible, `p-model`) is a
+/// wiremock server answering every chat call with `reply`, under the
+/// policy `default`.
+pub(crate) async fn one_provider(
+    reply: wiremock::ResponseTemplate,
+) -> (Running, wiremock::MockServer) {
+    use wiremock::matchers::{method, path};
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(reply)
+        .mount(&server)
+        .await;
+    let mut c = format!(
+        "\n[providers.p]\nkind = \"openai_compatible\"\nbase_url = \"{}/v1\"\nmodel = \"p-model\"\n",
+        server.uri()
+    );
+    c.push_str(&policy("default", &["p"], "first_token"));
+    c.push_str(&gateway_section(1 << 20, "5s", ""));
+    (Running::start(&c).await, server)
+}
+
 /// A provider entry for `base_url`.
 pub(crate) fn provider(name: &str, base_url: &str) -> String {
     format!(
