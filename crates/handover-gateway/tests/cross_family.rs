@@ -72,6 +72,16 @@ const TO_GEMINI: Fallback = ("gemini", "gemini", "gemini-2.5-flash");
 
 /// An OpenAI primary, then the fallback.
 async fn gateway(primary: &MockServer, fallback: &MockServer, to: Fallback) -> Running {
+    gateway_with(primary, fallback, to, "").await
+}
+
+/// [`gateway`] with `extra` lines in the fallback's section.
+async fn gateway_with(
+    primary: &MockServer,
+    fallback: &MockServer,
+    to: Fallback,
+    extra: &str,
+) -> Running {
     let (name, kind, model) = to;
     let c = format!(
         r#"
@@ -84,6 +94,7 @@ model = "gpt-4.1"
 kind = "{kind}"
 base_url = "{fallback}/v1"
 model = "{model}"
+{extra}
 {policy}{gateway}"#,
         primary = primary.uri(),
         fallback = fallback.uri(),
@@ -516,4 +527,43 @@ async fn an_untranslatable_history_with_the_fallback_briefly_out_is_a_502() {
     assert_eq!(resp.status(), StatusCode::BAD_GATEWAY, "{attempts}");
     claude.verify().await;
     openai.verify().await;
+}
+
+/// The OpenAI Agents SDK makes every tool `strict`. An Anthropic fallback
+/// declared to have structured outputs (Claude 4.5 and later:
+/// `supports = { structured_outputs = true }`) takes such a request as a
+/// strict tool use, and the conversation goes on there; by default the
+/// kind is not assumed to have them and the fallback is skipped (fourth
+/// gateway probe).
+#[tokio::test]
+async fn strict_tools_reach_an_anthropic_fallback_declared_to_have_structured_outputs() {
+    let primary = failing_primary().await;
+    let claude = claude(ResponseTemplate::new(200).set_body_json(json!({
+        "id": "msg_01", "type": "message", "role": "assistant", "model": CLAUDE,
+        "content": [{"type": "text", "text": "K-701 is in transit."}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 100, "output_tokens": 6}
+    })))
+    .await;
+    let declared = "supports = { structured_outputs = true }";
+    let gw = gateway_with(&primary, &claude, TO_CLAUDE, declared).await;
+    let mut body = conversation(false);
+    for tool in body["tools"].as_array_mut().unwrap() {
+        tool["function"]["strict"] = json!(true);
+    }
+    let resp = gw
+        .http
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(CLIENT_A)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["x-handover-provider"], "claude");
+    claude.verify().await;
+    let sent: Value =
+        serde_json::from_slice(&claude.received_requests().await.unwrap()[0].body).unwrap();
+    assert_eq!(sent["tools"][0]["strict"], json!(true), "{sent}");
+    assert_eq!(sent["tools"][1]["strict"], json!(true), "{sent}");
 }

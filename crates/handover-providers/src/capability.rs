@@ -100,8 +100,10 @@ impl ProviderKind {
     /// OpenAI) honour them all; an OpenAI-compatible endpoint is taken to
     /// speak the whole API (it receives the request as sent); DeepSeek
     /// documents JSON mode and log probabilities only. Anthropic's Messages
-    /// API has no JSON mode, `response_format` schemas, strict tools, log
-    /// probabilities, reasoning effort, audio or file parts; it honours
+    /// API has no JSON mode, log probabilities, reasoning effort, audio or
+    /// file parts, and structured outputs (schemas, strict tools) only on
+    /// Claude 4.5 and later, so they are not assumed (a provider declares
+    /// them: `supports = { structured_outputs = true }`); it honours
     /// images (sent as image blocks) and `parallel_tool_calls` (as
     /// `disable_parallel_tool_use`). Gemini honours JSON mode
     /// (`responseMimeType`), images (inline data or file URIs); it does not

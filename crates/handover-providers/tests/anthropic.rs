@@ -330,3 +330,49 @@ async fn streamed_tool_call_without_arguments_reads_as_empty_object() {
     assert_eq!(usage.cached_input_tokens, Some(3));
     server.verify().await;
 }
+
+/// Structured outputs reach a provider declared to have them (Claude 4.5
+/// and later): a strict tool as a strict tool, a JSON schema response
+/// format as `output_config.format` beside the request's own
+/// `output_config` members. Before, the tool went out without `strict`
+/// (a weaker request) and the format as an unknown `response_format`.
+#[tokio::test]
+async fn strict_tools_and_json_schema_formats_become_anthropic_structured_outputs() {
+    let (server, p) = answering(bodies::a_success()).await;
+    let mut strict = shipment_tool();
+    strict.strict = Some(true);
+    let mut req = ChatRequest::new(vec![Message::user("ship order 1042")]);
+    req.tools = vec![strict, shipment_tool()];
+    let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}},
+                        "required": ["ok"], "additionalProperties": false});
+    req.extra.insert(
+        "response_format".into(),
+        json!({"type": "json_schema", "json_schema": {"name": "r", "strict": true, "schema": schema}}),
+    );
+    req.extra
+        .insert("output_config".into(), json!({"effort": "low"}));
+    p.chat(&req, &CallOptions::default()).await.unwrap();
+    let body = &sent(&server).await[0];
+    assert_eq!(body["tools"][0]["strict"], json!(true));
+    assert!(body["tools"][1].get("strict").is_none(), "{body}");
+    assert_eq!(
+        body["output_config"],
+        json!({"effort": "low", "format": {"type": "json_schema", "schema": schema}})
+    );
+    assert!(body.get("response_format").is_none(), "{body}");
+
+    // A schema format without its schema cannot be held to one: refused
+    // before sending, naming the field.
+    req.extra.insert(
+        "response_format".into(),
+        json!({"type": "json_schema", "json_schema": {"name": "r"}}),
+    );
+    let err = p.chat(&req, &CallOptions::default()).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::InvalidRequest);
+    assert!(!err.was_sent());
+    assert_eq!(
+        err.request_field(),
+        Some("response_format.json_schema.schema")
+    );
+    assert_eq!(sent(&server).await.len(), 1, "nothing more was sent");
+}

@@ -10,7 +10,9 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
-use super::translate::{OPENAI_HINTS, call_arguments, content_blocks, data_url, is_off, sampling};
+use super::translate::{
+    OPENAI_HINTS, call_arguments, content_blocks, data_url, invalid, is_off, sampling,
+};
 use crate::request::{ChatRequest, Content, ContentPart, Message, Role, ToolChoice};
 
 /// Output limit sent when the request sets none (the API requires one).
@@ -53,6 +55,11 @@ pub(crate) fn request_body(
             if let Some(d) = &t.description {
                 tool["description"] = d.as_str().into();
             }
+            // Strict tool use: the arguments are held to the schema, as
+            // OpenAI's `strict` holds them (never a weaker request).
+            if t.strict == Some(true) {
+                tool["strict"] = true.into();
+            }
             tool
         });
         body.insert("tools".into(), tools.collect());
@@ -72,10 +79,14 @@ pub(crate) fn request_body(
     if let Some(user) = &req.user {
         body.insert("metadata".into(), json!({"user_id": user}));
     }
+    let mut format = None;
     for (k, v) in &req.extra {
         match k.as_str() {
             k if DROPPED.contains(&k) || OPENAI_HINTS.contains(&k) => {}
             k if is_off(k, v) => {}
+            "response_format" if v.get("type") == Some(&json!("json_schema")) => {
+                format = Some(json_schema_format(v)?);
+            }
             // OpenAI's `metadata` (stored-completion tags) is not
             // Anthropic's (only `user_id`).
             "metadata" if body.contains_key("metadata") || !anthropic_metadata(v) => {}
@@ -84,10 +95,35 @@ pub(crate) fn request_body(
             }
         }
     }
+    if let Some(format) = format {
+        // Into the request's own `output_config` (its `effort`, say), if
+        // it sent one.
+        let config = body
+            .entry("output_config")
+            .or_insert_with(|| Value::Object(Map::new()));
+        let Some(config) = config.as_object_mut() else {
+            return Err(invalid("output_config", "must be an object"));
+        };
+        config.insert("format".into(), format);
+    }
     if stream {
         body.insert("stream".into(), true.into());
     }
     Ok(Value::Object(body))
+}
+
+/// OpenAI's `response_format: {type: json_schema, json_schema: {schema}}`
+/// as Anthropic's structured output, `output_config.format`: the answer's
+/// text held to the schema. (Only a provider declared to have structured
+/// outputs receives one: see `ProviderKind::supports`.)
+fn json_schema_format(rf: &Value) -> Result<Value, Untranslatable> {
+    let Some(schema) = rf.pointer("/json_schema/schema").filter(|s| s.is_object()) else {
+        return Err(invalid(
+            "response_format.json_schema.schema",
+            "Anthropic's structured outputs need the schema as an object",
+        ));
+    };
+    Ok(json!({"type": "json_schema", "schema": schema}))
 }
 
 fn anthropic_metadata(v: &Value) -> bool {
