@@ -312,9 +312,10 @@ impl Protocol {
 /// lease passed or a newer claim took over (fencing), or the operation is
 /// in a state a dispatch's outcome cannot move (decided meanwhile).
 /// (`claimed` or `dispatched` under the same epoch is a door's protocol
-/// error, not a late report.)
+/// error, not a late report; so is a report under another holder's claim,
+/// which is no report of this dispatch at all.)
 fn closed(e: &LedgerError) -> bool {
-    e.is_stale()
+    (e.is_stale() && !matches!(e, LedgerError::NotHolder { .. }))
         || matches!(e, LedgerError::IllegalTransition { from, .. }
             if !matches!(from, StateKind::Claimed | StateKind::Dispatched))
 }
