@@ -112,3 +112,30 @@ async fn a_racing_client_cannot_write_under_the_winners_epoch() {
     let after = gw.operation("K-1").await;
     assert_eq!(after["operation"]["state"]["result"], json!({"by": "a"}));
 }
+
+/// A dispatch's `executor` is the client's own label, recorded under the
+/// client's name: a client cannot write `operator:olga` or `reconciler`
+/// into the attempt log a reviewer reads (probe finding).
+#[tokio::test]
+async fn a_dispatch_executor_is_recorded_under_the_clients_name() {
+    let gw = Running::start(&config()).await;
+    for (key, executor, expected) in [
+        ("K-2", Some("operator:olga"), "client:a/operator:olga"),
+        ("K-3", None, "client:a"),
+    ] {
+        let body = json!({"action": "ship", "params": {"order": key}});
+        let (st, v) = gw
+            .post_json(CLIENT_A, "/v1/operations", Some(key), body)
+            .await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        let mut dispatch = json!({"epoch": v["claim"]["epoch"]});
+        if let Some(e) = executor {
+            dispatch["executor"] = json!(e);
+        }
+        let path = format!("/v1/operations/{key}/dispatch");
+        let (st, v) = gw.post_json(CLIENT_A, &path, None, dispatch).await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        let (_, _, attempts) = recorded(&gw, key).await;
+        assert_eq!(attempts[0]["executor"], expected, "{attempts}");
+    }
+}

@@ -211,8 +211,15 @@ pub(crate) async fn dispatch(
     // Past the task's deadline nothing is dispatched (the claim stays the
     // caller's to give back with `abandoned`).
     let task = crate::task::for_operation(&state, &client, &headers, true).await?;
+    // The attempt names the client, whatever it calls its executor: a
+    // client must not be able to write `operator:alice` or `reconciler`
+    // into the attempt log a reviewer reads.
+    let executor = match body.executor {
+        Some(own) => format!("{}/{own}", holder(&client)),
+        None => holder(&client),
+    };
     let dispatch = Dispatch {
-        executor: body.executor.unwrap_or_else(|| holder(&client)),
+        executor,
         metadata: body.metadata,
     };
     let attempt = match state.protocol().mark_dispatched(&claim, dispatch).await {
