@@ -197,6 +197,10 @@ impl ApiError {
                 Self::new(StatusCode::CONFLICT, "conflict_error", "stale_claim", msg)
                     .with_param("epoch")
             }
+            LedgerError::NotHolder { .. } => {
+                Self::new(StatusCode::CONFLICT, "conflict_error", "not_holder", msg)
+                    .with_param("epoch")
+            }
             LedgerError::LeaseExpired { .. } => {
                 Self::new(StatusCode::CONFLICT, "conflict_error", "lease_expired", msg)
                     .with_param("epoch")

@@ -92,7 +92,7 @@ pub fn app(state: GatewayState) -> axum::Router {
         .route("/v1/responses", post(openai::responses::create))
         .route("/v1/models", get(openai::models::list))
         .route("/v1/models/{*model}", get(openai::models::get))
-        .route("/v1/operations", post(ops::begin).get(ops::list))
+        .route("/v1/operations", post(ops::begin).get(ops::list::list))
         .route("/v1/operations/{key}", get(ops::get))
         .route("/v1/operations/{key}/approve", post(ops::approve))
         .route("/v1/operations/{key}/dispatch", post(ops::dispatch))

@@ -264,3 +264,47 @@ async fn a_record_with_other_parameters_goes_to_review() {
     assert_eq!(lookups(&dest).await, 1);
     assert_eq!(sends(&dest).await, 1);
 }
+
+/// A record with the approved parameters whose result the ledger cannot
+/// record (an integer beyond 2^53, nesting past the limit) proves the
+/// effect: the operation goes to review saying so, once, instead of
+/// staying unknown and being looked up on every pass for ever (probe
+/// finding); it is neither confirmed with a made-up result nor rejected.
+#[tokio::test]
+async fn a_found_record_that_cannot_be_recorded_goes_to_review() {
+    let dest = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/shipments"))
+        .respond_with(ResponseTemplate::new(201).set_delay(Duration::from_secs(30)))
+        .mount(&dest)
+        .await;
+    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_700_000_000_000)));
+    let mut gw = Running::start_on_clock_with_env(&config(&dest.uri()), clock.clone(), env).await;
+    let deep = format!("{}{}", "[".repeat(40), "]".repeat(40));
+    for (key, extra) in [("K-big", "9007199254740993".to_owned()), ("K-deep", deep)] {
+        let params = json!({"order": key, "sku": "A", "quantity": 1});
+        let dkey = lost_confirmation(&gw, &dest, key, params).await;
+        let body = format!(r#"{{"items": [{{"id": "S-1", "sku": "A", "qty": 1, "x": {extra}}}]}}"#);
+        Mock::given(method("GET"))
+            .and(path("/shipments"))
+            .and(query_param("reference", dkey.as_str()))
+            .respond_with(ResponseTemplate::new(200).set_body_raw(body, "application/json"))
+            .mount(&dest)
+            .await;
+    }
+    clock.advance(Duration::from_secs(5));
+    gw.passes(2).await;
+    for key in ["K-big", "K-deep"] {
+        let s = state(&gw, key).await;
+        assert_eq!(s["state"], "unknown", "{s}");
+        assert_eq!(s["owner"], "review", "{s}");
+        assert_eq!(s["diverged"], false, "{s}");
+        let reason = s["reason"].as_str().unwrap();
+        assert!(reason.contains("cannot be recorded"), "{reason}");
+    }
+    // Review items are not looked up again; nothing was sent again.
+    clock.advance(Duration::from_secs(600));
+    gw.passes(2).await;
+    assert_eq!(lookups(&dest).await, 2);
+    assert_eq!(sends(&dest).await, 2);
+}

@@ -81,6 +81,21 @@ pub enum LedgerError {
         /// Latest epoch issued.
         current: Epoch,
     },
+    /// The claim of this epoch is someone else's: the write names the
+    /// current epoch but another holder. An epoch is a small counter that
+    /// anyone who can read the record sees, so it fences stale holders
+    /// only together with the holder's name.
+    #[error("operation {id}: the claim of epoch {epoch} is held by {holder}, not by {given}")]
+    NotHolder {
+        /// The identity.
+        id: OperationId,
+        /// The claim's epoch.
+        epoch: Epoch,
+        /// Who holds it.
+        holder: String,
+        /// Who presented it.
+        given: String,
+    },
     /// The claim's lease ran out before this write.
     #[error("lease of epoch {epoch} on operation {id} expired")]
     LeaseExpired {
@@ -135,9 +150,13 @@ impl LedgerError {
         matches!(self, Self::Unavailable { .. })
     }
 
-    /// The caller's claim no longer holds (superseded or expired): record nothing, send nothing.
+    /// The caller's claim does not hold (superseded, expired, or never
+    /// the caller's): record nothing, send nothing.
     pub fn is_stale(&self) -> bool {
-        matches!(self, Self::StaleEpoch { .. } | Self::LeaseExpired { .. })
+        matches!(
+            self,
+            Self::StaleEpoch { .. } | Self::LeaseExpired { .. } | Self::NotHolder { .. }
+        )
     }
 
     /// Another unresolved operation blocks sending this one (see

@@ -443,7 +443,12 @@ async fn one_failing_operation_is_recorded_and_skipped_and_the_pass_goes_on() {
         .script([Behaviour::ApplyAndDrop, Behaviour::ApplyAndDrop]);
     let bad = s
         .gate
-        .request("t", "K-bad", "create_shipment", &json!({"sku": "A"}))
+        .request(
+            "t",
+            "K-bad",
+            "create_shipment",
+            &json!({"sku": "A".repeat(200)}),
+        )
         .unwrap();
     let good = s
         .gate
@@ -457,21 +462,28 @@ async fn one_failing_operation_is_recorded_and_skipped_and_the_pass_goes_on() {
             .unwrap();
         assert!(matches!(out, PerformOutcome::Unresolved(_)), "{out:?}");
     }
-    // The destination's record for K-bad carries a number the ledger cannot
-    // record exactly: resolving it fails. K-good must still be resolved.
     let lookup = |ctx: LookupContext| async move {
-        let result = if ctx.operation.key.as_str() == "K-bad" {
-            json!({"id": "rec-bad", "serial": 9_007_199_254_740_993_u64})
-        } else {
-            json!({"id": "rec-good"})
-        };
         Ok(vec![FoundRecord {
             params: ctx.params,
-            result,
+            result: json!({"id": "rec"}),
         }])
     };
+    // The reconciler runs under a configuration whose parameter limit was
+    // lowered since K-bad was recorded: reconciling K-bad fails. K-good
+    // must still be resolved. (A found record whose result cannot be
+    // recorded is no failure: it goes to review, see the gateway's tests.)
+    let lowered = handover_router::config::Config::parse(
+        &format!("[ledger]\nbackend = \"memory\"\nmax_params_bytes = 100\n{SHIP}"),
+        &|_| None,
+    )
+    .unwrap();
+    let strict = handover_router::gate::WriteGate::new(
+        s.gate.ledger().clone(),
+        lowered,
+        Arc::new(s.clock.clone()),
+    );
     let hold = Duration::from_secs(60);
-    let rec = Reconciler::new(s.gate.clone(), Arc::new(s.clock.clone()))
+    let rec = Reconciler::new(strict, Arc::new(s.clock.clone()))
         .with_lookup("create_shipment", lookup)
         .with_hold(hold)
         .with_batch(1);

@@ -665,16 +665,32 @@ def list_operations(
     state: str, limit: int, after: str | None, headers: Mapping[str, str]
 ) -> Flow[list[Operation]]:
     """This client's operations in ``state`` (``all``: every state), oldest
-    first, at most ``limit``, after the operation keyed ``after``."""
-    query = {"state": state, "limit": str(limit)}
-    if after is not None:
+    first, at most ``limit``, after the operation keyed ``after``.
+
+    The server also ends a page at about 4 MiB (operations carry up to
+    64 KiB of parameters and as much result), with ``next``; such a page is
+    followed here until ``limit`` operations are read or the list ends, so
+    a page shorter than ``limit`` still means the end."""
+    if after is not None and not isinstance(after, str):
+        raise TypeError(f"after: expected str, got {type(after).__name__}")
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        raise TypeError(f"limit: expected int, got {type(limit).__name__}")
+    ops: list[Operation] = []
+    while True:
+        query = {"state": state, "limit": str(limit - len(ops))}
+        if after is not None:
+            query["after_key"] = after
+        ans = yield Request("GET", "/v1/operations", None, headers, query)
+        if ans.status != 200:
+            raise _unexpected(ans)
+        page = [Operation.from_json(r) for r in ans.body["operations"]]
+        ops.extend(page)
+        nxt = ans.body.get("next")
+        if not page or len(ops) >= limit or not isinstance(nxt, dict):
+            return ops
+        after = nxt.get("after_key")
         if not isinstance(after, str):
-            raise TypeError(f"after: expected str, got {type(after).__name__}")
-        query["after_key"] = after
-    ans = yield Request("GET", "/v1/operations", None, headers, query)
-    if ans.status != 200:
-        raise _unexpected(ans)
-    return [Operation.from_json(r) for r in ans.body["operations"]]
+            return ops
 
 
 def task_headers(task: str | None) -> dict[str, str]:

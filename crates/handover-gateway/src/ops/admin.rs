@@ -45,7 +45,7 @@ pub(crate) async fn list(
         after,
         ..ListFilter::default()
     };
-    super::list_answer(&state, &filter, true).await
+    super::list::list_answer(&state, &filter, true).await
 }
 
 pub(crate) async fn get(

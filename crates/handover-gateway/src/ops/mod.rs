@@ -19,14 +19,15 @@
 //! (I-JSON): otherwise 400 naming its path, and nothing is written.
 
 pub(crate) mod admin;
+pub(crate) mod list;
 pub(crate) mod pull;
 mod wire;
 
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use handover_ledger::{Claim, Dispatch, LedgerError, ListFilter, OperationId, OperationRecord};
+use handover_ledger::{Claim, Dispatch, LedgerError, OperationId, OperationRecord};
 use handover_router::RouterError;
 use handover_router::protocol::{Begun, NotStarted, Report};
 use serde_json::{Value, json};
@@ -35,7 +36,7 @@ use crate::api_error::ApiError;
 use crate::auth::Client;
 use crate::state::GatewayState;
 pub(crate) use wire::LedgerBody;
-use wire::{ApproveBody, BeginBody, DispatchBody, ListQuery, OutcomeBody, OutcomeKind};
+use wire::{ApproveBody, BeginBody, DispatchBody, OutcomeBody, OutcomeKind};
 
 /// The request header carrying the operation key.
 pub(crate) const KEY_HEADER: &str = "Idempotency-Key";
@@ -210,8 +211,15 @@ pub(crate) async fn dispatch(
     // Past the task's deadline nothing is dispatched (the claim stays the
     // caller's to give back with `abandoned`).
     let task = crate::task::for_operation(&state, &client, &headers, true).await?;
+    // The attempt names the client, whatever it calls its executor: a
+    // client must not be able to write `operator:alice` or `reconciler`
+    // into the attempt log a reviewer reads.
+    let executor = match body.executor {
+        Some(own) => format!("{}/{own}", holder(&client)),
+        None => holder(&client),
+    };
     let dispatch = Dispatch {
-        executor: body.executor.unwrap_or_else(|| holder(&client)),
+        executor,
         metadata: body.metadata,
     };
     let attempt = match state.protocol().mark_dispatched(&claim, dispatch).await {
@@ -366,78 +374,4 @@ pub(crate) async fn show(state: &GatewayState, id: &OperationId) -> Result<Respo
         200,
         json!({"status": rec.state.kind(), "operation": rec, "attempts": attempts}),
     ))
-}
-
-pub(crate) async fn list(
-    State(state): State<GatewayState>,
-    client: Client,
-    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Result<Response, ApiError> {
-    let Query(pairs) = query.map_err(query_error)?;
-    let q = ListQuery::from_pairs(pairs)?;
-    for (given, param) in [(&q.scope, "scope"), (&q.after_scope, "after_scope")] {
-        if given.is_some() {
-            return Err(ApiError::invalid(
-                "invalid_query",
-                param,
-                format!("{param}: the scope comes from the client token and cannot be chosen"),
-            ));
-        }
-    }
-    let after = match &q.after_key {
-        Some(key) => Some(
-            OperationId::new(client.scope.as_str(), key)
-                .map_err(|e| ApiError::invalid("invalid_query", "after_key", e.to_string()))?,
-        ),
-        None => None,
-    };
-    let filter = ListFilter {
-        state: wire::state_filter(q.state.as_deref())
-            .map_err(|m| ApiError::invalid("invalid_query", "state", m))?,
-        scope: Some(client.scope.clone()),
-        limit: Some(q.limit()?),
-        after,
-        ..ListFilter::default()
-    };
-    list_answer(&state, &filter, false).await
-}
-
-/// The operations `filter` lists, and when the page is full, `next`: the
-/// query parameters that ask for the page after it (with `after_scope`
-/// for an operator's list, which spans scopes). A page after an operation
-/// that no longer exists (purged between pages) is refused naming the
-/// cursor, not answered empty: an empty page would read as the end.
-pub(crate) async fn list_answer(
-    state: &GatewayState,
-    filter: &ListFilter,
-    across_scopes: bool,
-) -> Result<Response, ApiError> {
-    if let Some(after) = &filter.after {
-        let found = state
-            .ledger()
-            .get(after)
-            .await
-            .map_err(|e| ApiError::ledger(&e))?;
-        if found.is_none() {
-            return Err(ApiError::invalid(
-                "invalid_query",
-                "after_key",
-                "after_key: no such operation (purged since the previous page, or never begun); list again from the start",
-            ));
-        }
-    }
-    let ops = state
-        .ledger()
-        .list(filter)
-        .await
-        .map_err(|e| ApiError::ledger(&e))?;
-    let full = filter.limit.is_some_and(|n| ops.len() >= n);
-    let next = ops.last().filter(|_| full).map(|last| {
-        if across_scopes {
-            json!({"after_scope": last.id.scope, "after_key": last.id.key})
-        } else {
-            json!({"after_key": last.id.key})
-        }
-    });
-    Ok(json_status(200, json!({"operations": ops, "next": next})))
 }

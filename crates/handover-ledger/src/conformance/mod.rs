@@ -19,6 +19,7 @@
 mod approval;
 mod dispatch;
 mod errors;
+mod holder;
 mod lifecycle;
 mod list;
 mod resolution;
@@ -43,6 +44,7 @@ pub use errors::{
     finish_invalid_result_changes_nothing, finish_mismatched_params_changes_nothing,
     finish_unknown_identity_changes_nothing, second_finish_cannot_overwrite, stale_epoch_refused,
 };
+pub use holder::another_holder_cannot_write_under_the_epoch;
 pub use lifecycle::{
     attempt_log, conflict_after_completion, member_order_irrelevant, mutation_cannot_change_stored,
     other_scope_and_other_key_are_independent, reject_is_replayed, release_not_sent_and_abandoned,
@@ -223,7 +225,8 @@ macro_rules! conformance_tests {
             task_budget_cost_deadline_expiry_and_purge,
             begin_dispatched_claims_and_dispatches, begin_dispatched_races_one_winner,
             block_width_is_checked_again_at_dispatch, long_names_and_texts_are_bounded,
-            list_pages_with_after, a_resend_in_progress_blocks_its_siblings
+            list_pages_with_after, a_resend_in_progress_blocks_its_siblings,
+            another_holder_cannot_write_under_the_epoch
         );
     };
     (@each $make:path, $enabled:path; $($name:ident),+ $(,)?) => {

@@ -245,6 +245,16 @@ pub(crate) fn fence(
             current: rec.epoch,
         });
     }
+    if let State::Claimed { holder, .. } | State::Dispatched { holder, .. } = &rec.state
+        && *holder != claim.holder
+    {
+        return Err(LedgerError::NotHolder {
+            id: rec.id.clone(),
+            epoch: claim.epoch,
+            holder: holder.clone(),
+            given: claim.holder.clone(),
+        });
+    }
     let (view, _) = view(rec, now);
     let expired = LedgerError::LeaseExpired {
         id: rec.id.clone(),

@@ -229,7 +229,7 @@ impl Protocol {
         let Some(attempt) = report.late_attempt(claim, refusal) else {
             return;
         };
-        if !self.dispatch_left_open(claim).await {
+        if !self.dispatch_left_open(claim, attempt.outcome).await {
             return;
         }
         tracing::warn!(
@@ -287,8 +287,12 @@ impl Protocol {
     /// a newer claim, or the holder's own `unknown` / `not sent`. A claim
     /// whose dispatch it already finished as confirmed or rejected is
     /// finishing twice, which changes nothing (not even the attempt log);
-    /// a claim that never dispatched has no late answer to keep.
-    async fn dispatch_left_open(&self, claim: &Claim) -> bool {
+    /// a claim that never dispatched has no late answer to keep. A late
+    /// report of `outcome` already kept for this epoch is not kept again:
+    /// a client retrying (or looping on) its refused report would
+    /// otherwise grow the attempt log — and every read of the operation —
+    /// without bound.
+    async fn dispatch_left_open(&self, claim: &Claim, outcome: AttemptOutcome) -> bool {
         let attempts = match self.ledger.attempts(&claim.id).await {
             Ok(a) => a,
             Err(e) => {
@@ -296,15 +300,22 @@ impl Protocol {
                 return false;
             }
         };
-        attempts
-            .iter()
-            .filter(|a| a.kind == AttemptKind::Dispatch && a.epoch == Some(claim.epoch))
-            .any(|a| {
-                !matches!(
-                    a.outcome,
-                    AttemptOutcome::Confirmed | AttemptOutcome::Rejected
-                )
-            })
+        let kept_already = attempts.iter().any(|a| {
+            a.outcome == outcome
+                && a.metadata.as_ref().is_some_and(|m| {
+                    m["late_report"] == true && m["epoch"] == serde_json::json!(claim.epoch.0)
+                })
+        });
+        !kept_already
+            && attempts
+                .iter()
+                .filter(|a| a.kind == AttemptKind::Dispatch && a.epoch == Some(claim.epoch))
+                .any(|a| {
+                    !matches!(
+                        a.outcome,
+                        AttemptOutcome::Confirmed | AttemptOutcome::Rejected
+                    )
+                })
     }
 }
 
@@ -312,9 +323,10 @@ impl Protocol {
 /// lease passed or a newer claim took over (fencing), or the operation is
 /// in a state a dispatch's outcome cannot move (decided meanwhile).
 /// (`claimed` or `dispatched` under the same epoch is a door's protocol
-/// error, not a late report.)
+/// error, not a late report; so is a report under another holder's claim,
+/// which is no report of this dispatch at all.)
 fn closed(e: &LedgerError) -> bool {
-    e.is_stale()
+    (e.is_stale() && !matches!(e, LedgerError::NotHolder { .. }))
         || matches!(e, LedgerError::IllegalTransition { from, .. }
             if !matches!(from, StateKind::Claimed | StateKind::Dispatched))
 }

@@ -207,8 +207,37 @@ impl Reconciler {
                 report.confirmed += 1;
                 Ok(())
             }
+            Err(e)
+                if e.ledger_error()
+                    .and_then(|l| l.field())
+                    .is_some_and(is_result) =>
+            {
+                self.unrecordable_record(case, &e, report).await
+            }
             Err(e) => self.found_after_decision(case, at, e, report).await,
         }
+    }
+
+    /// The record has the approved parameters, but the ledger cannot
+    /// record it as the result (an integer beyond 2^53, nested too deep,
+    /// too large): the effect happened, so the operation goes to review
+    /// with why — looked up again on every pass it would stay unknown for
+    /// ever, and no recordable result may be made up for it.
+    async fn unrecordable_record(
+        &self,
+        case: &Case<'_>,
+        refused: &RouterError,
+        report: &mut ReconcileReport,
+    ) -> Result<(), RouterError> {
+        let reason = format!(
+            "found: the destination has the record with the approved parameters, but its \
+             result cannot be recorded ({refused}); a human must confirm it with a \
+             recordable result"
+        );
+        self.update(case.rec, Owner::Review, &reason, None, false)
+            .await?;
+        report.to_review += 1;
+        Ok(())
     }
 
     /// The record was found, but the operation was decided while the
@@ -279,6 +308,14 @@ impl Reconciler {
         crate::metrics::lookup(self.action_label(rec), outcome.as_str());
         Ok(())
     }
+}
+
+/// Whether a refused field is the result or inside it (`result`,
+/// `result.serial`, `result[2]`), not a name of ours such as the actor.
+fn is_result(field: &str) -> bool {
+    field
+        .strip_prefix("result")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
 }
 
 /// The destination may create its record at any moment until the dispatch
