@@ -216,3 +216,58 @@ async fn bad_pull_requests_name_the_field_and_change_nothing() {
     assert_eq!(v["reconciliation"], "still_unknown");
     assert_eq!(v["operation"]["state"]["owner"], "reconciler");
 }
+
+/// Lookup attempts of `key` (client A's scope) in the ledger.
+async fn lookups(gw: &Running, key: &str) -> usize {
+    let id = handover_ledger::OperationId::new("tenant-a", key).unwrap();
+    gw.ledger
+        .attempts(&id)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|a| a.kind == handover_ledger::AttemptKind::Lookup)
+        .count()
+}
+
+/// A report that proves nothing (an error, a miss inside the lag) is
+/// recorded once per `check_every`: sent again and again, it no longer
+/// grows the operation's attempt log (fourth probe: 30 error reports made
+/// a 1.8 MB operation). A report that proves something always counts.
+#[tokio::test]
+async fn reports_that_prove_nothing_are_recorded_once_per_check_interval() {
+    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_700_000_000_000)));
+    let gw = Running::start_on_clock(&config(), clock.clone()).await;
+    unknown(&gw, CLIENT_A, "K-1").await;
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(lease(&gw, CLIENT_A).await, ["K-1"]);
+
+    let error = json!({"outcome": "error", "error": "x".repeat(60 * 1024)});
+    for _ in 0..30 {
+        let (status, v) = report(&gw, CLIENT_A, "K-1", error.clone()).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        assert_eq!(v["reconciliation"], "still_unknown");
+        let (status, v) = report(&gw, CLIENT_A, "K-1", json!({"outcome": "not_found"})).await;
+        assert_eq!(
+            (status, v["reconciliation"].as_str()),
+            (StatusCode::OK, Some("still_unknown"))
+        );
+    }
+    assert_eq!(lookups(&gw, "K-1").await, 1, "one inconclusive report kept");
+
+    // One interval later, a report that proves nothing is recorded again.
+    clock.advance(Duration::from_secs(5));
+    let (status, _) = report(&gw, CLIENT_A, "K-1", error).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(lookups(&gw, "K-1").await, 2);
+
+    // Within the interval, a report that proves something still decides.
+    let found = json!({"outcome": "found",
+        "records": [{"params": params("K-1"), "result": {"id": "S-1"}}]});
+    let (status, v) = report(&gw, CLIENT_A, "K-1", found).await;
+    assert_eq!(
+        (status, v["reconciliation"].as_str()),
+        (StatusCode::OK, Some("confirmed")),
+        "{v}"
+    );
+    assert_eq!(lookups(&gw, "K-1").await, 3);
+}

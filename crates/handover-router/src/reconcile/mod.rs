@@ -142,7 +142,11 @@ impl Reconciler {
     /// rules as a lookup of the reconciler's own: found with the approved
     /// parameters confirms, other parameters or several records diverge to
     /// review, empty proves absence only after the visibility lag, an error
-    /// proves nothing. `rec` must be unknown, owned by the reconciler, not
+    /// proves nothing. A report that proves nothing, made less than the
+    /// contract's `check_every` after the operation's last recorded lookup,
+    /// is not recorded (and moves no schedule): one client cannot grow an
+    /// operation's attempt log faster than the schedule itself would.
+    /// `rec` must be unknown, owned by the reconciler, not
     /// diverged, and its action must have a lookup contract; otherwise
     /// nothing is changed and `Ok(None)` is returned.
     pub async fn apply_lookup(
@@ -166,6 +170,7 @@ impl Reconciler {
             params,
             timeout: contract.timeout,
             lc,
+            reported: true,
         };
         let reported = move |_ctx: LookupContext| {
             let answer = answer.clone();
@@ -434,6 +439,7 @@ impl Reconciler {
                     params: req.params(),
                     timeout: contract.timeout,
                     lc,
+                    reported: false,
                 };
                 self.look_up(&case, lookup.as_ref(), report).await
             }

@@ -25,6 +25,9 @@ pub(super) struct Case<'a> {
     /// The action's executor timeout (also bounds the lookup).
     pub(super) timeout: Duration,
     pub(super) lc: LookupContract,
+    /// The answer was reported by a client (the pull API), not fetched by
+    /// this reconciler on its schedule.
+    pub(super) reported: bool,
 }
 
 /// When this lookup happened, against the lag and the schedule.
@@ -81,6 +84,22 @@ impl Reconciler {
             last_dispatch,
             lag_ends: last_dispatch.plus(case.lc.visibility_lag),
         };
+        let proves_nothing = match &found {
+            Err(_) => true,
+            Ok(records) => records.is_empty() && at.sent < at.lag_ends,
+        };
+        if case.reported
+            && proves_nothing
+            && looked_up_within(&attempts, at.now, case.lc.check_every)
+        {
+            // A report that proves nothing, sent again before the
+            // schedule's first interval has passed since the last lookup:
+            // not recorded again (a client of the scope could otherwise
+            // grow the operation's attempt log without bound), and the
+            // schedule stays as it is.
+            report.still_unknown += 1;
+            return Ok(());
+        }
         match found {
             Err(e) => self.lookup_failed(case, &at, e, report).await,
             Ok(records) if records.is_empty() && at.sent >= at.lag_ends => {
@@ -363,4 +382,15 @@ fn next_check(
 /// a mismatch is never confirmed (it goes to review as diverged).
 fn same_params(a: &serde_json::Value, b: &serde_json::Value) -> bool {
     a == b
+}
+
+/// Whether a lookup of the operation was recorded less than `interval`
+/// before `now`.
+fn looked_up_within(attempts: &[AttemptRecord], now: Timestamp, interval: Duration) -> bool {
+    attempts
+        .iter()
+        .filter(|a| a.kind == AttemptKind::Lookup)
+        .map(|a| a.finished_at.unwrap_or(a.sent_at))
+        .max()
+        .is_some_and(|last| now.saturating_since(last) < interval)
 }
