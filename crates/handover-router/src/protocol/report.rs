@@ -2,8 +2,8 @@
 //! who owns an outcome nobody knows.
 
 use handover_ledger::{
-    ActionName, AttemptKind, AttemptOutcome, Claim, LedgerError, NewAttempt, OperationRecord,
-    Owner, ReleaseReason, StateKind, UnknownReport,
+    ActionName, AttemptKind, AttemptOutcome, Claim, Epoch, LedgerError, NewAttempt,
+    OperationRecord, Owner, ReleaseReason, StateKind, UnknownReport,
 };
 
 use super::Protocol;
@@ -101,7 +101,7 @@ impl Report {
             text.push_str("; evidence: ");
             text.push_str(e);
         }
-        let mut metadata = serde_json::json!({"late_report": true, "epoch": claim.epoch.0});
+        let mut metadata = late_mark(claim.epoch);
         if let Some(result) = result {
             metadata["result"] = result.clone();
         }
@@ -243,8 +243,7 @@ impl Protocol {
             // not cost the evidence: keep the report without it.
             Err(e) if e.field().is_some() => {
                 let mut plain = report.late_attempt(claim, refusal).expect("a late attempt");
-                plain.metadata =
-                    Some(serde_json::json!({"late_report": true, "epoch": claim.epoch.0}));
+                plain.metadata = Some(late_mark(claim.epoch));
                 self.ledger.append_attempt(&claim.id, plain).await
             }
             other => other,
@@ -302,9 +301,9 @@ impl Protocol {
         };
         let kept_already = attempts.iter().any(|a| {
             a.outcome == outcome
-                && a.metadata.as_ref().is_some_and(|m| {
-                    m["late_report"] == true && m["epoch"] == serde_json::json!(claim.epoch.0)
-                })
+                && a.metadata
+                    .as_ref()
+                    .is_some_and(|m| is_late_mark(m, claim.epoch))
         });
         !kept_already
             && attempts
@@ -317,6 +316,17 @@ impl Protocol {
                     )
                 })
     }
+}
+
+/// The metadata that marks an attempt as the late report of `epoch`'s
+/// dispatch (its result goes beside it, when it can be stored).
+fn late_mark(epoch: Epoch) -> serde_json::Value {
+    serde_json::json!({"late_report": true, "epoch": epoch.0})
+}
+
+/// Whether `metadata` is [`late_mark`] of `epoch` (with or without a result).
+fn is_late_mark(metadata: &serde_json::Value, epoch: Epoch) -> bool {
+    metadata["late_report"] == true && metadata["epoch"] == epoch.0
 }
 
 /// The refusal of a report whose dispatch is no longer the claim's: the

@@ -47,6 +47,14 @@ struct Timing {
     lag_ends: Timestamp,
 }
 
+impl Timing {
+    /// Whether an empty answer to this lookup proves an absence: it was
+    /// sent after the visibility lag ended.
+    fn after_lag(&self) -> bool {
+        self.sent >= self.lag_ends
+    }
+}
+
 impl Reconciler {
     pub(super) async fn look_up(
         &self,
@@ -86,7 +94,7 @@ impl Reconciler {
         };
         let proves_nothing = match &found {
             Err(_) => true,
-            Ok(records) => records.is_empty() && at.sent < at.lag_ends,
+            Ok(records) => records.is_empty() && !at.after_lag(),
         };
         if case.reported
             && proves_nothing
@@ -102,7 +110,7 @@ impl Reconciler {
         }
         match found {
             Err(e) => self.lookup_failed(case, &at, e, report).await,
-            Ok(records) if records.is_empty() && at.sent >= at.lag_ends => {
+            Ok(records) if records.is_empty() && at.after_lag() => {
                 self.absent(case, &at, report).await
             }
             Ok(records) if records.is_empty() => self.not_visible_yet(case, &at, report).await,
