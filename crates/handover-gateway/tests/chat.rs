@@ -18,13 +18,7 @@ fn ask(model: &str, stream: bool) -> Value {
 }
 
 async fn post(gw: &Running, body: &Value) -> reqwest::Response {
-    gw.http
-        .post(gw.url("/v1/chat/completions"))
-        .bearer_auth(CLIENT_A)
-        .json(body)
-        .send()
-        .await
-        .unwrap()
+    gw.chat(body).await
 }
 
 /// The `data:` payloads of an SSE body, and whether keep-alive comments came first.

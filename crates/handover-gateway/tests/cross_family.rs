@@ -9,7 +9,7 @@ mod support;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use support::{CLIENT_A, Running};
+use support::Running;
 use wiremock::{
     Mock, MockServer, ResponseTemplate,
     matchers::{body_partial_json, method, path},
@@ -113,14 +113,7 @@ async fn ask(
     stream: bool,
 ) -> reqwest::Response {
     let gw = gateway(primary, fallback, to).await;
-    let resp = gw
-        .http
-        .post(gw.url("/v1/chat/completions"))
-        .bearer_auth(CLIENT_A)
-        .json(&conversation(stream))
-        .send()
-        .await
-        .unwrap();
+    let resp = gw.chat(&conversation(stream)).await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()["x-handover-provider"], to.0);
     resp
@@ -379,14 +372,7 @@ async fn a_temperature_above_1_never_reaches_an_anthropic_fallback() {
     let gw = gateway(&primary, &claude, TO_CLAUDE).await;
     let mut body = conversation(false);
     body["temperature"] = json!(1.5);
-    let resp = gw
-        .http
-        .post(gw.url("/v1/chat/completions"))
-        .bearer_auth(CLIENT_A)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let resp = gw.chat(&body).await;
     assert_ne!(resp.status(), StatusCode::OK);
     let text = resp.text().await.unwrap();
     assert!(text.contains("temperature"), "{text}");
@@ -434,15 +420,8 @@ async fn a_history_one_provider_cannot_express_goes_to_the_next_as_sent() {
         {"role": "tool", "tool_call_id": "call_1", "content": "error: arguments cut off"},
         {"role": "user", "content": "Try again please."}
     ]});
-    let post = |gw: &Running| {
-        gw.http
-            .post(gw.url("/v1/chat/completions"))
-            .bearer_auth(CLIENT_A)
-            .json(&truncated)
-            .send()
-    };
     let gw = Running::start(&config(&["claude", "openai"])).await;
-    let resp = post(&gw).await.unwrap();
+    let resp = gw.chat(&truncated).await;
     assert_eq!(resp.status(), StatusCode::OK);
     let attempts = resp.headers()["x-handover-attempts"]
         .to_str()
@@ -457,7 +436,7 @@ async fn a_history_one_provider_cannot_express_goes_to_the_next_as_sent() {
     );
 
     let gw = Running::start(&config(&["claude"])).await;
-    let resp = post(&gw).await.unwrap();
+    let resp = gw.chat(&truncated).await;
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
     let err: Value = resp.json().await.unwrap();
     assert_eq!(
@@ -506,16 +485,9 @@ async fn an_untranslatable_history_with_the_fallback_briefly_out_is_a_502() {
             {"role": "tool", "tool_call_id": "call_1", "content": "error: arguments cut off"}
         ]})
     };
-    let post = |body: Value| {
-        gw.http
-            .post(gw.url("/v1/chat/completions"))
-            .bearer_auth(CLIENT_A)
-            .json(&body)
-            .send()
-    };
-    let tripped = post(ask("direct")).await.unwrap();
+    let tripped = gw.chat(&ask("direct")).await;
     assert_ne!(tripped.status(), StatusCode::OK);
-    let resp = post(ask("support")).await.unwrap();
+    let resp = gw.chat(&ask("support")).await;
     let attempts = resp.headers()["x-handover-attempts"]
         .to_str()
         .unwrap()
@@ -551,14 +523,7 @@ async fn strict_tools_reach_an_anthropic_fallback_declared_to_have_structured_ou
     for tool in body["tools"].as_array_mut().unwrap() {
         tool["function"]["strict"] = json!(true);
     }
-    let resp = gw
-        .http
-        .post(gw.url("/v1/chat/completions"))
-        .bearer_auth(CLIENT_A)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let resp = gw.chat(&body).await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()["x-handover-provider"], "claude");
     claude.verify().await;

@@ -37,13 +37,7 @@ async fn gateway(providers: &str, chain: &[&str]) -> Running {
 }
 
 async fn post(gw: &Running, body: &Value) -> reqwest::Response {
-    gw.http
-        .post(gw.url("/v1/chat/completions"))
-        .bearer_auth(CLIENT_A)
-        .json(body)
-        .send()
-        .await
-        .unwrap()
+    gw.chat(body).await
 }
 
 async fn received(server: &MockServer) -> Vec<Value> {

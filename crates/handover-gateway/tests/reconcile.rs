@@ -116,6 +116,18 @@ async fn lost_confirmation(gw: &Running, dest: &MockServer, key: &str, params: V
     dkey
 }
 
+/// A destination that applies a shipment but whose answer never arrives
+/// in time (the client gives up long before it).
+async fn losing_destination() -> MockServer {
+    let dest = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/shipments"))
+        .respond_with(ResponseTemplate::new(201).set_delay(Duration::from_secs(30)))
+        .mount(&dest)
+        .await;
+    dest
+}
+
 async fn lookups(dest: &MockServer) -> usize {
     dest.received_requests()
         .await
@@ -136,17 +148,7 @@ async fn sends(dest: &MockServer) -> usize {
 
 #[tokio::test]
 async fn serve_reconciles_a_lost_confirmation_through_the_configured_http_lookup() {
-    let dest = MockServer::start().await;
-    // The destination applies the shipment but its answer never arrives.
-    Mock::given(method("POST"))
-        .and(path("/shipments"))
-        .respond_with(
-            ResponseTemplate::new(201)
-                .set_body_json(json!({"id": "S-1"}))
-                .set_delay(Duration::from_secs(30)),
-        )
-        .mount(&dest)
-        .await;
+    let dest = losing_destination().await;
     let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_700_000_000_000)));
     let mut gw = Running::start_on_clock_with_env(&config(&dest.uri()), clock.clone(), env).await;
 
@@ -233,12 +235,7 @@ async fn serve_reconciles_a_lost_confirmation_through_the_configured_http_lookup
 
 #[tokio::test]
 async fn a_record_with_other_parameters_goes_to_review() {
-    let dest = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/shipments"))
-        .respond_with(ResponseTemplate::new(201).set_delay(Duration::from_secs(30)))
-        .mount(&dest)
-        .await;
+    let dest = losing_destination().await;
     let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_700_000_000_000)));
     let mut gw = Running::start_on_clock_with_env(&config(&dest.uri()), clock.clone(), env).await;
     let params = json!({"order": "O-2", "sku": "A", "quantity": 1});
@@ -272,12 +269,7 @@ async fn a_record_with_other_parameters_goes_to_review() {
 /// finding); it is neither confirmed with a made-up result nor rejected.
 #[tokio::test]
 async fn a_found_record_that_cannot_be_recorded_goes_to_review() {
-    let dest = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/shipments"))
-        .respond_with(ResponseTemplate::new(201).set_delay(Duration::from_secs(30)))
-        .mount(&dest)
-        .await;
+    let dest = losing_destination().await;
     let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_700_000_000_000)));
     let mut gw = Running::start_on_clock_with_env(&config(&dest.uri()), clock.clone(), env).await;
     let deep = format!("{}{}", "[".repeat(40), "]".repeat(40));

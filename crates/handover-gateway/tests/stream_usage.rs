@@ -8,7 +8,7 @@ mod support;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use support::{CLIENT_A, Running};
+use support::Running;
 use wiremock::{
     Mock, MockServer, ResponseTemplate,
     matchers::{method, path},
@@ -97,15 +97,10 @@ model = "gemini-2.5-flash"
 /// The stream's chunks (`[DONE]` as a string), asking for usage or not.
 async fn chunks(gw: &Running, include_usage: bool) -> Vec<Value> {
     let resp = gw
-        .http
-        .post(gw.url("/v1/chat/completions"))
-        .bearer_auth(CLIENT_A)
-        .json(&json!({"model": "p", "stream": true,
+        .chat(&json!({"model": "p", "stream": true,
                       "stream_options": {"include_usage": include_usage},
                       "messages": [{"role": "user", "content": "count"}]}))
-        .send()
-        .await
-        .unwrap();
+        .await;
     assert_eq!(resp.status(), StatusCode::OK);
     let text = resp.text().await.unwrap();
     text.split("\n\n")

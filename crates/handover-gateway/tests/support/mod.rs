@@ -91,6 +91,18 @@ impl Running {
         (resp.status(), resp.json().await.unwrap())
     }
 
+    /// `POST /v1/chat/completions` with `body` as client A: the response,
+    /// headers and all.
+    pub(crate) async fn chat(&self, body: &serde_json::Value) -> reqwest::Response {
+        self.http
+            .post(self.url("/v1/chat/completions"))
+            .bearer_auth(CLIENT_A)
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// The text of `GET /metrics` (the process's recorder: every gateway
     /// of a test binary shows the same series).
     pub(crate) async fn metrics(&self) -> String {
