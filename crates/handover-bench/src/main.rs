@@ -83,7 +83,7 @@ fn known_args(command: &str) -> &'static [&'static str] {
         ],
         "adapter" => &["kind", "ops"],
         "perform" => &["backend", "concurrency", "ops"],
-        "router" => &["concurrency", "ops", "rounds"],
+        "router" => &["concurrency", "ops", "rounds", "only", "modes"],
         "gateway" => &[
             "rates",
             "connections",
