@@ -213,6 +213,20 @@ keep_extra!(WireFunctionIn {
 
 /// A call's members other than ours: `type` is always `function`, written
 /// by whoever writes the call.
+/// The arguments of a call that takes none.
+pub(crate) const NO_ARGUMENTS: &str = "{}";
+
+/// A tool call's arguments as the provider sent them, or `{}` when it
+/// sent none or only white space (a server's call of a function without
+/// parameters): a client parses the text, and `""` is not JSON. As the
+/// request side reads empty arguments (`translate::call_arguments`).
+pub(crate) fn arguments_text(sent: Option<String>) -> String {
+    match sent {
+        Some(a) if !a.trim().is_empty() => a,
+        _ => NO_ARGUMENTS.to_owned(),
+    }
+}
+
 fn call_extra(mut extra: Fields) -> Fields {
     extra.remove("type");
     extra
@@ -320,7 +334,7 @@ impl WireResponse {
                     ToolCall {
                         id: c.id.unwrap_or_default(),
                         name: f.name.unwrap_or_default(),
-                        arguments: f.arguments.unwrap_or_default(),
+                        arguments: arguments_text(f.arguments),
                         extra: call_extra(c.extra),
                         function_extra: f.extra,
                     }
@@ -421,6 +435,8 @@ struct Calls {
 struct Call {
     id: Option<String>,
     named: bool,
+    /// A piece of its arguments other than white space arrived.
+    argued: bool,
 }
 
 /// Where a delta goes, and what of its id and name is new.
@@ -431,6 +447,32 @@ struct Placed {
 }
 
 impl Calls {
+    /// The call at `index` (as [`Calls::place`] numbered it) got arguments.
+    fn argued(&mut self, index: u32) {
+        if let Some(call) = self.calls.get_mut(index as usize) {
+            call.argued = true;
+        }
+    }
+
+    /// Before the finish: `{}` for each call that streamed no arguments, as
+    /// a plain answer's [`arguments_text`] gives it (a client parses the
+    /// text it assembled; `""` is not JSON).
+    fn close_unargued(&mut self, out: &mut Vec<StreamEvent>) {
+        for (index, call) in self.calls.iter_mut().enumerate() {
+            if std::mem::replace(&mut call.argued, true) {
+                continue;
+            }
+            out.push(StreamEvent::ToolCallDelta {
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+                id: None,
+                name: None,
+                arguments: Some(NO_ARGUMENTS.to_owned()),
+                extra: Fields::new(),
+                function_extra: Fields::new(),
+            });
+        }
+    }
+
     fn place(&mut self, given: Option<u32>, id: Option<String>, name: Option<String>) -> Placed {
         let id = id.filter(|s| !s.is_empty());
         let named = name.is_some();
@@ -577,6 +619,9 @@ impl WireChunk<'_> {
             for tc in delta.tool_calls {
                 let f = tc.function.unwrap_or_default();
                 let placed = history.calls.place(tc.index, tc.id, f.name);
+                if f.arguments.as_deref().is_some_and(|a| !a.trim().is_empty()) {
+                    history.calls.argued(placed.index);
+                }
                 out.push(StreamEvent::ToolCallDelta {
                     index: placed.index,
                     id: placed.id,
@@ -587,6 +632,7 @@ impl WireChunk<'_> {
                 });
             }
             if let Some(reason) = finish {
+                history.calls.close_unargued(out);
                 out.push(StreamEvent::Finish {
                     reason: FinishReason::parse(&reason),
                 });

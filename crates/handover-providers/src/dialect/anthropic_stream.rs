@@ -169,7 +169,7 @@ impl MessageDecoder {
                 index: t,
                 id: None,
                 name: None,
-                arguments: Some("{}".into()),
+                arguments: Some(crate::wire::NO_ARGUMENTS.into()),
                 extra: Fields::new(),
                 function_extra: Fields::new(),
             });

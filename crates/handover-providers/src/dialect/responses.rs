@@ -181,7 +181,7 @@ impl Output {
             "function_call" => self.calls.push(ToolCall {
                 id: item.call_id.unwrap_or_default(),
                 name: item.name.unwrap_or_default(),
-                arguments: item.arguments.unwrap_or_default(),
+                arguments: crate::wire::arguments_text(item.arguments),
                 ..ToolCall::default()
             }),
             "reasoning" => {

@@ -100,6 +100,14 @@ macro_rules! conformance {
     )*};
 }
 
+#[tokio::test]
+async fn a_call_without_arguments_reads_as_an_empty_object() {
+    stream::a_call_without_arguments_reads_as_an_empty_object(Case::chat(
+        ProviderKind::OpenAiCompatible,
+    ))
+    .await
+}
+
 conformance!(
     openai => Case::chat(ProviderKind::OpenAi),
     deepseek => Case::chat(ProviderKind::DeepSeek),

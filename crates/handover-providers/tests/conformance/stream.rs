@@ -359,3 +359,83 @@ pub(crate) async fn cut_stream_is_interrupted(kind: Case) {
     assert_eq!(text, "Hello");
     assert_eq!(server.requests(), 1);
 }
+
+/// A server that calls a function without parameters may send no
+/// `arguments`, or `""`: the call reads `{}` (a client parses the text it
+/// gets, and `""` is not JSON), in a plain answer and in a stream alike;
+/// a call with arguments keeps them as sent.
+pub(crate) async fn a_call_without_arguments_reads_as_an_empty_object(kind: Case) {
+    let call = |id: &str, function: serde_json::Value| json!({"id": id, "type": "function", "function": function});
+    let answer = json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null, "tool_calls": [
+                call("call_a", json!({"name": "ping"})),
+                call("call_b", json!({"name": "now", "arguments": ""})),
+                call("call_c", json!({"name": "get", "arguments": "{\"k\":1}"})),
+            ]}}]
+    });
+    let server = server_with(kind, ResponseTemplate::new(200).set_body_json(answer)).await;
+    let resp = provider(kind, &base(&server))
+        .chat(&request(), &CallOptions::default())
+        .await
+        .unwrap();
+    let args: Vec<&str> = resp
+        .tool_calls
+        .iter()
+        .map(|c| c.arguments.as_str())
+        .collect();
+    assert_eq!(args, ["{}", "{}", "{\"k\":1}"]);
+
+    let delta = |index: u32, function: serde_json::Value| json!({"tool_calls": [{"index": index, "id": format!("call_{index}"), "type": "function", "function": function}]});
+    let body = [
+        bodies::chunk(kind, delta(0, json!({"name": "ping"})), None),
+        bodies::chunk(
+            kind,
+            delta(1, json!({"name": "now", "arguments": " "})),
+            None,
+        ),
+        bodies::chunk(
+            kind,
+            delta(2, json!({"name": "get", "arguments": "{\"k\":"})),
+            None,
+        ),
+        bodies::chunk(
+            kind,
+            json!({"tool_calls": [{"index": 2, "function": {"arguments": "1}"}}]}),
+            Some("tool_calls"),
+        ),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    let server = server_with(kind, sse(body)).await;
+    let events = collect(
+        provider(kind, &base(&server))
+            .chat_stream(&request(), &CallOptions::default())
+            .await
+            .unwrap(),
+    )
+    .await;
+    let mut assembled = StreamAssembler::default();
+    let mut finished_after_args = false;
+    for ev in events {
+        let ev = ev.unwrap();
+        if matches!(ev, StreamEvent::Finish { .. }) {
+            finished_after_args = true;
+        }
+        if let StreamEvent::ToolCallDelta {
+            arguments: Some(_), ..
+        } = &ev
+        {
+            assert!(!finished_after_args, "arguments after the finish");
+        }
+        assembled.push(ev);
+    }
+    let resp = assembled.finish("m", None);
+    let args: Vec<&str> = resp
+        .tool_calls
+        .iter()
+        .map(|c| c.arguments.as_str())
+        .collect();
+    assert_eq!(args, ["{}", " {}", "{\"k\":1}"]);
+}
