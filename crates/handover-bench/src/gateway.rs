@@ -202,6 +202,7 @@ fn report(
     backend: &str,
     load: Load,
     gw: &GatewayProcess,
+    rss_before: u64,
     mut b: Series,
     mut m: Series,
 ) {
@@ -240,6 +241,7 @@ fn report(
         "cpu_us_per_req": cpu.map(round2),
         "rss_kib": rss,
         "rss_peak_kib": peak,
+        "rss_before_kib": rss_before,
     }));
 }
 
@@ -299,8 +301,9 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         url: format!("{}/v1/chat/completions", gw.url).into(),
         gateway: Some(gw.clone()),
     };
+    // Before any load: on every line (one JSON object per line, each a
+    // whole result), so the growth under load can be read off any of them.
     let (rss_before, _) = gw.rss_kib();
-    emit(serde_json::json!({"bench": "gateway", "rss_before_kib": rss_before}));
     for (mode, body) in modes {
         for &c in &conns {
             let load = Load::Closed {
@@ -308,12 +311,12 @@ pub(crate) async fn run(args: Args) -> BenchResult {
                 ops: closed_ops.max(c as usize * 40),
             };
             let (b, m) = compare((&direct, body), (&through, body), load).await;
-            report(mode, backend, load, &gw, b, m);
+            report(mode, backend, load, &gw, rss_before, b, m);
         }
         for &rate in &rates {
             let load = Load::Paced { rate, duration };
             let (b, m) = compare((&direct, body), (&through, body), load).await;
-            report(mode, backend, load, &gw, b, m);
+            report(mode, backend, load, &gw, rss_before, b, m);
         }
     }
     if args.string("routed", "yes") != "no" && program == "gateway-serve" {
@@ -323,7 +326,15 @@ pub(crate) async fn run(args: Args) -> BenchResult {
             ops: closed_ops,
         };
         let (p, r) = compare((&through, PLAIN), (&through, ROUTED), load).await;
-        report("chat_routed_vs_policy", backend, load, &gw, p, r);
+        report(
+            "chat_routed_vs_policy",
+            backend,
+            load,
+            &gw,
+            rss_before,
+            p,
+            r,
+        );
     }
     gw.stop().await
 }

@@ -23,6 +23,8 @@ use crate::gateway_proc::{GatewayProcess, Limits, TOKEN};
 use crate::stats::{Samples, emit, round2};
 use crate::{BenchResult, args::Args, mock_http};
 
+const BACKEND: &str = "memory-ledger, local-mock-http1, no /metrics scrape";
+
 const BODY: &str = r#"{"model":"default","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Hello!"}]}"#;
 
 enum Event {
@@ -49,7 +51,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
 
     // Warm-up: pools, code paths, allocator arenas.
     let (tx, rx) = mpsc::unbounded_channel();
-    let collector = tokio::spawn(collect(rx, gw.clone()));
+    let collector = tokio::spawn(collect(rx, gw.clone(), rate));
     pace(&client, &url, rate, Duration::from_secs(10), &tx).await;
     let _ = tx.send(Event::Window(0));
     let (rss_start, _) = gw.rss_kib();
@@ -67,7 +69,7 @@ pub(crate) async fn run(args: Args) -> BenchResult {
     };
     emit(serde_json::json!({
         "bench": "gateway_soak",
-        "backend": "memory-ledger, local-mock-http1, no /metrics scrape",
+        "backend": BACKEND,
         "concurrency": "open-loop",
         "rate_per_s": rate,
         "duration_s": duration.as_secs(),
@@ -122,14 +124,18 @@ async fn pace(
     }
 }
 
-/// Per window: latency quantiles and RSS, printed as they close.
+/// Per window: latency quantiles and RSS, printed as they close, each
+/// against the first window after the warm-up (window 1; the warm-up and
+/// that window are their own baseline), as the run's last line compares.
 async fn collect(
     mut rx: mpsc::UnboundedReceiver<Event>,
     gw: Arc<GatewayProcess>,
+    rate: u64,
 ) -> (Vec<Window>, u64, u64) {
     let mut windows = Vec::new();
     let mut samples = Samples::default();
     let (mut errors, mut ops) = (0u64, 0u64);
+    let mut opened = Instant::now();
     while let Some(ev) = rx.recv().await {
         match ev {
             Event::Done(Some(d)) => {
@@ -143,17 +149,27 @@ async fn collect(
                     p50: samples.quantile_us(0.5),
                     p99: samples.quantile_us(0.99),
                 };
+                let base = windows.get(1).unwrap_or(&w);
                 emit(serde_json::json!({
                     "bench": "gateway_soak_window",
+                    "backend": BACKEND,
+                    "concurrency": "open-loop",
+                    "rate_per_s": rate,
                     "window": i,
                     "ops": samples.len(),
                     "errors": errors,
+                    "ops_per_s": round2(samples.len() as f64 / opened.elapsed().as_secs_f64()),
                     "p50_us": round2(w.p50),
                     "p99_us": round2(w.p99),
+                    "baseline_p50_us": round2(base.p50),
+                    "baseline_p99_us": round2(base.p99),
+                    "ratio_p50": round2(w.p50 / base.p50),
+                    "ratio_p99": round2(w.p99 / base.p99),
                     "rss_kib": rss,
                 }));
                 windows.push(w);
                 samples = Samples::default();
+                opened = Instant::now();
                 if i == 0 {
                     // Warm-up done: count the measured run only.
                     (errors, ops) = (0, 0);

@@ -110,6 +110,15 @@ pub(crate) async fn run(args: Args) -> BenchResult {
         "rss_kib": rss,
         "rss_peak_kib": peak,
         "rss_per_in_flight_kib": round2(grown as f64 / n as f64),
+        // Nothing answers a stalled request: no rate or latency to report
+        // (null, so every line carries the same fields).
+        "ops_per_s": null,
+        "p50_us": null,
+        "p99_us": null,
+        "baseline_p50_us": null,
+        "baseline_p99_us": null,
+        "ratio_p50": null,
+        "ratio_p99": null,
     }));
     // Under a profiler, end it so the profile is written (else it is killed).
     if std::env::var_os("HANDOVER_BENCH_GATEWAY_WRAPPER").is_some() {

@@ -98,7 +98,8 @@ fn known_args(command: &str) -> &'static [&'static str] {
         "gateway-soak" => &["duration-s", "rate", "window-s"],
         "gateway-serve" | "floor-serve" => SERVE,
         "task" => &["backend", "concurrency", "ops", "url"],
-        "mcp" => &["config", "ops"],
+        "mcp" => &["ops"],
+        "mcp-proxy" => &["config"],
         _ => &[],
     }
 }
@@ -112,3 +113,51 @@ fn usage() -> String {
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+#[cfg(test)]
+mod tests {
+    use super::known_args;
+
+    /// Every `--name` a benchmark's module reads (`args.string("name", …)`,
+    /// `args.number("name", …)`) is one its command accepts: `main` refuses
+    /// any other before the run, so a flag missing from [`known_args`] makes
+    /// the documented command fail (as `router --only` and `mcp`'s own
+    /// `mcp-proxy --config` did).
+    #[test]
+    fn every_flag_a_benchmark_reads_is_one_it_accepts() {
+        let modules: [(&[&str], &str); 12] = [
+            (&["adapter"], include_str!("adapter.rs")),
+            (&["gateway"], include_str!("gateway.rs")),
+            (&["gateway"], include_str!("gateway_stalled.rs")),
+            (
+                &["gateway-serve", "floor-serve"],
+                include_str!("gateway_proc.rs"),
+            ),
+            (&["floor-serve"], include_str!("gateway_floor.rs")),
+            (&["gateway-soak"], include_str!("gateway_soak.rs")),
+            (&["ledger"], include_str!("ledger.rs")),
+            (&["ledger"], include_str!("ledger_pg.rs")),
+            (&["mcp", "mcp-proxy"], include_str!("mcp.rs")),
+            (&["perform"], include_str!("perform.rs")),
+            (&["router"], include_str!("router.rs")),
+            (&["task"], include_str!("task.rs")),
+        ];
+        let mut read = 0;
+        for (commands, source) in modules {
+            for call in ["args.string(\"", "args.number(\""] {
+                for piece in source.split(call).skip(1) {
+                    let name = piece.split('"').next().unwrap_or_default();
+                    read += 1;
+                    assert!(
+                        commands.iter().any(|c| known_args(c).contains(&name)),
+                        "--{name} is read for {commands:?} but not accepted"
+                    );
+                }
+            }
+        }
+        assert!(
+            read >= 40,
+            "found only {read} flags read: has the pattern changed?"
+        );
+    }
+}
