@@ -166,10 +166,11 @@ impl SqliteLedger {
             .await
             .map_err(|e| open_failed(path.as_ref(), "opening the ledger file", e))?;
         file::writable(&pool, path.as_ref()).await?;
-        MIGRATOR
-            .run(&pool)
-            .await
-            .map_err(|e| LedgerError::unavailable("applying migrations", e))?;
+        MIGRATOR.run(&pool).await.map_err(|e| match e {
+            // A version in the file that this build does not know.
+            sqlx::migrate::MigrateError::VersionMissing(_) => read_only::newer_schema(),
+            e => LedgerError::unavailable("applying migrations", e),
+        })?;
         drop(lock);
         let file = file::LedgerFile::opened(path.as_ref())?;
         let cfg = Config {

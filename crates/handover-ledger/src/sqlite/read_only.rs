@@ -29,12 +29,21 @@ pub(super) async fn verify(pool: &SqlitePool, migrator: &Migrator) -> Result<(),
             .await
             .map_err(|e| super::map_err("reading the ledger's schema version", e))?;
     let known = migrator.iter().map(|m| m.version).max();
+    if applied > known {
+        return Err(newer_schema());
+    }
     if applied < known {
         return Err(not_a_ledger(
             "the ledger's schema is older than this version (open it read-write once to migrate it)",
         ));
     }
     Ok(())
+}
+
+/// A ledger a newer version migrated: this version might misread its
+/// records and must not write them.
+pub(super) fn newer_schema() -> LedgerError {
+    not_a_ledger("the ledger's schema is newer than this version (upgrade Handover to open it)")
 }
 
 pub(super) fn not_a_ledger(why: &str) -> LedgerError {
