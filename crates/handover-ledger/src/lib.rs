@@ -43,6 +43,8 @@ mod postgres;
 mod retention;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod row;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod schema;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod task;

@@ -28,22 +28,16 @@ pub(super) async fn verify(pool: &SqlitePool, migrator: &Migrator) -> Result<(),
             .fetch_one(pool)
             .await
             .map_err(|e| super::map_err("reading the ledger's schema version", e))?;
-    let known = migrator.iter().map(|m| m.version).max();
-    if applied > known {
-        return Err(newer_schema());
+    match crate::schema::version_problem(applied, migrator) {
+        Some(why) => Err(not_a_ledger(why)),
+        None => Ok(()),
     }
-    if applied < known {
-        return Err(not_a_ledger(
-            "the ledger's schema is older than this version (open it read-write once to migrate it)",
-        ));
-    }
-    Ok(())
 }
 
 /// A ledger a newer version migrated: this version might misread its
 /// records and must not write them.
 pub(super) fn newer_schema() -> LedgerError {
-    not_a_ledger("the ledger's schema is newer than this version (upgrade Handover to open it)")
+    not_a_ledger(crate::schema::NEWER)
 }
 
 pub(super) fn not_a_ledger(why: &str) -> LedgerError {
