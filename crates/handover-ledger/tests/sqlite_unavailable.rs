@@ -55,8 +55,7 @@ async fn a_ledger_locked_at_open_says_so() {
     };
     let err = SqliteLedger::open(&path, opts)
         .await
-        .err()
-        .expect("no read-write open while locked");
+        .expect_err("no read-write open while locked");
     assert!(err.is_unavailable(), "got {err:?}");
     let text = err.to_string();
     assert!(text.contains("write lock"), "{text}");
