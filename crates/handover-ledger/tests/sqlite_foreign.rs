@@ -151,3 +151,27 @@ async fn a_ledger_with_a_newer_schema_is_refused_saying_so() {
         .expect("reopen");
     assert!(again.get(req.id()).await.expect("get").is_some(), "kept");
 }
+
+/// SQLite takes UTF-8 file names: another name is refused on `path`,
+/// before anything is created (it was `Unavailable`, the class a caller
+/// retries, with the driver's message).
+#[cfg(unix)]
+#[tokio::test]
+async fn a_path_that_is_not_utf8_is_refused_and_creates_nothing() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"ledger-\xff.db"));
+    let read_only = SqliteOptions {
+        read_only: true,
+        ..SqliteOptions::default()
+    };
+    for opts in [SqliteOptions::default(), read_only] {
+        let err = SqliteLedger::open(&path, opts).await.expect_err("refused");
+        assert_eq!(err.field(), Some("path"), "{err}");
+        assert!(err.to_string().contains("UTF-8"), "{err}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).expect("list").collect();
+        assert!(left.is_empty(), "files left: {left:?}");
+    }
+}
