@@ -182,8 +182,8 @@ impl HandoverOptions {
     /// only, nothing created or migrated; a store without a Handover
     /// ledger at this version's schema is refused. On SQLite the ledger is
     /// also opened for reading only (nothing written); on PostgreSQL
-    /// ([`PostgresOptions::existing_only`](handover_ledger::PostgresOptions::existing_only))
-    /// writes are not refused. For inspection tools.
+    /// (`PostgresOptions::existing_only`) writes are not refused. For
+    /// inspection tools.
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
         self
