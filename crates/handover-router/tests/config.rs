@@ -748,12 +748,19 @@ url = "https://bot:hunter3-secret@shipments.example/v1?ref={destination_key}"
 
 [telemetry]
 otlp_endpoint = "http://otel:hunter4-secret@127.0.0.1:4318"
+
+[mcp.servers.up]
+url = "http://mcp:hunter5-secret@127.0.0.1:9/mcp"
+[mcp.servers.odd]
+url = "ftp://mcp:hunter6-secret@127.0.0.1:9/mcp"
 "#;
     let e = errors(&text);
     for path in [
         "providers.a.base_url",
         "actions.ship.lookup.url",
         "telemetry.otlp_endpoint",
+        "mcp.servers.up.url",
+        "mcp.servers.odd.url",
     ] {
         assert!(e.contains(&format!("{path}: ")), "{path}: {e}");
     }
