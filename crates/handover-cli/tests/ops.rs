@@ -584,3 +584,54 @@ async fn ledger_text_is_printed_escaped_and_json_keeps_it_exact() {
     assert_eq!(json["operation"]["state"]["evidence"], evidence);
     assert_eq!(json["attempts"][0]["executor"], "exec\nutor");
 }
+
+/// The files next to `path` (`-wal`, `-shm`, a journal).
+fn beside(path: &Path) -> Vec<String> {
+    let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+    let mut found: Vec<String> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_str().unwrap().to_owned())
+        .filter(|n| n.starts_with(&name) && *n != name)
+        .collect();
+    found.sort();
+    found
+}
+
+/// `ops resolve` and `ops purge` close the ledger as `serve` and `demo`
+/// do: the file alone then holds every record (an operator copying the
+/// `.db` after resolving has the resolution in the copy), with no write-
+/// ahead log left beside it, refused or not.
+#[tokio::test]
+async fn resolve_and_purge_leave_the_file_alone_holding_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    prepare(&path).await;
+    let ledger = path.to_str().unwrap();
+    let resolve = |key: &'static str| {
+        run(&[
+            "ops",
+            "resolve",
+            "--ledger",
+            ledger,
+            SCOPE,
+            key,
+            "--rejected",
+            "--evidence",
+            "no shipment in the carrier export",
+            "--actor",
+            "bob",
+        ])
+    };
+    failed(&resolve("K-2"));
+    assert_eq!(beside(&path), Vec::<String>::new(), "after a refusal");
+    ok(&resolve("K-1"));
+    assert_eq!(beside(&path), Vec::<String>::new(), "after a resolution");
+    ok(&run(&["ops", "purge", "--ledger", ledger]));
+    assert_eq!(beside(&path), Vec::<String>::new(), "after a purge");
+
+    let copy = dir.path().join("copy").join("ledger.db");
+    std::fs::create_dir(copy.parent().unwrap()).unwrap();
+    std::fs::copy(&path, &copy).unwrap();
+    let (state, _) = state_and_attempts(&copy, "K-1").await;
+    assert!(matches!(state, State::Rejected { .. }), "{state:?}");
+}
