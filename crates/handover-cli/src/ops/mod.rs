@@ -310,6 +310,15 @@ async fn decide(
 }
 
 async fn purge(args: PurgeArgs) -> anyhow::Result<ExitCode> {
+    // Retention is the deployment's: the defaults a bare file would get
+    // could drop results it keeps for longer.
+    if args.source.ledger.is_some() {
+        anyhow::bail!(
+            "refused: `ops purge` needs --config FILE: it applies the configuration's retention \
+             ([ledger] replay_window, tombstone_horizon), and with --ledger the defaults (72h, 30d) \
+             could drop results the deployment keeps longer; nothing was changed"
+        );
+    }
     let opened = open(&args.source, Access::ReadWrite).await?;
     let done = purge_open(&opened, args.json).await;
     // Closed on every path, so the file alone holds every record.
