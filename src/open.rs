@@ -178,9 +178,12 @@ impl HandoverOptions {
         self
     }
 
-    /// For [`HandoverOptions::open_ledger`] on SQLite: open an existing
-    /// ledger for reading only (nothing created, migrated or written; a
-    /// file that is not a Handover ledger refused). For inspection tools.
+    /// For [`HandoverOptions::open_ledger`]: open an existing ledger
+    /// only, nothing created or migrated; a store without a Handover
+    /// ledger at this version's schema is refused. On SQLite the ledger is
+    /// also opened for reading only (nothing written); on PostgreSQL
+    /// (`PostgresOptions::existing_only`) writes are not refused. For
+    /// inspection tools.
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
         self
@@ -264,6 +267,7 @@ impl HandoverOptions {
                     max_connections: *pool_size,
                     statement_timeout: *statement_timeout,
                     call_timeout: *call_timeout,
+                    existing_only: self.read_only,
                     ..Default::default()
                 };
                 Arc::new(handover_ledger::PostgresLedger::connect(&url, opts).await?)

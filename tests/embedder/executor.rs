@@ -174,8 +174,58 @@ async fn not_sent_without_evidence_releases_the_claim(backend: Backend) {
     app.finish().await;
 }
 
+/// A destination URL may carry a credential (`https://KEY:@api…`, a token
+/// in the query or the path): what a transport error records and tells
+/// names the host, never the URL.
+async fn a_transport_error_records_the_host_not_the_url(backend: Backend) {
+    use handover::router::gate::HttpJsonExecutor;
+    use handover_testkit::{Behaviour, MockDestination};
+    let Some(app) = App::open(backend, "", SHIP).await else {
+        return;
+    };
+    let dest = MockDestination::builder()
+        .default_behaviour(Behaviour::ApplyAndDrop)
+        .start()
+        .await;
+    let url = dest
+        .records_url()
+        .replace("http://", "http://sk_hunter8:hunter9@")
+        + "?token=hunter10";
+    let exec = HttpJsonExecutor::new(reqwest::Client::new(), url);
+    let gate = app.handover.gate();
+    let req = gate
+        .request("tenant-1", "K-1", "ship", &json!({"sku": "A"}))
+        .unwrap();
+    let out = gate
+        .perform(&req, &exec, PerformOptions::default())
+        .await
+        .unwrap();
+    assert!(matches!(out, PerformOutcome::Unresolved(_)), "{out:?}");
+    assert_eq!(
+        dest.effect_count(),
+        1,
+        "the request reached the destination"
+    );
+    let id = req.id();
+    let told = format!("{out:?}");
+    let recorded = serde_json::to_string(&(
+        app.handover.ledger().get(id).await.unwrap(),
+        app.handover.ledger().attempts(id).await.unwrap(),
+    ))
+    .unwrap();
+    for text in [&told, &recorded] {
+        assert!(!text.contains("hunter"), "{text}");
+    }
+    assert!(
+        recorded.contains("127.0.0.1"),
+        "the host is named: {recorded}"
+    );
+    app.finish().await;
+}
+
 per_backend!(
     garbage_panics_and_empty_answers_leave_it_unknown,
     a_synchronous_panic_is_unresolved_not_a_crash,
-    not_sent_without_evidence_releases_the_claim
+    not_sent_without_evidence_releases_the_claim,
+    a_transport_error_records_the_host_not_the_url
 );

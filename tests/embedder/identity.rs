@@ -159,6 +159,26 @@ fn serde_json_canonicalize(v: &Value) -> String {
     }
 }
 
+/// A depth limit past what the stored text can be parsed back at would
+/// hand the executor something other than what was approved (serde_json
+/// reads at most 127 levels): the library caps it, the config refuses it.
+#[test]
+fn a_depth_the_ledger_cannot_read_back_is_refused() {
+    use handover::ledger::{Limits, OperationRequest};
+    let deep = Limits {
+        max_depth: 10_000,
+        ..Limits::default()
+    };
+    let err = OperationRequest::new("tenant-1", "K-1", "ship", &nested(200), &deep).unwrap_err();
+    assert_eq!(err.field(), "params", "{err}");
+    assert!(err.to_string().contains("limit of 64"), "{err}");
+    let req = OperationRequest::new("tenant-1", "K-1", "ship", &nested(64), &deep).unwrap();
+    assert_eq!(req.params(), nested(64), "what was approved, exactly");
+    let text = "[ledger]\nbackend = \"memory\"\nmax_params_depth = 65\n";
+    let err = handover::Config::parse(text, &|_| None).unwrap_err();
+    assert!(err.to_string().contains("ledger.max_params_depth"), "{err}");
+}
+
 per_backend!(
     bad_identities_name_their_field_and_write_nothing,
     bad_params_name_their_path_and_write_nothing

@@ -95,7 +95,8 @@ pub(crate) struct LedgerSource {
     /// Configuration file whose `[ledger]` section names the ledger.
     #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
-    /// A SQLite ledger file, opened directly (default retention).
+    /// A SQLite ledger file, opened directly (not for `ops purge`, which
+    /// applies a configuration's retention).
     #[arg(long, value_name = "PATH", global = true)]
     ledger: Option<PathBuf>,
 }

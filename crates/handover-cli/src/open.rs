@@ -40,9 +40,10 @@ pub(crate) enum Access {
     ReadWrite,
 }
 
-/// Opens the ledger named by `src`. Never creates a ledger file: a path
-/// that does not exist, an empty file or a file that is not a Handover
-/// ledger is an error (an operator looking at an empty new file would
+/// Opens the ledger named by `src`. Never creates a ledger (a SQLite file,
+/// PostgreSQL tables) nor migrates one: a path that does not exist, an
+/// empty file, a file or database that is not a Handover ledger at this
+/// version is an error (an operator looking at an empty new file would
 /// conclude there is nothing to review; another application's database
 /// must not gain our tables). A SQLite file is always checked read-only
 /// first, so a refused file is left byte for byte as it was.
@@ -75,15 +76,15 @@ pub(crate) async fn open(src: &LedgerSource, access: Access) -> anyhow::Result<O
         LedgerBackend::Postgres { url_env, .. } => format!("postgres ${url_env}"),
     };
     let options = HandoverOptions::new();
-    if matches!(settings.backend, LedgerBackend::Sqlite { .. }) {
-        // Checked as a Handover ledger before any read-write open.
-        options
-            .clone()
-            .read_only(true)
-            .open_ledger(&config)
-            .await
-            .with_context(|| format!("cannot open the ledger ({description})"))?;
-    }
+    // Checked as an existing Handover ledger at this version before any
+    // read-write open, which would create or migrate one.
+    let checked = options
+        .clone()
+        .read_only(true)
+        .open_ledger(&config)
+        .await
+        .with_context(|| format!("cannot open the ledger ({description})"))?;
+    drop(checked);
     let ledger = options
         .read_only(access == Access::ReadOnly)
         .open_ledger(&config)

@@ -283,3 +283,25 @@ async fn the_demos_ledger_holds_no_time_ahead_of_the_wall_clock() {
         "{listed}"
     );
 }
+
+/// A ledger path that is not UTF-8 (SQLite takes UTF-8 names) is refused
+/// naming the option, and no file is left behind (the demo's lock used to
+/// create an empty one before the ledger refused the name).
+#[cfg(unix)]
+#[test]
+fn a_ledger_path_that_is_not_utf8_is_refused_and_leaves_no_file() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"ledger-\xff.db");
+    let out = handover()
+        .current_dir(dir.path())
+        .arg("demo")
+        .arg("--ledger")
+        .arg(name)
+        .output()
+        .unwrap();
+    let err = failed(&out);
+    assert!(err.contains("--ledger") && err.contains("UTF-8"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "files left: {left:?}");
+}

@@ -158,3 +158,53 @@ fn serve_refuses_a_ledger_it_cannot_write() {
         support::stderr(&listed)
     );
 }
+
+/// A Handover ledger left in WAL mode (by a process that did not close
+/// it) in a directory the reader may not write cannot be read (SQLite
+/// needs a `-shm` file for it): `ops list` says so, instead of calling a
+/// good ledger "not a SQLite database". Only as root (through `setpriv`).
+#[test]
+fn a_ledger_in_wal_mode_that_cannot_be_read_here_is_not_called_foreign() {
+    let as_root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !as_root {
+        println!("skipped: needs root to run `ops list` as nobody");
+        return;
+    }
+    let dir = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+    let ledger = dir.path().join("ledger.db");
+    ok(&run(&["demo", "--ledger", ledger.to_str().unwrap()]));
+    // The demo closed it (rollback journal); back to WAL mode, which
+    // stays in the file's header once its connection is gone.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mode: String = rt.block_on(async {
+        use sqlx::{ConnectOptions, Connection};
+        let mut c = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&ledger)
+            .connect()
+            .await
+            .unwrap();
+        let mode = sqlx::query_scalar("PRAGMA journal_mode=WAL")
+            .fetch_one(&mut c)
+            .await
+            .unwrap();
+        c.close().await.unwrap();
+        mode
+    });
+    assert_eq!(mode, "wal");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_handover"))
+        .args(["ops", "list", "--ledger", ledger.to_str().unwrap()])
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("setpriv (util-linux) is needed as root");
+    let err = support::stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains("not a SQLite database"), "{err}");
+    assert!(err.contains("WAL mode") && err.contains("-shm"), "{err}");
+}

@@ -313,15 +313,21 @@ async fn ops_open_the_ledger_a_config_names_and_never_create_one() {
         purge.contains("replay window 1h") && purge.contains("tombstoned 0"),
         "{purge}"
     );
-    let purge: Value = serde_json::from_str(&ok(&run(&[
+    // Retention is the configuration's: a bare file would get the
+    // defaults, which could drop results the deployment keeps longer.
+    let before = std::fs::read(&path).unwrap();
+    let err = failed(&run(&[
         "ops",
         "purge",
         "--ledger",
         path.to_str().unwrap(),
         "--json",
-    ])))
-    .unwrap();
-    assert_eq!(purge["deleted"], 0);
+    ]));
+    assert!(
+        err.contains("needs --config") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing was changed");
 
     let missing = dir.path().join("missing.db");
     let err = failed(&run(&[
@@ -369,7 +375,17 @@ async fn ops_refuse_files_that_are_not_handover_ledgers_and_change_nothing() {
     for cmd in [
         vec!["ops", "list"],
         vec!["ops", "show", "s", "k"],
-        vec!["ops", "purge"],
+        vec![
+            "ops",
+            "resolve",
+            "s",
+            "k",
+            "--rejected",
+            "--evidence",
+            "e",
+            "--actor",
+            "a",
+        ],
     ] {
         for (file, expect) in [
             (&foreign, "not a Handover ledger"),
@@ -478,7 +494,15 @@ async fn ops_list_and_show_read_without_writing() {
     );
 
     // `purge` opens it read-write and records the expiry.
-    ok(&run(&["ops", "purge", "--ledger", path.to_str().unwrap()]));
+    let conf = tempfile::tempdir().unwrap();
+    let config = conf.path().join("handover.toml");
+    std::fs::write(&config, sqlite_config(&path)).unwrap();
+    ok(&run(&[
+        "ops",
+        "purge",
+        "--config",
+        config.to_str().unwrap(),
+    ]));
     assert!(files() != before);
 }
 
@@ -583,4 +607,70 @@ async fn ledger_text_is_printed_escaped_and_json_keeps_it_exact() {
     );
     assert_eq!(json["operation"]["state"]["evidence"], evidence);
     assert_eq!(json["attempts"][0]["executor"], "exec\nutor");
+}
+
+/// A configuration naming the SQLite ledger at `path` (default retention).
+fn sqlite_config(path: &Path) -> String {
+    format!(
+        "[ledger]\nbackend = \"sqlite\"\npath = {:?}\n",
+        path.to_str().unwrap()
+    )
+}
+
+/// The files next to `path` (`-wal`, `-shm`, a journal).
+fn beside(path: &Path) -> Vec<String> {
+    let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+    let mut found: Vec<String> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_str().unwrap().to_owned())
+        .filter(|n| n.starts_with(&name) && *n != name)
+        .collect();
+    found.sort();
+    found
+}
+
+/// `ops resolve` and `ops purge` close the ledger as `serve` and `demo`
+/// do: the file alone then holds every record (an operator copying the
+/// `.db` after resolving has the resolution in the copy), with no write-
+/// ahead log left beside it, refused or not.
+#[tokio::test]
+async fn resolve_and_purge_leave_the_file_alone_holding_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    prepare(&path).await;
+    let ledger = path.to_str().unwrap();
+    let resolve = |key: &'static str| {
+        run(&[
+            "ops",
+            "resolve",
+            "--ledger",
+            ledger,
+            SCOPE,
+            key,
+            "--rejected",
+            "--evidence",
+            "no shipment in the carrier export",
+            "--actor",
+            "bob",
+        ])
+    };
+    failed(&resolve("K-2"));
+    assert_eq!(beside(&path), Vec::<String>::new(), "after a refusal");
+    ok(&resolve("K-1"));
+    assert_eq!(beside(&path), Vec::<String>::new(), "after a resolution");
+    let config = dir.path().join("handover.toml");
+    std::fs::write(&config, sqlite_config(&path)).unwrap();
+    ok(&run(&[
+        "ops",
+        "purge",
+        "--config",
+        config.to_str().unwrap(),
+    ]));
+    assert_eq!(beside(&path), Vec::<String>::new(), "after a purge");
+
+    let copy = dir.path().join("copy").join("ledger.db");
+    std::fs::create_dir(copy.parent().unwrap()).unwrap();
+    std::fs::copy(&path, &copy).unwrap();
+    let (state, _) = state_and_attempts(&copy, "K-1").await;
+    assert!(matches!(state, State::Rejected { .. }), "{state:?}");
 }

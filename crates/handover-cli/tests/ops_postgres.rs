@@ -113,3 +113,110 @@ async fn ops_list_show_and_resolve_on_a_postgres_ledger() {
     let err = failed(&out);
     assert!(err.contains(CLI_URL_VAR), "{err}");
 }
+
+/// Runs `SQL` on the test database.
+async fn exec(url: &str, sql: String) {
+    use sqlx::Connection;
+    let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+}
+
+async fn tables_in(url: &str, schema: &str) -> i64 {
+    use sqlx::Connection;
+    let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+    let n = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1",
+    )
+    .bind(schema)
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    c.close().await.unwrap();
+    n
+}
+
+/// As with a SQLite path, `ops` never creates a ledger: a config whose URL
+/// names a database (here a schema) without one is refused and gains no
+/// tables (an operator would otherwise read "no operations" from a
+/// mistyped URL), and a ledger a newer version migrated is refused as such.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_never_create_or_migrate_a_postgres_ledger() {
+    let Some(url) = std::env::var(URL_VAR).ok().filter(|u| !u.trim().is_empty()) else {
+        println!("skipped: {URL_VAR} not set");
+        return;
+    };
+    let schema = fresh_schema("cli_empty");
+    let _guard = SchemaGuard {
+        url: url.clone(),
+        schema: schema.clone(),
+    };
+    exec(&url, format!("CREATE SCHEMA \"{schema}\"")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("pg.toml");
+    std::fs::write(
+        &config,
+        format!("[ledger]\nbackend = \"postgres\"\nurl_env = \"{CLI_URL_VAR}\"\n"),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap().to_owned();
+    let cli_url = with_search_path(&url, &schema);
+    let ops = |args: &[&str]| {
+        let mut full = vec!["ops"];
+        full.extend_from_slice(args);
+        handover()
+            .env(CLI_URL_VAR, &cli_url)
+            .args(&full)
+            .output()
+            .unwrap()
+    };
+    let resolve = [
+        "resolve",
+        "--config",
+        &config,
+        "t",
+        "K-1",
+        "--rejected",
+        "--evidence",
+        "e",
+        "--actor",
+        "a",
+    ];
+    for args in [
+        &["list", "--config", &config][..],
+        &["purge", "--config", &config],
+        &resolve,
+    ] {
+        let err = failed(&ops(args));
+        assert!(err.contains("not a Handover ledger"), "{args:?}: {err}");
+        assert_eq!(tables_in(&url, &schema).await, 0, "{args:?} created tables");
+    }
+
+    PostgresLedger::connect(
+        &url,
+        PostgresOptions {
+            schema: Some(schema.clone()),
+            ..PostgresOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    ok(&ops(&["list", "--config", &config]));
+    exec(
+        &url,
+        format!(
+            "INSERT INTO \"{schema}\"._sqlx_migrations (version, description, success, checksum, execution_time) VALUES (9999, 'from a newer version', TRUE, '\\x00', 1)"
+        ),
+    )
+    .await;
+    for args in [
+        &["list", "--config", &config][..],
+        &["purge", "--config", &config],
+    ] {
+        let err = failed(&ops(args));
+        assert!(err.contains("schema is newer"), "{args:?}: {err}");
+    }
+}

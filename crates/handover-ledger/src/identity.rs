@@ -24,6 +24,12 @@ pub const MAX_IDENT_BYTES: usize = 255;
 /// Caller-chosen text past it is refused; a destination's is cut to it.
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 
+/// The deepest JSON document any [`Limits`] admits: a stored document is
+/// parsed back (for the executor, a replay, a read of the record) by a
+/// parser that stops at 127 levels, with room left for the envelopes
+/// around it.
+pub const MAX_JSON_DEPTH: usize = 64;
+
 fn validate_ident(field: &'static str, value: &str) -> Result<(), ValidationError> {
     if value.is_empty() {
         return Err(ValidationError::new(field, "must not be empty"));
@@ -131,7 +137,8 @@ pub struct Limits {
     /// Maximum size of the canonical JSON text in bytes (default 64 KiB).
     pub max_params_bytes: usize,
     /// Maximum nesting depth: a scalar has depth 0, `{}`/`[]` depth 1,
-    /// `{"a":[1]}` depth 2 (default 32).
+    /// `{"a":[1]}` depth 2 (default 32). Values above
+    /// [`MAX_JSON_DEPTH`] act as it.
     pub max_depth: usize,
 }
 
@@ -173,13 +180,11 @@ pub(crate) fn canonical_json(
     limits: &Limits,
 ) -> Result<String, ValidationError> {
     let depth = json_depth(v);
-    if depth > limits.max_depth {
+    let max_depth = limits.max_depth.min(MAX_JSON_DEPTH);
+    if depth > max_depth {
         return Err(ValidationError::new(
             field,
-            format!(
-                "nesting depth {depth} exceeds the limit of {}",
-                limits.max_depth
-            ),
+            format!("nesting depth {depth} exceeds the limit of {max_depth}"),
         ));
     }
     crate::ijson::check_value(field, v)?;

@@ -43,6 +43,8 @@ mod postgres;
 mod retention;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod row;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod schema;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod task;
@@ -55,8 +57,8 @@ pub mod conformance;
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{LedgerError, ValidationError};
 pub use identity::{
-    ActionName, Fingerprint, Key, Limits, MAX_IDENT_BYTES, MAX_TEXT_BYTES, OperationId,
-    OperationRequest, Scope, TaskName, destination_key,
+    ActionName, Fingerprint, Key, Limits, MAX_IDENT_BYTES, MAX_JSON_DEPTH, MAX_TEXT_BYTES,
+    OperationId, OperationRequest, Scope, TaskName, destination_key,
 };
 pub use ijson::{MAX_EXACT_INTEGER, validate_json_text};
 pub use jcs::to_string as canonical_text;

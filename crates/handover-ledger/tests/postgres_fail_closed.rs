@@ -428,3 +428,40 @@ async fn network_cut_between_claim_and_dispatch_sends_nothing() {
     clock.advance(LEASE);
     assert_eq!(claim(&direct, &req).await.epoch.0, 2);
 }
+
+/// Opening waits for nothing without a deadline: another session holding
+/// a lock on the ledger's migration table (a replica stuck mid-migration,
+/// an operator's open transaction) fails the open within `call_timeout`,
+/// as `Unavailable`, whether it would migrate or only check the schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_blocked_by_a_lock_fails_within_call_timeout() {
+    let Some(url) = pg::url() else {
+        return;
+    };
+    let (_ledger, guard) = pg::ledger(PostgresOptions::default()).await;
+    let mut holder = pg::inspect(&url, &guard.schema).await;
+    sqlx::raw_sql("BEGIN; LOCK TABLE _sqlx_migrations IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut holder)
+        .await
+        .expect("lock");
+    for existing_only in [false, true] {
+        let opts = PostgresOptions {
+            schema: Some(guard.schema.clone()),
+            call_timeout: Duration::from_millis(500),
+            existing_only,
+            ..PostgresOptions::default()
+        };
+        let open = PostgresLedger::connect(&url, opts);
+        // The outer bound only turns a hang into a failure of this test.
+        let err = tokio::time::timeout(Duration::from_secs(30), open)
+            .await
+            .unwrap_or_else(|_| panic!("existing_only={existing_only}: the open hung"))
+            .expect_err("no ledger while its tables are locked");
+        assert!(err.is_unavailable(), "existing_only={existing_only}: {err}");
+        assert!(err.to_string().contains("call_timeout"), "{err}");
+    }
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut holder)
+        .await
+        .expect("unlock");
+}

@@ -107,3 +107,71 @@ async fn a_directory_is_refused_saying_so() {
         .expect_err("a directory is not a ledger file");
     assert!(err.to_string().contains("directory"), "got {err}");
 }
+
+/// A ledger a newer Handover migrated (a rollback, an old `handover ops`
+/// next to a new `serve`): refused, read-only or read-write, as a newer
+/// schema (not "unavailable", which a caller would retry forever), and
+/// its records left as they were.
+#[tokio::test]
+async fn a_ledger_with_a_newer_schema_is_refused_saying_so() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("ledger.db");
+    let req =
+        OperationRequest::new("t", "K-1", "a", &json!({}), &Limits::default()).expect("request");
+    let ledger = SqliteLedger::open(&path, SqliteOptions::default())
+        .await
+        .expect("open");
+    ledger.approve(&req).await.expect("approve");
+    ledger.close().await;
+    sqlite_file(
+        &path,
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) VALUES (9999, 'from a newer version', TRUE, x'00', 1)",
+    )
+    .await;
+    let read_only = SqliteOptions {
+        read_only: true,
+        ..SqliteOptions::default()
+    };
+    for opts in [read_only, SqliteOptions::default()] {
+        let read_only = opts.read_only;
+        let err = SqliteLedger::open(&path, opts)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("read_only={read_only}: opened a newer ledger"));
+        assert!(!err.is_unavailable(), "read_only={read_only}: {err}");
+        assert_eq!(err.field(), Some("path"), "read_only={read_only}: {err}");
+        assert!(
+            err.to_string().contains("newer"),
+            "read_only={read_only}: {err}"
+        );
+    }
+    sqlite_file(&path, "DELETE FROM _sqlx_migrations WHERE version = 9999").await;
+    let again = SqliteLedger::open(&path, SqliteOptions::default())
+        .await
+        .expect("reopen");
+    assert!(again.get(req.id()).await.expect("get").is_some(), "kept");
+}
+
+/// SQLite takes UTF-8 file names: another name is refused on `path`,
+/// before anything is created (it was `Unavailable`, the class a caller
+/// retries, with the driver's message).
+#[cfg(unix)]
+#[tokio::test]
+async fn a_path_that_is_not_utf8_is_refused_and_creates_nothing() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"ledger-\xff.db"));
+    let read_only = SqliteOptions {
+        read_only: true,
+        ..SqliteOptions::default()
+    };
+    for opts in [SqliteOptions::default(), read_only] {
+        let err = SqliteLedger::open(&path, opts).await.expect_err("refused");
+        assert_eq!(err.field(), Some("path"), "{err}");
+        assert!(err.to_string().contains("UTF-8"), "{err}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).expect("list").collect();
+        assert!(left.is_empty(), "files left: {left:?}");
+    }
+}

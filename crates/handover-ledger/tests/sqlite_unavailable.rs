@@ -33,6 +33,36 @@ async fn an_unopenable_file_is_unavailable() {
     assert!(err.is_unavailable(), "got {err:?}");
 }
 
+/// A ledger another process is writing when this one opens: unavailable,
+/// saying it is locked (not pointing at permissions that are fine).
+#[tokio::test]
+async fn a_ledger_locked_at_open_says_so() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("ledger.db");
+    // Another process has it open (in WAL mode) and is writing.
+    let _first = SqliteLedger::open(&path, SqliteOptions::default())
+        .await
+        .expect("create");
+    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .connect()
+        .await
+        .expect("other connection");
+    other.execute("BEGIN IMMEDIATE").await.expect("lock");
+    let opts = SqliteOptions {
+        busy_timeout: Duration::from_millis(50),
+        ..SqliteOptions::default()
+    };
+    let err = SqliteLedger::open(&path, opts)
+        .await
+        .expect_err("no read-write open while locked");
+    assert!(err.is_unavailable(), "got {err:?}");
+    let text = err.to_string();
+    assert!(text.contains("write lock"), "{text}");
+    assert!(!text.contains("permissions"), "{text}");
+    other.execute("ROLLBACK").await.expect("unlock");
+}
+
 async fn locked_store_fails_closed(group_commit: bool) {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("ledger.db");

@@ -748,15 +748,55 @@ url = "https://bot:hunter3-secret@shipments.example/v1?ref={destination_key}"
 
 [telemetry]
 otlp_endpoint = "http://otel:hunter4-secret@127.0.0.1:4318"
+
+[mcp.servers.up]
+url = "http://mcp:hunter5-secret@127.0.0.1:9/mcp"
+[mcp.servers.odd]
+url = "ftp://mcp:hunter6-secret@127.0.0.1:9/mcp"
 "#;
     let e = errors(&text);
     for path in [
         "providers.a.base_url",
         "actions.ship.lookup.url",
         "telemetry.otlp_endpoint",
+        "mcp.servers.up.url",
+        "mcp.servers.odd.url",
     ] {
         assert!(e.contains(&format!("{path}: ")), "{path}: {e}");
     }
+    assert!(!e.contains("hunter"), "{e}");
+}
+
+/// Nor in a header written out: a credential header (lookup or telemetry)
+/// must come from the environment, and the error does not repeat it
+/// (a `Config`'s `Debug` would otherwise print it).
+#[test]
+fn literal_credential_headers_are_errors_that_do_not_repeat_them() {
+    let text = format!(
+        r#"{BASE}
+[actions.ship.lookup]
+visibility_lag = "1s"
+url = "https://shipments.example/v1?ref={{destination_key}}"
+[actions.ship.lookup.headers]
+Authorization = "Bearer hunter5-secret"
+x-api-key = "hunter6-secret"
+Accept = "application/json"
+
+[telemetry]
+otlp_endpoint = "http://127.0.0.1:4318"
+[telemetry.headers]
+Cookie = "session=hunter7-secret"
+"#
+    );
+    let e = errors(&text);
+    for path in [
+        "actions.ship.lookup.headers.Authorization",
+        "actions.ship.lookup.headers.x-api-key",
+        "telemetry.headers.Cookie",
+    ] {
+        assert!(e.contains(&format!("{path}: a credential")), "{path}: {e}");
+    }
+    assert!(!e.contains("Accept"), "a literal Accept is fine: {e}");
     assert!(!e.contains("hunter"), "{e}");
 }
 

@@ -91,7 +91,7 @@ fn mistakes_name_their_field() {
         ),
         (
             BASE.replace(r#"command = "python3""#, r#"url = "ftp://x""#),
-            "mcp.servers.shipping.url: \"ftp://x\" is not an http:// or https:// URL",
+            "mcp.servers.shipping.url: must be an http:// or https:// URL",
         ),
         (
             BASE.replace(r#"args = ["server.py"]"#, r#"url = "http://x""#),

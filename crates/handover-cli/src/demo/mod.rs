@@ -24,6 +24,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use clap::builder::TypedValueParser as _;
 use serde::Serialize;
 
 use crate::term::{Spinner, Style};
@@ -33,7 +34,10 @@ use timeline::Event;
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
     /// The SQLite ledger file (created if missing; reusing it is safe).
-    #[arg(long, value_name = "PATH", default_value = "handover-demo.db")]
+    // UTF-8 (SQLite's file names are), checked here because the lock
+    // taken before the ledger opens creates the file.
+    #[arg(long, value_name = "PATH", default_value = "handover-demo.db",
+          value_parser = clap::builder::OsStringValueParser::new().try_map(utf8_path))]
     ledger: PathBuf,
     /// Print one JSON document instead of the timeline.
     #[arg(long)]
@@ -128,6 +132,12 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: the demo's guarantees did not hold (see the summary)");
         ExitCode::FAILURE
     })
+}
+
+fn utf8_path(s: std::ffi::OsString) -> Result<PathBuf, &'static str> {
+    s.into_string()
+        .map(PathBuf::from)
+        .map_err(|_| "must be valid UTF-8 (SQLite takes file names as UTF-8)")
 }
 
 /// Two demos playing on one ledger at once would pick the same fresh key

@@ -13,7 +13,7 @@ use handover::ledger::{ListFilter, OperationId, Resolution, ResolvedAs, Scope, S
 use serde_json::json;
 
 use crate::LedgerSource;
-use crate::open::{Access, open};
+use crate::open::{Access, Opened, open};
 use crate::term::Style;
 
 /// `handover ops` subcommands.
@@ -250,8 +250,26 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<ExitCode> {
                 .unwrap_or_else(|| "not applied (operator)".to_owned()),
         }
     };
+    let resolution = Resolution {
+        outcome,
+        evidence,
+        actor,
+    };
     let opened = open(&args.source, Access::ReadWrite).await?;
-    let Some(before) = opened.ledger.get(&id).await? else {
+    let done = decide(&opened, &id, resolution, args.json).await;
+    // Closed on every path, so the file alone holds every record.
+    opened.ledger.close().await;
+    done
+}
+
+/// Records `resolution` for `id` if it is unknown, and prints the record.
+async fn decide(
+    opened: &Opened,
+    id: &OperationId,
+    resolution: Resolution,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let Some(before) = opened.ledger.get(id).await? else {
         eprintln!(
             "error: refused: no operation {} {} in {}",
             id.scope, id.key, opened.description
@@ -267,12 +285,7 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::FAILURE);
     }
-    let resolution = Resolution {
-        outcome,
-        evidence,
-        actor,
-    };
-    let record = match opened.ledger.resolve(&id, resolution).await {
+    let record = match opened.ledger.resolve(id, resolution).await {
         Ok(r) => r,
         Err(e) => {
             // The ledger re-checks under its lock (someone may have resolved it meanwhile).
@@ -280,7 +293,7 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    if args.json {
+    if json {
         outln!("{}", serde_json::to_string_pretty(&record)?);
     } else {
         let s = Style::stdout();
@@ -297,9 +310,25 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn purge(args: PurgeArgs) -> anyhow::Result<ExitCode> {
+    // Retention is the deployment's: the defaults a bare file would get
+    // could drop results it keeps for longer.
+    if args.source.ledger.is_some() {
+        anyhow::bail!(
+            "refused: `ops purge` needs --config FILE: it applies the configuration's retention \
+             ([ledger] replay_window, tombstone_horizon), and with --ledger the defaults (72h, 30d) \
+             could drop results the deployment keeps longer; nothing was changed"
+        );
+    }
     let opened = open(&args.source, Access::ReadWrite).await?;
+    let done = purge_open(&opened, args.json).await;
+    // Closed on every path, so the file alone holds every record.
+    opened.ledger.close().await;
+    done
+}
+
+async fn purge_open(opened: &Opened, json: bool) -> anyhow::Result<ExitCode> {
     let report = opened.ledger.purge().await?;
-    if args.json {
+    if json {
         let doc = json!({
             "ledger": opened.description,
             "replay_window_ms": u64::try_from(opened.retention.replay_window.as_millis()).unwrap_or(u64::MAX),

@@ -41,11 +41,21 @@ pub struct PostgresOptions {
     /// packets on a connection already in use would hold the call until TCP
     /// gives up (minutes). A COMMIT that was already on its way may still
     /// land: see `docs/ledger.md`, "When PostgreSQL does not answer".
+    /// It also bounds the open's schema check and migrations (a session
+    /// holding a lock on the ledger's tables fails the open).
     pub call_timeout: Duration,
     /// Schema holding the ledger's tables (created if missing); `None` uses
     /// the server's `search_path` (normally `public`). Lowercase ASCII
     /// letters, digits and `_`, at most 63 bytes, not starting with a digit.
     pub schema: Option<String>,
+    /// Open only a ledger that is already there, at this version's schema:
+    /// create no schema, apply no migration, and refuse (a validation
+    /// error on `url`, "not a Handover ledger") a database without one, or
+    /// with an older or newer schema (default off). For tools that inspect
+    /// or resolve operations, which must not create an empty ledger in a
+    /// mistyped database and then report nothing to review. Writes are
+    /// not refused.
+    pub existing_only: bool,
 }
 
 impl Default for PostgresOptions {
@@ -59,6 +69,7 @@ impl Default for PostgresOptions {
             connect_timeout: Duration::from_secs(5),
             call_timeout: Duration::from_secs(10),
             schema: None,
+            existing_only: false,
         }
     }
 }
@@ -118,16 +129,21 @@ pub(super) async fn open(url: &str, opts: &PostgresOptions) -> Result<Conns, Led
         .await
         .map_err(|_| LedgerError::unavailable("connecting to PostgreSQL", "timed out"))?
         .map_err(|e| LedgerError::unavailable("connecting to PostgreSQL", describe(&e)))?;
-    if let Some(s) = &opts.schema {
-        create_schema(&mut conn, s).await?;
-    }
-    // sqlx's migrator takes a database-wide advisory lock, so processes that
-    // start together apply each migration once.
-    MIGRATOR
-        .run(&mut conn)
-        .await
-        .map_err(|e| LedgerError::unavailable("applying migrations", describe_migration(&e)))?;
-    let _ = conn.close().await;
+    // Bounded like any ledger call: a session holding a lock on the
+    // ledger's tables or the migrator's advisory lock, or a server that
+    // stopped answering, fails the open instead of hanging it.
+    let Ok(prepared) = tokio::time::timeout(opts.call_timeout, prepare(&mut conn, opts)).await
+    else {
+        return Err(LedgerError::unavailable(
+            "opening the ledger",
+            format!(
+                "the schema check and migrations did not finish within call_timeout ({:?}); another session may hold a lock on the ledger's tables",
+                opts.call_timeout
+            ),
+        ));
+    };
+    prepared?;
+    let _ = tokio::time::timeout(opts.call_timeout, conn.close()).await;
 
     let idle_in_tx = opts
         .statement_timeout
@@ -147,6 +163,53 @@ pub(super) async fn open(url: &str, opts: &PostgresOptions) -> Result<Conns, Led
     // One connection now, so bad settings fail here rather than on first use.
     conns.get().await?.done();
     Ok(conns)
+}
+
+/// Checks (`existing_only`) or creates and migrates the ledger's tables.
+async fn prepare(conn: &mut PgConnection, opts: &PostgresOptions) -> Result<(), LedgerError> {
+    if opts.existing_only {
+        return existing(conn).await;
+    }
+    if let Some(s) = &opts.schema {
+        create_schema(conn, s).await?;
+    }
+    // sqlx's migrator takes a database-wide advisory lock, so processes
+    // that start together apply each migration once.
+    MIGRATOR.run(conn).await.map_err(|e| match e {
+        // A version in the database that this build does not know.
+        sqlx::migrate::MigrateError::VersionMissing(_) => not_a_ledger(crate::schema::NEWER),
+        e => LedgerError::unavailable("applying migrations", describe_migration(&e)),
+    })
+}
+
+/// The ledger at `conn`'s search path, at this version's schema.
+async fn existing(conn: &mut PgConnection) -> Result<(), LedgerError> {
+    let unavailable =
+        |e: sqlx::Error| LedgerError::unavailable("reading the ledger's schema", describe(&e));
+    let tables: bool = sqlx::query_scalar(
+        "SELECT to_regclass('operations') IS NOT NULL AND to_regclass('attempts') IS NOT NULL AND to_regclass('_sqlx_migrations') IS NOT NULL",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(unavailable)?;
+    if !tables {
+        return Err(not_a_ledger(
+            "no Handover ledger tables (operations, attempts) in this database and schema; nothing was created",
+        ));
+    }
+    let applied: Option<i64> =
+        sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(unavailable)?;
+    match crate::schema::version_problem(applied, &MIGRATOR) {
+        Some(why) => Err(not_a_ledger(why)),
+        None => Ok(()),
+    }
+}
+
+fn not_a_ledger(why: &str) -> LedgerError {
+    ValidationError::new("url", format!("not a Handover ledger: {why}")).into()
 }
 
 /// `CREATE SCHEMA IF NOT EXISTS` can still fail with a unique violation

@@ -92,10 +92,18 @@ pub(super) async fn adoptable(path: &Path) -> Result<(), LedgerError> {
 pub(super) async fn writable(pool: &sqlx::SqlitePool, path: &Path) -> Result<(), LedgerError> {
     use sqlx::Executor;
     let cannot = |e: sqlx::Error| {
+        // SQLITE_BUSY: another connection holds the write lock past the
+        // busy timeout, which permissions have nothing to do with.
+        let busy = e.as_database_error().and_then(|d| d.code()).as_deref() == Some("5");
+        let hint = if busy {
+            "another process holds its write lock; try again when it is done"
+        } else {
+            "check the permissions of the file, its -wal and -shm files and its directory, and that the file system is not mounted read-only"
+        };
         LedgerError::unavailable(
             "opening the ledger file",
             format!(
-                "{}: the ledger cannot be written ({e}); check the permissions of the file, its -wal and -shm files and its directory, and that the file system is not mounted read-only",
+                "{}: the ledger cannot be written ({e}); {hint}",
                 path.display()
             ),
         )

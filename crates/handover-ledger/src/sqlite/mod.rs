@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 use crate::clock::{Clock, SystemClock};
 use crate::driver::jobs::{self, SettleDue};
 use crate::driver::{Backend, Config, Job, answer_read_only};
-use crate::error::LedgerError;
+use crate::error::{LedgerError, ValidationError};
 use crate::identity::{Limits, OperationId};
 use crate::ledger::ListFilter;
 use crate::model::{AttemptRecord, OperationRecord};
@@ -149,6 +149,12 @@ impl SqliteLedger {
     /// read-only file system) fails with `Unavailable` naming the file and
     /// the cause, instead of opening read-only and failing every write.
     pub async fn open(path: impl AsRef<Path>, opts: SqliteOptions) -> Result<Self, LedgerError> {
+        if path.as_ref().to_str().is_none() {
+            // Refused before anything touches the file system (SQLite itself
+            // refuses such a name only after a file was created).
+            let why = "must be valid UTF-8 (SQLite takes file names as UTF-8)";
+            return Err(ValidationError::new("path", why).into());
+        }
         if opts.read_only {
             return Self::open_read_only(path.as_ref(), opts).await;
         }
@@ -166,10 +172,11 @@ impl SqliteLedger {
             .await
             .map_err(|e| open_failed(path.as_ref(), "opening the ledger file", e))?;
         file::writable(&pool, path.as_ref()).await?;
-        MIGRATOR
-            .run(&pool)
-            .await
-            .map_err(|e| LedgerError::unavailable("applying migrations", e))?;
+        MIGRATOR.run(&pool).await.map_err(|e| match e {
+            // A version in the file that this build does not know.
+            sqlx::migrate::MigrateError::VersionMissing(_) => read_only::newer_schema(),
+            e => LedgerError::unavailable("applying migrations", e),
+        })?;
         drop(lock);
         let file = file::LedgerFile::opened(path.as_ref())?;
         let cfg = Config {

@@ -17,7 +17,7 @@ pub(super) async fn verify(pool: &SqlitePool, migrator: &Migrator) -> Result<(),
     )
     .fetch_all(pool)
     .await
-    .map_err(|_| not_a_ledger("the file is not a SQLite database"))?;
+    .map_err(unreadable)?;
     if tables.len() < 3 {
         return Err(not_a_ledger(
             "the file has no Handover ledger tables (operations, attempts)",
@@ -28,13 +28,33 @@ pub(super) async fn verify(pool: &SqlitePool, migrator: &Migrator) -> Result<(),
             .fetch_one(pool)
             .await
             .map_err(|e| super::map_err("reading the ledger's schema version", e))?;
-    let known = migrator.iter().map(|m| m.version).max();
-    if applied < known {
-        return Err(not_a_ledger(
-            "the ledger's schema is older than this version (open it read-write once to migrate it)",
-        ));
+    match crate::schema::version_problem(applied, migrator) {
+        Some(why) => Err(not_a_ledger(why)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Why the first read of the file failed: SQLite's "not a database"
+/// (`SQLITE_NOTADB`) refuses the file; anything else is the store being
+/// unreadable here, most often a ledger in WAL mode, whose readers need
+/// its `-shm` file, in a directory this user may not write.
+fn unreadable(e: sqlx::Error) -> LedgerError {
+    let code = e.as_database_error().and_then(|d| d.code());
+    if code.as_deref() == Some("26") {
+        return not_a_ledger("the file is not a SQLite database");
+    }
+    LedgerError::unavailable(
+        "reading the ledger file",
+        format!(
+            "{e}; a ledger in WAL mode is read through its -shm file, which needs a directory this user may write (or the -shm file already there)"
+        ),
+    )
+}
+
+/// A ledger a newer version migrated: this version might misread its
+/// records and must not write them.
+pub(super) fn newer_schema() -> LedgerError {
+    not_a_ledger(crate::schema::NEWER)
 }
 
 pub(super) fn not_a_ledger(why: &str) -> LedgerError {

@@ -153,7 +153,8 @@ impl Conn {
             Ok(resp) => self.read(resp, initialize, in_session).await,
             Err(e) if e.is_connect() => Err(Lost::NotSent),
             Err(e) => {
-                tracing::warn!(error = %e, "upstream MCP POST failed");
+                // Without the URL: its query may carry a token.
+                tracing::warn!(error = %e.without_url(), "upstream MCP POST failed");
                 Err(Lost::AfterSend)
             }
         };

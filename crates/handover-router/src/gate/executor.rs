@@ -76,9 +76,20 @@ impl ExecutorError {
     /// Classifies a reqwest error: only a failure to connect proves nothing
     /// was sent; anything after the connection may follow an applied effect.
     /// The evidence is the whole error chain ("connection closed before
-    /// message completed" is what an operator needs to read).
+    /// message completed" is what an operator needs to read), naming the
+    /// destination by its host only: the URL may carry a credential (a
+    /// token in the query or the path), and the evidence is recorded,
+    /// shown and logged.
     pub fn from_reqwest(err: &reqwest::Error) -> Self {
         let mut chain = err.to_string();
+        if let Some(url) = err.url() {
+            let host = match (url.host_str(), url.port_or_known_default()) {
+                (Some(h), Some(p)) => format!(" (host {h}:{p})"),
+                (Some(h), None) => format!(" (host {h})"),
+                _ => String::new(),
+            };
+            chain = chain.replace(&format!(" for url ({url})"), &host);
+        }
         let mut source = std::error::Error::source(err);
         while let Some(s) = source {
             chain.push_str(": ");

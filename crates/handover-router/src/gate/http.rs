@@ -73,7 +73,10 @@ impl Executor for HttpJsonExecutor {
                 obj.insert(field.clone(), Value::String(ctx.destination_key.clone()));
             }
             let posted = reqwest::Url::parse(&this.url)
-                .map_err(|e| ExecutorError::not_sent(format!("url {:?}: {e}", this.url)))?;
+                // Not echoed: the URL may carry a credential.
+                .map_err(|e| {
+                    ExecutorError::not_sent(format!("the destination URL does not parse: {e}"))
+                })?;
             let mut req = this
                 .client
                 .post(posted.clone())

@@ -54,13 +54,26 @@ pub(super) fn validate(issues: &mut ConfigIssues, raw: Option<RawLedger>) -> Led
             raw.max_params_bytes,
             d::MAX_PARAMS_BYTES as u64,
         ) as usize,
-        max_params_depth: positive(
-            issues,
-            "ledger.max_params_depth",
-            raw.max_params_depth,
-            d::MAX_PARAMS_DEPTH as u64,
-        ) as usize,
+        max_params_depth: max_depth(issues, raw.max_params_depth),
     }
+}
+
+/// `ledger.max_params_depth`: positive and at most what a stored document
+/// can be read back at ([`handover_ledger::MAX_JSON_DEPTH`]).
+fn max_depth(issues: &mut ConfigIssues, raw: Option<u64>) -> usize {
+    let path = "ledger.max_params_depth";
+    let depth = positive(issues, path, raw, d::MAX_PARAMS_DEPTH as u64);
+    let max = handover_ledger::MAX_JSON_DEPTH;
+    if depth > max as u64 {
+        issues.push(
+            path,
+            format!(
+                "{depth} is too deep (at most {max}: a deeper document could not be read back)"
+            ),
+        );
+        return d::MAX_PARAMS_DEPTH;
+    }
+    depth as usize
 }
 
 fn backend(issues: &mut ConfigIssues, raw: &RawLedger) -> LedgerBackend {

@@ -229,6 +229,16 @@ fn check_url(issues: &mut ConfigIssues, path: &str, url: &str) {
     }
 }
 
+/// Headers that carry a credential by definition (lower case): their value
+/// is never written in the file.
+const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+    "api-key",
+];
+
 pub(super) fn headers(
     issues: &mut ConfigIssues,
     missing: &mut ConfigIssues,
@@ -245,7 +255,12 @@ pub(super) fn headers(
         }
         let header = match value {
             RawHeaderValue::Literal(v) => {
-                if reqwest::header::HeaderValue::from_str(&v).is_err() {
+                if CREDENTIAL_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+                    issues.push(
+                        &at,
+                        "a credential: write it as { env = \"VAR\", prefix = \"...\" }; secrets come from environment variables, never from this file",
+                    );
+                } else if reqwest::header::HeaderValue::from_str(&v).is_err() {
                     issues.push(&at, "not a valid header value");
                 }
                 LookupHeader::Literal(v)

@@ -127,13 +127,15 @@ fn server(issues: &mut ConfigIssues, name: &str, s: RawMcpServer) -> Option<McpS
             if !s.args.is_empty() {
                 issues.push(format!("{path}.args"), "only a `command` server takes args");
             }
+            let parsed = reqwest::Url::parse(&url).ok();
+            if let Some(why) = parsed.as_ref().and_then(super::provider::credentials) {
+                issues.push(format!("{path}.url"), why);
+            }
             Some(McpServer::Url(url))
         }
-        (None, Some(url)) => {
-            issues.push(
-                format!("{path}.url"),
-                format!("{url:?} is not an http:// or https:// URL"),
-            );
+        (None, Some(_)) => {
+            // Not echoed: it may carry a credential.
+            issues.push(format!("{path}.url"), "must be an http:// or https:// URL");
             None
         }
         (Some(_), None) => {
