@@ -177,13 +177,19 @@ fn check_token(token: &str) -> Result<(), String> {
     if is_integer_literal && token.trim_start_matches('-').len() < 16 {
         return Ok(());
     }
-    let exact = same_decimal(token, &format!("{x:e}"));
+    // A double halfway between two shortest spellings has two: the ledger
+    // records ECMAScript's (`ryu-js`: the even one, as V8, Python and
+    // serde_json write it), Rust's own formatter writes the upper one. Both
+    // read back as the same double, so either is the number exactly.
+    let mut ecma = ryu_js::Buffer::new();
+    let recorded = ecma.format_finite(x);
+    let exact = same_decimal(token, recorded) || same_decimal(token, &format!("{x:e}"));
     if is_integer_literal && !exact {
         return Err(integer_out_of_range(token));
     }
     if !exact {
         return Err(format!(
-            "number {token} cannot be recorded exactly (it would become {x}); \
+            "number {token} cannot be recorded exactly (it would become {recorded}); \
              send it as a string"
         ));
     }

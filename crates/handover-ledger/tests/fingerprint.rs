@@ -196,7 +196,10 @@ proptest! {
         let text = format!("{}.{}e{exp}", &digits[..point.max(1)], &digits[point.max(1)..]);
         let text = text.replace(".e", "e");
         let x: f64 = text.parse().unwrap();
-        let exact = decimal_eq(&text, &format!("{x:e}"));
+        // Either shortest spelling of a double halfway between two (Rust's
+        // formatter writes the upper one, serde_json the even one).
+        let exact = decimal_eq(&text, &format!("{x:e}"))
+            || decimal_eq(&text, &serde_json::to_string(&x).unwrap());
         let integral_literal = x.fract() == 0.0 && x.abs() < 1e21;
         let recordable = exact && !(integral_literal && x.abs() > 9_007_199_254_740_991.0);
         let doc = format!(r#"{{"n": {text}}}"#);
@@ -223,6 +226,41 @@ fn decimal_eq(a: &str, b: &str) -> bool {
         (neg, trimmed.trim_end_matches('0').to_owned(), exp)
     }
     norm(a) == norm(b)
+}
+
+/// A double exactly halfway between two shortest spellings has two of
+/// them: V8, Python and serde_json write the even one (as ECMAScript asks,
+/// and as the ledger records it), Rust's own formatter the upper one. Both
+/// are the number exactly: accepted, with one fingerprint. Python's
+/// `json.dumps(2.8890457153320312)` used to be refused as "would become
+/// 2.8890457153320313".
+#[test]
+fn a_halfway_double_is_accepted_in_either_shortest_spelling() {
+    for even in [
+        "1892525631526180.2",
+        "2.8890457153320312",
+        "19.369705200195312",
+        "0.019701004028320312",
+        "2.9802322387695312e-8",
+    ] {
+        let x: f64 = even.parse().unwrap();
+        let upper = format!("{x:e}");
+        assert!(!decimal_eq(even, &upper), "{even} is not a halfway case");
+        assert_eq!(serde_json::to_string(&x).unwrap(), even);
+        let mut prints = Vec::new();
+        for text in [even, upper.as_str()] {
+            let doc = format!(r#"{{"n": {text}}}"#);
+            validate_json_text(&doc).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let v: Value = serde_json::from_str(&doc).unwrap();
+            prints.push(fingerprint(&v).unwrap());
+        }
+        assert_eq!(prints[0], prints[1], "{even}");
+    }
+    // Any other spelling is still refused, the exact expansion included
+    // (it is not what the ledger records).
+    for other in ["2.88904571533203125", "2.8890457153320311"] {
+        assert!(validate_json_text(&format!("[{other}]")).is_err(), "{other}");
+    }
 }
 
 #[test]
