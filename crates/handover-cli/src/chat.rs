@@ -27,7 +27,9 @@ pub(crate) struct ChatArgs {
     /// The policy (fallback chain and budget) to use.
     #[arg(long, value_name = "NAME", default_value = "default")]
     policy: String,
-    /// The prompt.
+    /// The prompt (not empty: a call with nothing to answer costs a
+    /// request and says nothing).
+    #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
     prompt: String,
     /// A system message.
     #[arg(long, value_name = "TEXT")]

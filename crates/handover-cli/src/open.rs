@@ -24,8 +24,7 @@ pub(crate) struct Opened {
 /// Reads a config for the ledger only: provider API keys are not needed to
 /// inspect operations, so unset key variables are not errors here.
 pub(crate) fn read_config(path: &Path) -> anyhow::Result<Config> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read configuration file {}", path.display()))?;
+    let text = Config::read_text(path)?;
     let (config, _missing_keys) = Config::check(&text, &|var| std::env::var(var).ok())
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     Ok(config)

@@ -105,3 +105,20 @@ async fn chat_json_and_stream() {
     assert!(err.contains("content_filter"), "{err}");
     assert!(err.contains("openai") && err.contains("deepseek"), "{err}");
 }
+
+/// An empty prompt is refused before anything is sent, naming the argument.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_prompt_is_refused_and_nothing_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let primary = MockProvider::start(Flavor::OpenAi).await;
+    let fallback = MockProvider::start(Flavor::DeepSeek).await;
+    let config = write_config(dir.path(), &primary, &fallback);
+    let out = chat(args(&config, &[""])).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("<PROMPT>"), "{err}");
+    assert_eq!(
+        (primary.requests().await, fallback.requests().await),
+        (0, 0)
+    );
+}

@@ -283,6 +283,27 @@ fn check_refuses_what_serve_refuses_naming_the_path() {
 /// Output that cannot be written is never a panic: a closed pipe
 /// (`handover check ... | head -1`, the reader gone) ends the command
 /// quietly with success, a full disk is an error saying so (exit 1).
+/// A path naming something that is no configuration file (an endless
+/// device, a huge file) fails at once, naming the file and why, instead of
+/// reading until memory runs out.
+#[test]
+fn a_config_path_to_something_endless_or_huge_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("huge.toml");
+    let mut text = "# padding\n".repeat(500_000);
+    text.push_str("[ledger]\nbackend = \"memory\"\n");
+    std::fs::write(&huge, text).unwrap();
+    for path in ["/dev/zero", huge.to_str().unwrap()] {
+        let out = run(&["check", "--config", path]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{path}: {err}");
+        assert!(
+            err.contains(path) && err.contains("larger than 4 MiB"),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn a_closed_pipe_or_a_full_disk_on_stdout_is_not_a_panic() {
     let path = config_dir().join("handover.example.toml");

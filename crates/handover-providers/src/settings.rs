@@ -342,13 +342,13 @@ impl ProviderSettings {
     /// variable is an error naming it (never its value).
     pub fn with_api_key_from_env(mut self, var: &str) -> Result<Self, ProviderError> {
         match std::env::var(var) {
-            Ok(v) if !v.is_empty() => {
+            Ok(v) if !v.trim().is_empty() => {
                 self.api_key = Some(SecretString::from(v));
                 Ok(self)
             }
             _ => Err(ProviderError::InvalidSettings {
                 field: "api_key_env".into(),
-                reason: format!("environment variable {var} is not set or empty"),
+                reason: format!("environment variable {var} is not set, empty or blank"),
             }),
         }
     }

@@ -391,6 +391,21 @@ fn unset_api_key_env_is_an_error_at_startup_and_a_warning_for_check() {
     let (_config, warnings) = Config::check(BASE, &|_| None).unwrap();
     assert_eq!(warnings.iter().count(), 1);
     assert!(Config::parse(BASE, &|v| (v == "DS_KEY").then(|| "k".to_owned())).is_ok());
+    // Set to blanks is not set: the provider would answer 401 to every
+    // call and its breaker open at once.
+    for blank in ["", "  ", "\t\n"] {
+        let env = |v: &str| (v == "DS_KEY").then(|| blank.to_owned());
+        let e = match Config::parse(BASE, &env) {
+            Err(RouterError::Config(issues)) => issues.to_string(),
+            other => panic!("expected a config error, got {other:?}"),
+        };
+        assert!(
+            e.contains(
+                "providers.b.api_key_env: environment variable DS_KEY is not set (or is blank)"
+            ),
+            "{e}"
+        );
+    }
 }
 
 /// A name no environment can hold is an error of the file, not a

@@ -36,14 +36,18 @@ pub(crate) struct CheckArgs {
 pub(crate) fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let style = Style::stdout();
     let path = args.config.display().to_string();
-    let text = match std::fs::read_to_string(&args.config) {
+    let text = match Config::read_text(&args.config) {
         Ok(t) => t,
+        Err(RouterError::ReadConfig { source, .. }) => {
+            eprintln!("error: cannot read {path}: {source}");
+            return Ok(ExitCode::FAILURE);
+        }
         Err(e) => {
-            eprintln!("error: cannot read {path}: {e}");
+            eprintln!("error: {path}: {e}");
             return Ok(ExitCode::FAILURE);
         }
     };
-    let env = |var: &str| std::env::var(var).ok().filter(|v| !v.is_empty());
+    let env = |var: &str| std::env::var(var).ok().filter(|v| !v.trim().is_empty());
     let (config, missing) = match Config::check(&text, &env) {
         Ok(ok) => ok,
         Err(RouterError::Config(issues)) => {

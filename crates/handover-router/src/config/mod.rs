@@ -108,12 +108,21 @@ impl Config {
 
     /// Reads and parses a file, with API keys from the process environment.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, RouterError> {
+        let text = Self::read_text(path)?;
+        Self::parse(&text, &|var| std::env::var(var).ok())
+    }
+
+    /// The text of a configuration file, as [`Config::load`] reads it:
+    /// for callers that parse it otherwise ([`Config::check`]). A file past
+    /// 4 MiB is refused: real ones are a few KiB, and a path naming
+    /// something else (`/dev/zero`, a log, a disk image) must fail at once
+    /// rather than fill memory.
+    pub fn read_text(path: impl AsRef<Path>) -> Result<String, RouterError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| RouterError::ReadConfig {
+        read_capped(path).map_err(|source| RouterError::ReadConfig {
             path: path.display().to_string(),
             source,
-        })?;
-        Self::parse(&text, &|var| std::env::var(var).ok())
+        })
     }
 
     /// `[ledger]` settings.
@@ -230,4 +239,26 @@ fn syntax_issue(text: &str, e: &toml::de::Error) -> (String, String) {
         }
     };
     (path, message)
+}
+
+/// The largest configuration file read (see [`Config::read_text`]).
+const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
+
+/// A configuration file's text, refused past [`MAX_CONFIG_BYTES`].
+fn read_capped(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_CONFIG_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "larger than {} MiB: not a configuration file",
+                MAX_CONFIG_BYTES / 1024 / 1024
+            ),
+        ));
+    }
+    Ok(text)
 }
