@@ -494,15 +494,7 @@ async fn ops_list_and_show_read_without_writing() {
     );
 
     // `purge` opens it read-write and records the expiry.
-    let conf = tempfile::tempdir().unwrap();
-    let config = conf.path().join("handover.toml");
-    std::fs::write(&config, sqlite_config(&path)).unwrap();
-    ok(&run(&[
-        "ops",
-        "purge",
-        "--config",
-        config.to_str().unwrap(),
-    ]));
+    purge_by_config(&path);
     assert!(files() != before);
 }
 
@@ -617,6 +609,20 @@ fn sqlite_config(path: &Path) -> String {
     )
 }
 
+/// `ops purge` on the SQLite ledger at `path`, through a configuration
+/// naming it (purge applies a configuration's retention only).
+fn purge_by_config(path: &Path) -> String {
+    let conf = tempfile::tempdir().unwrap();
+    let config = conf.path().join("handover.toml");
+    std::fs::write(&config, sqlite_config(path)).unwrap();
+    ok(&run(&[
+        "ops",
+        "purge",
+        "--config",
+        config.to_str().unwrap(),
+    ]))
+}
+
 /// The files next to `path` (`-wal`, `-shm`, a journal).
 fn beside(path: &Path) -> Vec<String> {
     let name = path.file_name().unwrap().to_str().unwrap().to_owned();
@@ -658,14 +664,7 @@ async fn resolve_and_purge_leave_the_file_alone_holding_every_record() {
     assert_eq!(beside(&path), Vec::<String>::new(), "after a refusal");
     ok(&resolve("K-1"));
     assert_eq!(beside(&path), Vec::<String>::new(), "after a resolution");
-    let config = dir.path().join("handover.toml");
-    std::fs::write(&config, sqlite_config(&path)).unwrap();
-    ok(&run(&[
-        "ops",
-        "purge",
-        "--config",
-        config.to_str().unwrap(),
-    ]));
+    purge_by_config(&path);
     assert_eq!(beside(&path), Vec::<String>::new(), "after a purge");
 
     let copy = dir.path().join("copy").join("ledger.db");

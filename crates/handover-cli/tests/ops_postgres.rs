@@ -33,24 +33,9 @@ async fn ops_list_show_and_resolve_on_a_postgres_ledger() {
     .unwrap_or_else(|e| panic!("{URL_VAR} is set but the database is not usable: {e}"));
     prepare_ops(&ledger, "tenant-pg").await;
 
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("pg.toml");
-    std::fs::write(
-        &config,
-        format!("[ledger]\nbackend = \"postgres\"\nurl_env = \"{CLI_URL_VAR}\"\n"),
-    )
-    .unwrap();
-    let config = config.to_str().unwrap().to_owned();
-    let cli_url = with_search_path(&url, &schema);
-    let ops = |args: &[&str]| {
-        let mut full = vec!["ops"];
-        full.extend_from_slice(args);
-        handover()
-            .env(CLI_URL_VAR, &cli_url)
-            .args(&full)
-            .output()
-            .unwrap()
-    };
+    let pg = PgOps::new(&url, &schema);
+    let config = pg.config.clone();
+    let ops = |args: &[&str]| pg.run(args);
 
     let out = ok(&ops(&["list", "--config", &config, "--state", "unknown"]));
     assert!(out.contains("K-1") && !out.contains("K-2"), "{out}");
@@ -115,6 +100,41 @@ async fn ops_list_show_and_resolve_on_a_postgres_ledger() {
 }
 
 /// Runs `SQL` on the test database.
+/// `handover ops …` on the ledger in `schema`, through a config that names
+/// the database by `url_env`, as a deployment's would.
+struct PgOps {
+    _dir: tempfile::TempDir,
+    config: String,
+    cli_url: String,
+}
+
+impl PgOps {
+    fn new(url: &str, schema: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("pg.toml");
+        std::fs::write(
+            &config,
+            format!("[ledger]\nbackend = \"postgres\"\nurl_env = \"{CLI_URL_VAR}\"\n"),
+        )
+        .unwrap();
+        Self {
+            config: config.to_str().unwrap().to_owned(),
+            cli_url: with_search_path(url, schema),
+            _dir: dir,
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        let mut full = vec!["ops"];
+        full.extend_from_slice(args);
+        handover()
+            .env(CLI_URL_VAR, &self.cli_url)
+            .args(&full)
+            .output()
+            .unwrap()
+    }
+}
+
 async fn exec(url: &str, sql: String) {
     use sqlx::Connection;
     let mut c = sqlx::PgConnection::connect(url).await.unwrap();
@@ -155,24 +175,9 @@ async fn ops_never_create_or_migrate_a_postgres_ledger() {
         schema: schema.clone(),
     };
     exec(&url, format!("CREATE SCHEMA \"{schema}\"")).await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("pg.toml");
-    std::fs::write(
-        &config,
-        format!("[ledger]\nbackend = \"postgres\"\nurl_env = \"{CLI_URL_VAR}\"\n"),
-    )
-    .unwrap();
-    let config = config.to_str().unwrap().to_owned();
-    let cli_url = with_search_path(&url, &schema);
-    let ops = |args: &[&str]| {
-        let mut full = vec!["ops"];
-        full.extend_from_slice(args);
-        handover()
-            .env(CLI_URL_VAR, &cli_url)
-            .args(&full)
-            .output()
-            .unwrap()
-    };
+    let pg = PgOps::new(&url, &schema);
+    let config = pg.config.clone();
+    let ops = |args: &[&str]| pg.run(args);
     let resolve = [
         "resolve",
         "--config",

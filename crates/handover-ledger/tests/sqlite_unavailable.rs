@@ -43,12 +43,7 @@ async fn a_ledger_locked_at_open_says_so() {
     let _first = SqliteLedger::open(&path, SqliteOptions::default())
         .await
         .expect("create");
-    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&path)
-        .connect()
-        .await
-        .expect("other connection");
-    other.execute("BEGIN IMMEDIATE").await.expect("lock");
+    let mut other = hold_write_lock(&path).await;
     let opts = SqliteOptions {
         busy_timeout: Duration::from_millis(50),
         ..SqliteOptions::default()
@@ -61,6 +56,18 @@ async fn a_ledger_locked_at_open_says_so() {
     assert!(text.contains("write lock"), "{text}");
     assert!(!text.contains("permissions"), "{text}");
     other.execute("ROLLBACK").await.expect("unlock");
+}
+
+/// Another process's connection to `path`, holding its write lock until
+/// it is rolled back or dropped.
+async fn hold_write_lock(path: &std::path::Path) -> sqlx::SqliteConnection {
+    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .connect()
+        .await
+        .expect("other connection");
+    other.execute("BEGIN IMMEDIATE").await.expect("lock");
+    other
 }
 
 async fn locked_store_fails_closed(group_commit: bool) {
@@ -79,12 +86,7 @@ async fn locked_store_fails_closed(group_commit: bool) {
     let ledger: Arc<dyn Ledger> = Arc::new(ledger);
 
     // Another process holds the write lock.
-    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&path)
-        .connect()
-        .await
-        .expect("other connection");
-    other.execute("BEGIN IMMEDIATE").await.expect("lock");
+    let mut other = hold_write_lock(&path).await;
 
     let req = request();
     let opts = BeginOptions::new("a", Duration::from_secs(30));
