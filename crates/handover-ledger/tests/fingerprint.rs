@@ -259,7 +259,10 @@ fn a_halfway_double_is_accepted_in_either_shortest_spelling() {
     // Any other spelling is still refused, the exact expansion included
     // (it is not what the ledger records).
     for other in ["2.88904571533203125", "2.8890457153320311"] {
-        assert!(validate_json_text(&format!("[{other}]")).is_err(), "{other}");
+        assert!(
+            validate_json_text(&format!("[{other}]")).is_err(),
+            "{other}"
+        );
     }
 }
 
