@@ -305,3 +305,30 @@ fn a_ledger_path_that_is_not_utf8_is_refused_and_leaves_no_file() {
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "files left: {left:?}");
 }
+
+/// A ledger the demo cannot write (in a directory the user may not write
+/// to, or a missing one) is refused at once, naming the path and the
+/// cause, and the demo plays nothing. SQLite said only "unable to open
+/// database file".
+#[test]
+fn a_ledger_the_demo_cannot_write_is_named_with_its_cause() {
+    let dir = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
+    let out = run_unprivileged(dir.path(), &["demo"]);
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let err = failed(&out);
+    assert!(
+        err.contains("handover-demo.db") && err.contains("Permission denied"),
+        "{err}"
+    );
+    assert!(!err.contains("unable to open database file"), "{err}");
+    assert!(stdout(&out).is_empty(), "played: {out:?}");
+
+    let missing = dir.path().join("no-such-dir").join("demo.db");
+    let err = failed(&run(&["demo", "--ledger", missing.to_str().unwrap()]));
+    assert!(
+        err.contains(missing.to_str().unwrap()) && err.contains("No such file or directory"),
+        "{err}"
+    );
+}

@@ -8,7 +8,7 @@ mod support;
 use std::path::Path;
 
 use serde_json::{Value, json};
-use support::{handover, ok, run, signal, start_with};
+use support::{is_root, ok, run, run_unprivileged, signal, start_with};
 
 const TOKEN: &str = "example-client-token";
 const TOKEN_SHA256: &str = "50f88aa457efc9d22985f9f0efd335f30b8fd187a999b69a70f11e6a8be39f4f";
@@ -119,26 +119,7 @@ fn serve_refuses_a_ledger_it_cannot_write() {
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
 
-    let as_root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    let unprivileged = |args: &[&str]| {
-        if as_root {
-            let mut cmd = std::process::Command::new("setpriv");
-            cmd.args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                env!("CARGO_BIN_EXE_handover"),
-            ]);
-            cmd.args(args).env("NO_COLOR", "1").env("HOME", "/tmp");
-            cmd.output()
-                .expect("setpriv (util-linux) is needed as root")
-        } else {
-            handover().args(args).output().unwrap()
-        }
-    };
+    let unprivileged = |args: &[&str]| run_unprivileged(dir.path(), args);
 
     let out = unprivileged(&["serve", "--config", config.to_str().unwrap()]);
     let err = support::stderr(&out);
@@ -165,11 +146,7 @@ fn serve_refuses_a_ledger_it_cannot_write() {
 /// good ledger "not a SQLite database". Only as root (through `setpriv`).
 #[test]
 fn a_ledger_in_wal_mode_that_cannot_be_read_here_is_not_called_foreign() {
-    let as_root = std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    if !as_root {
+    if !is_root() {
         println!("skipped: needs root to run `ops list` as nobody");
         return;
     }
@@ -196,13 +173,10 @@ fn a_ledger_in_wal_mode_that_cannot_be_read_here_is_not_called_foreign() {
     assert_eq!(mode, "wal");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_handover"))
-        .args(["ops", "list", "--ledger", ledger.to_str().unwrap()])
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("setpriv (util-linux) is needed as root");
+    let out = run_unprivileged(
+        dir.path(),
+        &["ops", "list", "--ledger", ledger.to_str().unwrap()],
+    );
     let err = support::stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(!err.contains("not a SQLite database"), "{err}");

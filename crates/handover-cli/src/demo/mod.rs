@@ -23,6 +23,7 @@ mod timeline;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::Args;
 use clap::builder::TypedValueParser as _;
 use serde::Serialize;
@@ -144,17 +145,22 @@ fn utf8_path(s: std::ffi::OsString) -> Result<PathBuf, &'static str> {
 /// and tell each other's story; the second is refused at once instead.
 /// An advisory `flock` on the ledger file (created empty if missing, which
 /// the ledger's open accepts as a new ledger); `None` where the file
-/// cannot be opened or locked (the open then reports the real cause).
+/// system offers no lock (the open then goes on without one). A file that
+/// cannot be opened for writing is refused here, naming it and the cause:
+/// SQLite would only say "unable to open database file".
 fn one_at_a_time(path: &std::path::Path) -> anyhow::Result<Option<std::fs::File>> {
-    let Ok(file) = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(path)
-    else {
-        return Ok(None);
-    };
+        .with_context(|| {
+            format!(
+                "cannot write the demo's ledger {}; run the demo where you may write, or pass --ledger PATH",
+                path.display()
+            )
+        })?;
     match file.try_lock() {
         Ok(()) => Ok(Some(file)),
         Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(

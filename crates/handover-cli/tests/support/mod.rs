@@ -35,6 +35,35 @@ pub fn run(args: &[&str]) -> Output {
         .expect("run the handover binary")
 }
 
+/// Whether the tests run as root (whom file permissions do not bind).
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Runs `handover ARGS` in `dir` as a user without privileges: as root
+/// (where permissions do not bind), as `nobody` through `setpriv`.
+pub fn run_unprivileged(dir: &Path, args: &[&str]) -> Output {
+    if !is_root() {
+        return run_in(dir, args);
+    }
+    Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_handover"),
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("HOME", "/tmp")
+        .output()
+        .expect("setpriv (util-linux) is needed as root")
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
