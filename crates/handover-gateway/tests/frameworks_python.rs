@@ -13,9 +13,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::Running;
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+use wiremock::{Request, ResponseTemplate};
 
 const ARGS: &str = r#"{"city":"Oslo","country":"Norway"}"#;
 
@@ -158,19 +156,7 @@ async fn agent_frameworks_behave_through_the_gateway_as_against_the_upstream() {
         );
         return;
     };
-    let upstream = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(reply)
-        .mount(&upstream)
-        .await;
-    let mut c = format!(
-        "\n[providers.up]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-model\"\n",
-        upstream.uri()
-    );
-    c.push_str(&support::policy("default", &["up"], "first_token"));
-    c.push_str(&support::gateway_section(1 << 20, "5s", ""));
-    let gw = Running::start(&c).await;
+    let (gw, upstream) = support::one_provider_of("openai", reply).await;
 
     let (results, stdout) = support::python_cases(&python, "frameworks.py", &upstream, &gw).await;
     assert!(results.len() >= 20, "{stdout}");

@@ -260,6 +260,15 @@ pub(crate) fn metric(text: &str, series: &str) -> Option<f64> {
 pub(crate) async fn one_provider(
     reply: wiremock::ResponseTemplate,
 ) -> (Running, wiremock::MockServer) {
+    one_provider_of("openai_compatible", reply).await
+}
+
+/// [`one_provider`] with a provider of `kind` (one that speaks OpenAI's
+/// chat API: `openai`, `openai_compatible`, `deepseek`).
+pub(crate) async fn one_provider_of(
+    kind: &str,
+    reply: impl wiremock::Respond + 'static,
+) -> (Running, wiremock::MockServer) {
     use wiremock::matchers::{method, path};
     let server = wiremock::MockServer::start().await;
     wiremock::Mock::given(method("POST"))
@@ -268,7 +277,7 @@ pub(crate) async fn one_provider(
         .mount(&server)
         .await;
     let mut c = format!(
-        "\n[providers.p]\nkind = \"openai_compatible\"\nbase_url = \"{}/v1\"\nmodel = \"p-model\"\n",
+        "\n[providers.p]\nkind = \"{kind}\"\nbase_url = \"{}/v1\"\nmodel = \"p-model\"\n",
         server.uri()
     );
     c.push_str(&policy("default", &["p"], "first_token"));
