@@ -268,11 +268,8 @@ pub(super) fn headers(
             RawHeaderValue::Env(e) => {
                 if let Some(problem) = super::env_name_problem(&e.env) {
                     issues.push(format!("{at}.env"), problem);
-                } else if env(&e.env).is_none_or(|v| v.trim().is_empty()) {
-                    missing.push(
-                        format!("{at}.env"),
-                        format!("environment variable {} is not set", e.env),
-                    );
+                } else if let Some(why) = super::secret_missing(env, &e.env) {
+                    missing.push(format!("{at}.env"), why);
                 }
                 LookupHeader::Env {
                     var: e.env,

@@ -35,6 +35,15 @@ use super::raw::RawConfig;
 /// process environment).
 pub(crate) type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
+/// Why the secret variable `var` gives nothing to send, if it does not:
+/// unset, empty or only white space (a blank credential would draw a 401
+/// on every call).
+pub(crate) fn secret_missing(env: EnvLookup<'_>, var: &str) -> Option<String> {
+    env(var)
+        .is_none_or(|v| v.trim().is_empty())
+        .then(|| format!("environment variable {var} is not set (or is blank)"))
+}
+
 /// What is wrong with `name` as the name of an environment variable that
 /// holds a secret, if anything: empty, or a name no environment can hold
 /// (`=`, NUL) or no shell can set (white space), which would only ever be

@@ -183,10 +183,9 @@ fn api_key(
         Some(var) if let Some(problem) = super::env_name_problem(var) => {
             issues.push(format!("{path}.api_key_env"), problem);
         }
-        Some(var) if env(var).is_none_or(|v| v.trim().is_empty()) => missing_keys.push(
-            format!("{path}.api_key_env"),
-            format!("environment variable {var} is not set (or is blank)"),
-        ),
+        Some(var) if let Some(why) = super::secret_missing(env, var) => {
+            missing_keys.push(format!("{path}.api_key_env"), why);
+        }
         Some(_) => {}
     }
 }
