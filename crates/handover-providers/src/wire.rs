@@ -211,8 +211,6 @@ keep_extra!(WireFunctionIn {
     arguments: Option<String>,
 });
 
-/// A call's members other than ours: `type` is always `function`, written
-/// by whoever writes the call.
 /// The arguments of a call that takes none.
 pub(crate) const NO_ARGUMENTS: &str = "{}";
 
@@ -222,11 +220,18 @@ pub(crate) const NO_ARGUMENTS: &str = "{}";
 /// request side reads empty arguments (`translate::call_arguments`).
 pub(crate) fn arguments_text(sent: Option<String>) -> String {
     match sent {
-        Some(a) if !a.trim().is_empty() => a,
+        Some(a) if any_arguments(&a) => a,
         _ => NO_ARGUMENTS.to_owned(),
     }
 }
 
+/// Whether argument text says anything (not empty, not only white space).
+fn any_arguments(text: &str) -> bool {
+    !text.trim().is_empty()
+}
+
+/// A call's members other than ours: `type` is always `function`, written
+/// by whoever writes the call.
 fn call_extra(mut extra: Fields) -> Fields {
     extra.remove("type");
     extra
@@ -619,7 +624,7 @@ impl WireChunk<'_> {
             for tc in delta.tool_calls {
                 let f = tc.function.unwrap_or_default();
                 let placed = history.calls.place(tc.index, tc.id, f.name);
-                if f.arguments.as_deref().is_some_and(|a| !a.trim().is_empty()) {
+                if f.arguments.as_deref().is_some_and(any_arguments) {
                     history.calls.argued(placed.index);
                 }
                 out.push(StreamEvent::ToolCallDelta {
