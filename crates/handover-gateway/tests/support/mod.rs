@@ -1,8 +1,7 @@
 //! Shared test helpers: a gateway on a real socket over a real SQLite
 //! ledger file, with providers configured from mock servers.
 
-#![allow(dead_code)] // each test file uses its own subset
-
+#![allow(dead_code)] // the binaries that read process-wide metrics use a subset
 pub(crate) mod responses_upstream;
 
 use std::sync::Arc;
