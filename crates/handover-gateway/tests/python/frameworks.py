@@ -4,7 +4,7 @@ Usage: python frameworks.py UPSTREAM_BASE GATEWAY_BASE TOKEN
 Each case runs once per base URL ("direct", "gateway"; cases that need the
 Responses API run through the gateway only, the plain upstream speaks Chat
 Completions) and prints one JSON line {"case", "via", "result"}; the Rust
-test (tests/frameworks_python.rs) compares them and the upstream's requests.
+test (tests/gateway/frameworks_python.rs) compares them and the upstream's requests.
 """
 
 import asyncio

@@ -2,7 +2,7 @@
 
 Usage: python openai_client.py BASE_URL TOKEN
 Runs every scenario and prints one JSON object per line; the Rust test
-(tests/openai_python.rs) arranged the providers and checks the results.
+(tests/gateway/openai_python.rs) arranged the providers and checks the results.
 """
 
 import json

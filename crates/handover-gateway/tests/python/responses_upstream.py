@@ -4,7 +4,7 @@ Responses-speaking upstream and through the gateway in front of it.
 Usage: python responses_upstream.py UPSTREAM_BASE GATEWAY_BASE TOKEN
 Each case runs once per base URL ("direct", "gateway"; the fallback case
 through the gateway only) and prints one JSON line {"case", "via",
-"result"}; the Rust test (tests/responses_python.rs) compares the results
+"result"}; the Rust test (tests/gateway/responses_python.rs) compares the results
 and what the upstream received.
 """
 

@@ -2,7 +2,7 @@
 
 Usage: python task_budget.py BASE_URL TOKEN_A TOKEN_B
 Every call of one user task names it in `x-handover-task`. Prints one JSON
-object per call; the Rust test (tests/task_budget.rs) arranged the
+object per call; the Rust test (tests/gateway/task_budget.rs) arranged the
 providers, counts the requests they received and checks the results.
 """
 

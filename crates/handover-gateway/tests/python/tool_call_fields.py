@@ -5,7 +5,7 @@ Usage: python tool_call_fields.py BASE_URL TOKEN
 For each policy (an OpenAI-compatible Gemini endpoint, native Gemini) and
 each way of reading the answer (whole, the SDK's stream helper), prints one
 JSON line: what the client kept of each call's other members and the
-second turn's answer. The Rust test (tests/tool_call_fields.rs) checks
+second turn's answer. The Rust test (tests/gateway/tool_call_fields.rs) checks
 what the upstreams received.
 """
 

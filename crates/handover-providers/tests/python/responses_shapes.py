@@ -5,7 +5,7 @@ Each stdin line is {"name", "kind", "body"}: kind "request" is validated as
 `ResponseCreateParams` (streaming or not, by its `stream`) with unknown keys
 forbidden at every level; "response" as the `Response` model; "event" as a
 `ResponseStreamEvent`. Prints one JSON line {"name", "ok", "error"} each;
-the Rust test (tests/responses.rs) fails on any error.
+the Rust test (tests/providers/responses.rs) fails on any error.
 """
 
 import importlib
