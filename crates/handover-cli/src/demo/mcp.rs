@@ -23,7 +23,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, 
 use super::shipping;
 use crate::term::Style;
 
-const SCOPE: &str = "demo-mcp";
+pub(super) const SCOPE: &str = "demo-mcp";
 /// Every wait of the story is bounded by this.
 const DEADLINE: Duration = Duration::from_secs(20);
 

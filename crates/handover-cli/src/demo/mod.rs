@@ -11,7 +11,9 @@
 //!
 //! Running it again on the same ledger is safe: each run uses a fresh key
 //! (`K-701`, `K-701-2`, ...) and first replays the previous run's operation,
-//! which the ledger answers without sending anything.
+//! which the ledger answers without sending anything. A ledger holding
+//! operations of any other scope is refused untouched: it is someone's
+//! real ledger, and the demo would add its shipments to it.
 
 mod app;
 mod cast;
@@ -115,6 +117,7 @@ impl Summary {
 
 pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let _turn = one_at_a_time(&args.ledger)?;
+    refuse_foreign(&args.ledger).await?;
     if args.mcp {
         return run_mcp(&args).await;
     }
@@ -133,6 +136,58 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: the demo's guarantees did not hold (see the summary)");
         ExitCode::FAILURE
     })
+}
+
+/// The scopes the demo's two stories write (`demo` and `demo --mcp`).
+const DEMO_SCOPES: [&str; 2] = [app::SCOPE, mcp::SCOPE];
+
+/// Refuses a ledger holding an operation of a scope the demo never writes,
+/// before anything is written to it: `--ledger` pointed at a real ledger
+/// would otherwise add the demo's shipments to a deployment's records. Pages
+/// through the operations and stops at the first that is not the demo's.
+async fn refuse_foreign(path: &std::path::Path) -> anyhow::Result<()> {
+    const PAGE: usize = 256;
+    let ledger = handover::ledger::SqliteLedger::open(path, Default::default())
+        .await
+        .with_context(|| format!("cannot open the demo ledger at {}", path.display()))?;
+    let found = first_foreign(&ledger, PAGE).await;
+    ledger.close().await;
+    if let Some(scope) = found? {
+        anyhow::bail!(
+            "{} holds operations the demo did not write (scope \"{scope}\"); the demo plays \
+             only on a ledger of its own and wrote nothing: pass --ledger NEW.db",
+            path.display(),
+        );
+    }
+    Ok(())
+}
+
+/// The scope of the first operation, oldest first, that is not the demo's.
+async fn first_foreign(
+    ledger: &handover::ledger::SqliteLedger,
+    page_size: usize,
+) -> anyhow::Result<Option<String>> {
+    use handover::ledger::Ledger as _;
+    let mut after = None;
+    loop {
+        let page = ledger
+            .list(&handover::ledger::ListFilter {
+                limit: Some(page_size),
+                after: after.take(),
+                ..Default::default()
+            })
+            .await?;
+        if let Some(r) = page
+            .iter()
+            .find(|r| !DEMO_SCOPES.contains(&r.id.scope.as_str()))
+        {
+            return Ok(Some(r.id.scope.as_str().to_owned()));
+        }
+        match page.last() {
+            Some(last) if page.len() == page_size => after = Some(last.id.clone()),
+            _ => return Ok(None),
+        }
+    }
 }
 
 fn utf8_path(s: std::ffi::OsString) -> Result<PathBuf, &'static str> {

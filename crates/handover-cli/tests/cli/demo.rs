@@ -332,3 +332,49 @@ fn a_ledger_the_demo_cannot_write_is_named_with_its_cause() {
         "{err}"
     );
 }
+
+/// `--ledger` pointed at a deployment's ledger: the demo would add its
+/// shipments to real records. Both stories refuse it, name the ledger and
+/// the scope they found, and the ledger's operations are as they were.
+#[tokio::test]
+async fn a_ledger_holding_operations_the_demo_did_not_write_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("production.db");
+    let snapshot = || async {
+        let ledger = SqliteLedger::open(&path, SqliteOptions::default())
+            .await
+            .unwrap();
+        let rows: Vec<String> = ledger
+            .list(&ListFilter::default())
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| format!("{:?} {:?} {:?}", r.id, r.state, r.updated_at))
+            .collect();
+        ledger.close().await;
+        rows
+    };
+    {
+        let ledger = SqliteLedger::open(&path, SqliteOptions::default())
+            .await
+            .unwrap();
+        prepare_ops(&ledger, "acme-prod").await;
+        ledger.close().await;
+    }
+    let before = snapshot().await;
+    assert_eq!(before.len(), 2);
+    for extra in [&[][..], &["--mcp"][..]] {
+        let mut args = vec!["demo", "--ledger", path.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("holds operations the demo did not write")
+                && err.contains("acme-prod")
+                && err.contains(path.to_str().unwrap()),
+            "{extra:?}: {err}"
+        );
+        assert_eq!(snapshot().await, before, "{extra:?}: the ledger changed");
+    }
+}
