@@ -179,10 +179,10 @@ impl HandoverOptions {
     }
 
     /// For [`HandoverOptions::open_ledger`]: open an existing ledger
-    /// only, nothing created or migrated; a store without a Handover
-    /// ledger at this version's schema is refused. On SQLite the ledger is
-    /// also opened for reading only (nothing written); on PostgreSQL
-    /// (`PostgresOptions::existing_only`) writes are not refused. For
+    /// for reading only: nothing created, migrated or written, on either
+    /// backend (`SqliteOptions::read_only`, `PostgresOptions::read_only`);
+    /// a store without a Handover ledger at this version's schema is
+    /// refused. Reads settle lease expiries in memory only. For
     /// inspection tools.
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
@@ -268,6 +268,7 @@ impl HandoverOptions {
                     statement_timeout: *statement_timeout,
                     call_timeout: *call_timeout,
                     existing_only: self.read_only,
+                    read_only: self.read_only,
                     ..Default::default()
                 };
                 Arc::new(handover_ledger::PostgresLedger::connect(&url, opts).await?)

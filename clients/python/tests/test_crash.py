@@ -39,7 +39,8 @@ def test_an_agent_killed_after_the_effect_never_causes_a_second_one(
     assert len(destination.effects) == 1
 
     with gateway.client() as c:
-        assert c.get(key).state == "dispatched"
+        # Dispatched, or unknown if the 1 s lease already ran out (a slow machine).
+        assert c.get(key).state in ("dispatched", "unknown")
         held = c.perform("cancel_order", key, {"order_id": 7}, shipper(destination))
         if isinstance(held, hc.InProgress):
             # The dead holder's lease is still running: wait until the
@@ -73,7 +74,10 @@ def test_serve_killed_while_the_executor_runs_leaves_nothing_claimable(
     proc, url = start_serve(text, tmp_path, {})  # a fresh process on the same ledger file
     try:
         with hc.Client(url, CLIENT_TOKEN) as c:
-            assert c.get(key).state == "dispatched", "the dispatch was durable"
+            # Durable either way: still dispatched, or (the 1 s lease ran out
+            # while the machine was slow to restart serve) unknown. A claim
+            # whose dispatch was lost would read otherwise.
+            assert c.get(key).state in ("dispatched", "unknown"), "the dispatch was durable"
             again = c.perform("cancel_order", key, {"order_id": 7}, shipper(destination))
             if isinstance(again, hc.InProgress):
                 assert again.lease_until is not None

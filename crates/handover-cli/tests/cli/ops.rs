@@ -416,38 +416,18 @@ async fn ops_refuse_files_that_are_not_handover_ledgers_and_change_nothing() {
 /// afterwards.
 #[tokio::test]
 async fn ops_list_and_show_read_without_writing() {
-    use handover::ledger::{
-        BeginOptions, BeginOutcome, Dispatch, Limits, ManualClock, OperationRequest, Timestamp,
-    };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
-    // A dispatch whose holder vanished long ago: due to become `unknown`.
-    let clock = std::sync::Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
     let ledger = SqliteLedger::open(
         &path,
         SqliteOptions {
-            clock,
+            clock: long_ago(),
             ..SqliteOptions::default()
         },
     )
     .await
     .unwrap();
-    let req =
-        OperationRequest::new(SCOPE, "K-9", "ship", &json!({"n": 1}), &Limits::default()).unwrap();
-    let opts = BeginOptions::new("gone", std::time::Duration::from_secs(30));
-    let BeginOutcome::Started(claim) = ledger.begin(&req, &opts).await.unwrap() else {
-        panic!("fresh ledger")
-    };
-    ledger
-        .mark_dispatched(
-            &claim,
-            Dispatch {
-                executor: "gone".into(),
-                metadata: None,
-            },
-        )
-        .await
-        .unwrap();
+    dispatched_by_a_vanished_holder(&ledger, SCOPE, "K-9").await;
     ledger.close().await;
     let files = || {
         let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir.path())

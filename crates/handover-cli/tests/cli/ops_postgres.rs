@@ -99,6 +99,50 @@ async fn ops_list_show_and_resolve_on_a_postgres_ledger() {
     assert!(err.contains(CLI_URL_VAR), "{err}");
 }
 
+/// `ops list|show` on PostgreSQL write nothing, not even a lease expiry
+/// they display as `unknown`: the stored row is still `dispatched`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_list_and_show_record_nothing_on_a_postgres_ledger() {
+    let Some(url) = std::env::var(URL_VAR).ok().filter(|u| !u.trim().is_empty()) else {
+        println!("skipped: {URL_VAR} not set");
+        return;
+    };
+    let schema = fresh_schema("cliro");
+    let _guard = SchemaGuard {
+        url: url.clone(),
+        schema: schema.clone(),
+    };
+    let opts = PostgresOptions {
+        schema: Some(schema.clone()),
+        clock: long_ago(),
+        ..PostgresOptions::default()
+    };
+    let ledger = PostgresLedger::connect(&url, opts)
+        .await
+        .unwrap_or_else(|e| panic!("{URL_VAR} is set but the database is not usable: {e}"));
+    dispatched_by_a_vanished_holder(&ledger, "tenant-ro", "K-9").await;
+    ledger.close().await;
+
+    let pg = PgOps::new(&url, &schema);
+    let listed = ok(&pg.run(&["list", "--config", &pg.config, "--json"]));
+    assert!(
+        listed.contains("\"unknown\""),
+        "read as it has become: {listed}"
+    );
+    let shown = ok(&pg.run(&["show", "--config", &pg.config, "tenant-ro", "K-9"]));
+    assert!(shown.contains("unknown"), "{shown}");
+
+    use sqlx::Connection as _;
+    let mut db = sqlx::PgConnection::connect(&with_search_path(&url, &schema))
+        .await
+        .unwrap();
+    let stored: String = sqlx::query_scalar("SELECT state FROM operations WHERE key = 'K-9'")
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(stored, "dispatched", "an inspection recorded the expiry");
+}
+
 /// Runs `SQL` on the test database.
 /// `handover ops …` on the ledger in `schema`, through a config that names
 /// the database by `url_env`, as a deployment's would.

@@ -183,6 +183,16 @@ pub(crate) async fn answer_read_only<J: Job, S: Store + ?Sized>(
     }
 }
 
+/// `rec` as a read-write ledger would settle it now (lease expiries),
+/// unrecorded: what a read-only ledger answers.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn settled(rec: OperationRecord, cfg: &Config) -> OperationRecord {
+    match crate::machine::get(Some(&rec), cfg.ctx()) {
+        Ok(change) => change.answer.unwrap_or(rec),
+        Err(_) => rec,
+    }
+}
+
 async fn persist<S: Store + ?Sized>(
     store: &mut S,
     effect: Effect,

@@ -56,6 +56,15 @@ pub struct PostgresOptions {
     /// mistyped database and then report nothing to review. Writes are
     /// not refused.
     pub existing_only: bool,
+    /// Open for reading only (default off): everything `existing_only`
+    /// checks, and then nothing is ever written. Reads answer as a
+    /// read-write ledger would, a lease that has run out read as the
+    /// `unknown` it has become but not recorded so (the replica holding
+    /// it, or the next read-write call, records that); every write fails
+    /// with `Unavailable` ("opened read-only"), and the connections are
+    /// read-only on the server too (`default_transaction_read_only`).
+    /// For inspection tools such as `handover ops list`.
+    pub read_only: bool,
 }
 
 impl Default for PostgresOptions {
@@ -70,6 +79,7 @@ impl Default for PostgresOptions {
             call_timeout: Duration::from_secs(10),
             schema: None,
             existing_only: false,
+            read_only: false,
         }
     }
 }
@@ -159,6 +169,11 @@ pub(super) async fn open(url: &str, opts: &PostgresOptions) -> Result<Conns, Led
             millis(idle_in_tx).to_string(),
         ),
     ]);
+    let pooled = if opts.read_only {
+        pooled.options([("default_transaction_read_only", "on")])
+    } else {
+        pooled
+    };
     let conns = Conns::new(pooled, opts.max_connections, opts.connect_timeout);
     // One connection now, so bad settings fail here rather than on first use.
     conns.get().await?.done();
@@ -167,7 +182,7 @@ pub(super) async fn open(url: &str, opts: &PostgresOptions) -> Result<Conns, Led
 
 /// Checks (`existing_only`) or creates and migrates the ledger's tables.
 async fn prepare(conn: &mut PgConnection, opts: &PostgresOptions) -> Result<(), LedgerError> {
-    if opts.existing_only {
+    if opts.existing_only || opts.read_only {
         return existing(conn).await;
     }
     if let Some(s) = &opts.schema {

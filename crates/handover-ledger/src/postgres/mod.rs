@@ -75,6 +75,8 @@ pub struct PostgresLedger {
     cfg: Config,
     cache: Cache,
     call_timeout: Duration,
+    /// `PostgresOptions::read_only`: nothing is written.
+    read_only: bool,
 }
 
 impl PostgresLedger {
@@ -90,6 +92,7 @@ impl PostgresLedger {
         Ok(Self {
             pool,
             call_timeout: opts.call_timeout,
+            read_only: opts.read_only,
             cache: Cache::default(),
             cfg: Config {
                 clock: opts.clock,
@@ -177,6 +180,12 @@ impl Backend for PostgresLedger {
     }
 
     async fn run<J: Job + 'static>(&self, job: J) -> Result<J::Output, LedgerError> {
+        if self.read_only {
+            return Err(LedgerError::unavailable(
+                "writing",
+                "the ledger was opened read-only",
+            ));
+        }
         self.within(
             "running a ledger command",
             tx::run(&self.pool, &self.cfg, &self.cache, &job),
@@ -186,6 +195,11 @@ impl Backend for PostgresLedger {
 
     /// Without a lock unless a lease expiry must be recorded (see `tx`).
     async fn get_record(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
+        if self.read_only {
+            let job = jobs::get(id);
+            let read = tx::answer_unrecorded(&self.pool, &self.cfg, &job);
+            return self.within("reading an operation", read).await;
+        }
         self.run(jobs::get(id)).await
     }
 
@@ -208,7 +222,7 @@ impl PostgresLedger {
             .fetch_optional(&mut *conn)
             .await
             .map_err(|e| unavailable("listing operations", e))?;
-        if due.is_some() {
+        if due.is_some() && !self.read_only {
             // The settling transaction needs a connection of its own.
             conn.done();
             self.run(SettleDue).await?;
@@ -220,7 +234,14 @@ impl PostgresLedger {
             .await
             .map_err(|e| unavailable("listing operations", e))?;
         conn.done();
-        rows.into_iter().map(OperationRow::into_record).collect()
+        let records = rows.into_iter().map(OperationRow::into_record);
+        if self.read_only {
+            // Settled in memory only; the filter ran on the stored state.
+            return records
+                .map(|r| r.map(|r| crate::driver::settled(r, &self.cfg)))
+                .collect();
+        }
+        records.collect()
     }
 
     async fn attempts_of(&self, id: &OperationId) -> Result<Vec<AttemptRecord>, LedgerError> {

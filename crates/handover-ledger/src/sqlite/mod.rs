@@ -362,7 +362,7 @@ impl Backend for SqliteLedger {
         if self.read_only {
             // Settled in memory only; the filter ran on the stored state.
             return records
-                .map(|r| r.map(|r| read_only::settled(r, &self.cfg)))
+                .map(|r| r.map(|r| crate::driver::settled(r, &self.cfg)))
                 .collect();
         }
         records.collect()

@@ -7,7 +7,6 @@ use sqlx::migrate::Migrator;
 use super::store::SqlStore;
 use crate::driver::{Config, Job};
 use crate::error::{LedgerError, ValidationError};
-use crate::model::OperationRecord;
 
 /// The file is a Handover ledger with every migration this version knows
 /// applied; anything else is refused, naming `path` (never "empty ledger").
@@ -73,12 +72,4 @@ pub(super) async fn answer<J: Job>(
     cfg: &Config,
 ) -> Result<J::Output, LedgerError> {
     job.plan(store, cfg.ctx()).await.map(|change| change.answer)
-}
-
-/// `rec` as a read-write open would settle it now (lease expiries), unrecorded.
-pub(super) fn settled(rec: OperationRecord, cfg: &Config) -> OperationRecord {
-    match crate::machine::get(Some(&rec), cfg.ctx()) {
-        Ok(change) => change.answer.unwrap_or(rec),
-        Err(_) => rec,
-    }
 }

@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use handover_ledger::{
-    BeginOptions, BeginOutcome, Claim, Dispatch, Ledger, Limits, ManualClock, OperationRequest,
-    PostgresLedger, PostgresOptions, ReleaseReason, State, StateKind, Timestamp,
+    BeginOptions, BeginOutcome, Claim, Dispatch, Ledger, Limits, ListFilter, ManualClock,
+    OperationRequest, PostgresLedger, PostgresOptions, ReleaseReason, State, StateKind, Timestamp,
 };
 use postgres_support as pg;
 use serde_json::json;
@@ -464,4 +464,60 @@ async fn an_open_blocked_by_a_lock_fails_within_call_timeout() {
         .execute(&mut holder)
         .await
         .expect("unlock");
+}
+
+/// `read_only`: a lease that ran out reads as the `unknown` it has become,
+/// by `get` and by `list`, but nothing is recorded (the stored row is still
+/// the dispatched claim), and every write is refused as `Unavailable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_ledger_answers_reads_and_records_nothing() {
+    let Some((ledger, clock, guard)) = setup().await else {
+        return;
+    };
+    let req = request("R-1");
+    let c = claim(&ledger, &req).await;
+    ledger
+        .mark_dispatched(&c, dispatch())
+        .await
+        .expect("dispatch");
+    clock.advance(LEASE * 2);
+
+    let reader = pg::on_schema(
+        &guard.url,
+        &guard.schema,
+        PostgresOptions {
+            clock: Arc::new(clock.clone()),
+            read_only: true,
+            ..PostgresOptions::default()
+        },
+    )
+    .await;
+    let seen = reader
+        .get(req.id())
+        .await
+        .expect("get")
+        .expect("the operation");
+    assert_eq!(seen.state.kind(), StateKind::Unknown, "{seen:?}");
+    let listed = reader.list(&ListFilter::default()).await.expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].state.kind(), StateKind::Unknown);
+    assert_eq!(reader.attempts(req.id()).await.expect("attempts").len(), 1);
+
+    let refused = reader
+        .begin(&request("R-2"), &BeginOptions::new("exec", LEASE))
+        .await
+        .expect_err("a write on a read-only ledger");
+    assert!(refused.is_unavailable(), "{refused}");
+    assert!(reader.purge().await.expect_err("purge").is_unavailable());
+
+    let mut db = pg::inspect(&guard.url, &guard.schema).await;
+    let rows: Vec<(String, String)> = sqlx::query_as("SELECT key, state FROM operations")
+        .fetch_all(&mut db)
+        .await
+        .expect("rows");
+    assert_eq!(
+        rows,
+        vec![("R-1".to_owned(), "dispatched".to_owned())],
+        "a read recorded the expiry, or a refused write landed"
+    );
 }

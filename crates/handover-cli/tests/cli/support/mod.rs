@@ -18,6 +18,30 @@ pub fn handover() -> Command {
     cmd
 }
 
+/// A clock at 1970-01-01T00:16:40Z: whatever a ledger opened on it
+/// leases has long run out by the binary's clock.
+pub fn long_ago() -> std::sync::Arc<handover::ledger::ManualClock> {
+    let t = handover::ledger::Timestamp::from_millis(1_000_000);
+    std::sync::Arc::new(handover::ledger::ManualClock::new(t))
+}
+
+/// `scope`/`key` claimed and dispatched with a 30 s lease by a holder
+/// that then vanished: on a ledger opened with [`long_ago`], due to
+/// become `unknown` at the next write that comes across it.
+pub async fn dispatched_by_a_vanished_holder(ledger: &dyn Ledger, scope: &str, key: &str) {
+    let req =
+        OperationRequest::new(scope, key, "ship", &json!({"n": 1}), &Limits::default()).unwrap();
+    let opts = BeginOptions::new("gone", Duration::from_secs(30));
+    let BeginOutcome::Started(claim) = ledger.begin(&req, &opts).await.unwrap() else {
+        panic!("{scope}/{key} is new")
+    };
+    let gone = Dispatch {
+        executor: "gone".into(),
+        metadata: None,
+    };
+    ledger.mark_dispatched(&claim, gone).await.unwrap();
+}
+
 /// Runs `handover ARGS` in `dir` and returns its output.
 pub fn run_in(dir: &Path, args: &[&str]) -> Output {
     handover()
