@@ -11,26 +11,35 @@ const URL_VAR: &str = "HANDOVER_TEST_POSTGRES_URL";
 /// The variable the test's config names; set only for the binary.
 const CLI_URL_VAR: &str = "HANDOVER_CLI_TEST_LEDGER_URL";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ops_list_show_and_resolve_on_a_postgres_ledger() {
+/// A fresh schema in the database of `HANDOVER_TEST_POSTGRES_URL`,
+/// dropped afterwards; `None` (the test skipped, with a notice) when unset.
+fn pg_schema(prefix: &str) -> Option<SchemaGuard> {
     let Some(url) = std::env::var(URL_VAR).ok().filter(|u| !u.trim().is_empty()) else {
         println!("skipped: {URL_VAR} not set");
+        return None;
+    };
+    let schema = fresh_schema(prefix);
+    Some(SchemaGuard { url, schema })
+}
+
+/// A ledger in `guard`'s schema; a database that is set but unusable fails the test.
+async fn ledger_on(guard: &SchemaGuard, opts: PostgresOptions) -> PostgresLedger {
+    let opts = PostgresOptions {
+        schema: Some(guard.schema.clone()),
+        ..opts
+    };
+    PostgresLedger::connect(&guard.url, opts)
+        .await
+        .unwrap_or_else(|e| panic!("{URL_VAR} is set but the database is not usable: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_list_show_and_resolve_on_a_postgres_ledger() {
+    let Some(guard) = pg_schema("cli") else {
         return;
     };
-    let schema = fresh_schema("cli");
-    let _guard = SchemaGuard {
-        url: url.clone(),
-        schema: schema.clone(),
-    };
-    let ledger = PostgresLedger::connect(
-        &url,
-        PostgresOptions {
-            schema: Some(schema.clone()),
-            ..PostgresOptions::default()
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{URL_VAR} is set but the database is not usable: {e}"));
+    let (url, schema) = (guard.url.clone(), guard.schema.clone());
+    let ledger = ledger_on(&guard, PostgresOptions::default()).await;
     prepare_ops(&ledger, "tenant-pg").await;
 
     let pg = PgOps::new(&url, &schema);
@@ -103,23 +112,15 @@ async fn ops_list_show_and_resolve_on_a_postgres_ledger() {
 /// they display as `unknown`: the stored row is still `dispatched`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ops_list_and_show_record_nothing_on_a_postgres_ledger() {
-    let Some(url) = std::env::var(URL_VAR).ok().filter(|u| !u.trim().is_empty()) else {
-        println!("skipped: {URL_VAR} not set");
+    let Some(guard) = pg_schema("cliro") else {
         return;
     };
-    let schema = fresh_schema("cliro");
-    let _guard = SchemaGuard {
-        url: url.clone(),
-        schema: schema.clone(),
-    };
+    let (url, schema) = (guard.url.clone(), guard.schema.clone());
     let opts = PostgresOptions {
-        schema: Some(schema.clone()),
         clock: long_ago(),
         ..PostgresOptions::default()
     };
-    let ledger = PostgresLedger::connect(&url, opts)
-        .await
-        .unwrap_or_else(|e| panic!("{URL_VAR} is set but the database is not usable: {e}"));
+    let ledger = ledger_on(&guard, opts).await;
     dispatched_by_a_vanished_holder(&ledger, "tenant-ro", "K-9").await;
     ledger.close().await;
 
@@ -209,15 +210,10 @@ async fn tables_in(url: &str, schema: &str) -> i64 {
 /// mistyped URL), and a ledger a newer version migrated is refused as such.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ops_never_create_or_migrate_a_postgres_ledger() {
-    let Some(url) = std::env::var(URL_VAR).ok().filter(|u| !u.trim().is_empty()) else {
-        println!("skipped: {URL_VAR} not set");
+    let Some(guard) = pg_schema("cli_empty") else {
         return;
     };
-    let schema = fresh_schema("cli_empty");
-    let _guard = SchemaGuard {
-        url: url.clone(),
-        schema: schema.clone(),
-    };
+    let (url, schema) = (guard.url.clone(), guard.schema.clone());
     exec(&url, format!("CREATE SCHEMA \"{schema}\"")).await;
     let pg = PgOps::new(&url, &schema);
     let config = pg.config.clone();
