@@ -267,7 +267,6 @@ impl HandoverOptions {
                     max_connections: *pool_size,
                     statement_timeout: *statement_timeout,
                     call_timeout: *call_timeout,
-                    existing_only: self.read_only,
                     read_only: self.read_only,
                     ..Default::default()
                 };

@@ -146,11 +146,10 @@ const DEMO_SCOPES: [&str; 2] = [app::SCOPE, mcp::SCOPE];
 /// would otherwise add the demo's shipments to a deployment's records. Pages
 /// through the operations and stops at the first that is not the demo's.
 async fn refuse_foreign(path: &std::path::Path) -> anyhow::Result<()> {
-    const PAGE: usize = 256;
     let ledger = handover::ledger::SqliteLedger::open(path, Default::default())
         .await
         .with_context(|| format!("cannot open the demo ledger at {}", path.display()))?;
-    let found = first_foreign(&ledger, PAGE).await;
+    let found = first_foreign(&ledger).await;
     ledger.close().await;
     if let Some(scope) = found? {
         anyhow::bail!(
@@ -163,16 +162,14 @@ async fn refuse_foreign(path: &std::path::Path) -> anyhow::Result<()> {
 }
 
 /// The scope of the first operation, oldest first, that is not the demo's.
-async fn first_foreign(
-    ledger: &handover::ledger::SqliteLedger,
-    page_size: usize,
-) -> anyhow::Result<Option<String>> {
+async fn first_foreign(ledger: &handover::ledger::SqliteLedger) -> anyhow::Result<Option<String>> {
     use handover::ledger::Ledger as _;
+    const PAGE: usize = 256;
     let mut after = None;
     loop {
         let page = ledger
             .list(&handover::ledger::ListFilter {
-                limit: Some(page_size),
+                limit: Some(PAGE),
                 after: after.take(),
                 ..Default::default()
             })
@@ -184,7 +181,7 @@ async fn first_foreign(
             return Ok(Some(r.id.scope.as_str().to_owned()));
         }
         match page.last() {
-            Some(last) if page.len() == page_size => after = Some(last.id.clone()),
+            Some(last) if page.len() == PAGE => after = Some(last.id.clone()),
             _ => return Ok(None),
         }
     }

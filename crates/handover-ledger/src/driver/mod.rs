@@ -183,6 +183,23 @@ pub(crate) async fn answer_read_only<J: Job, S: Store + ?Sized>(
     }
 }
 
+/// Every write on a ledger opened read-only (either backend).
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn read_only_refused() -> LedgerError {
+    LedgerError::unavailable("writing", "the ledger was opened read-only")
+}
+
+/// `job`'s answer planned on the stored rows, whatever it would write:
+/// what a read-only ledger answers.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) async fn answer_unrecorded<J: Job, S: Store + ?Sized>(
+    job: &J,
+    store: &mut S,
+    cfg: &Config,
+) -> Result<J::Output, LedgerError> {
+    job.plan(store, cfg.ctx()).await.map(|change| change.answer)
+}
+
 /// `rec` as a read-write ledger would settle it now (lease expiries),
 /// unrecorded: what a read-only ledger answers.
 #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]

@@ -181,10 +181,7 @@ impl Backend for PostgresLedger {
 
     async fn run<J: Job + 'static>(&self, job: J) -> Result<J::Output, LedgerError> {
         if self.read_only {
-            return Err(LedgerError::unavailable(
-                "writing",
-                "the ledger was opened read-only",
-            ));
+            return Err(crate::driver::read_only_refused());
         }
         self.within(
             "running a ledger command",
@@ -197,7 +194,7 @@ impl Backend for PostgresLedger {
     async fn get_record(&self, id: &OperationId) -> Result<Option<OperationRecord>, LedgerError> {
         if self.read_only {
             let job = jobs::get(id);
-            let read = tx::answer_unrecorded(&self.pool, &self.cfg, &job);
+            let read = tx::read_unrecorded(&self.pool, &self.cfg, &job);
             return self.within("reading an operation", read).await;
         }
         self.run(jobs::get(id)).await

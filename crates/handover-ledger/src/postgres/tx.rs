@@ -185,28 +185,25 @@ async fn run_unlocked<J: Job>(
     Ok(answer.filter(|_| failed || !unsupported))
 }
 
-/// `job`'s answer planned on the committed rows, whatever it would write:
-/// a read-only ledger records nothing (a lease that ran out is answered
-/// as settled, unrecorded). A job this read cannot plan is refused.
-pub(super) async fn answer_unrecorded<J: Job>(
+/// `job`'s answer planned on the committed rows read without a lock,
+/// whatever it would write (`driver::answer_unrecorded`): a read-only
+/// ledger records nothing. A job this read cannot plan is refused.
+pub(super) async fn read_unrecorded<J: Job>(
     pool: &Conns,
     cfg: &Config,
     job: &J,
 ) -> Result<J::Output, LedgerError> {
     let mut conn = pool.get().await?;
     let mut read = Unlocked::reading(&mut conn);
-    let planned = job.plan(&mut read, cfg.ctx()).await;
+    let answer = crate::driver::answer_unrecorded(job, &mut read, cfg).await;
     let (failed, unsupported) = (read.failed, read.unsupported);
     if !failed {
         conn.done();
     }
     if unsupported && !failed {
-        return Err(LedgerError::unavailable(
-            "writing",
-            "the ledger was opened read-only",
-        ));
+        return Err(crate::driver::read_only_refused());
     }
-    planned.map(|change| change.answer)
+    answer
 }
 
 /// The new record `change` inserts, if inserting `id` is all it writes.

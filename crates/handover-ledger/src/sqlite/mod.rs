@@ -298,7 +298,7 @@ impl Backend for SqliteLedger {
 
     async fn run<J: Job + 'static>(&self, job: J) -> Result<J::Output, LedgerError> {
         let Some(file) = self.file.as_ref().filter(|_| !self.read_only) else {
-            return Err(read_only::refused());
+            return Err(crate::driver::read_only_refused());
         };
         match &self.writes {
             Writes::Direct => writer::run_pooled(&self.pool, &job, &self.cfg, file).await,
@@ -332,7 +332,7 @@ impl Backend for SqliteLedger {
             pending: &mut pending,
         };
         if self.read_only {
-            return read_only::answer(&job, &mut store, &self.cfg).await;
+            return crate::driver::answer_unrecorded(&job, &mut store, &self.cfg).await;
         }
         match answer_read_only(&job, &mut store, &self.cfg).await {
             Some(answer) => answer,

@@ -4,8 +4,6 @@
 use sqlx::SqlitePool;
 use sqlx::migrate::Migrator;
 
-use super::store::SqlStore;
-use crate::driver::{Config, Job};
 use crate::error::{LedgerError, ValidationError};
 
 /// The file is a Handover ledger with every migration this version knows
@@ -58,18 +56,4 @@ pub(super) fn newer_schema() -> LedgerError {
 
 pub(super) fn not_a_ledger(why: &str) -> LedgerError {
     ValidationError::new("path", format!("not a Handover ledger: {why}")).into()
-}
-
-/// Every write on a read-only ledger.
-pub(super) fn refused() -> LedgerError {
-    LedgerError::unavailable("writing", "the ledger was opened read-only")
-}
-
-/// `job`'s answer from the stored rows, whatever it would write.
-pub(super) async fn answer<J: Job>(
-    job: &J,
-    store: &mut SqlStore<'_>,
-    cfg: &Config,
-) -> Result<J::Output, LedgerError> {
-    job.plan(store, cfg.ctx()).await.map(|change| change.answer)
 }
