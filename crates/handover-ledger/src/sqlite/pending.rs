@@ -95,40 +95,71 @@ impl Pending {
 
     /// Writes everything held, in statement order: records, attempts, finishes.
     pub(super) async fn flush(&mut self, conn: &mut SqliteConnection) -> Result<(), LedgerError> {
+        self.write(conn, false).await
+    }
+
+    /// Writes everything held and commits the transaction. The `COMMIT`
+    /// rides on the last write's statement (`INSERT …; COMMIT`): each
+    /// statement sqlx runs is a round trip to its SQLite thread, and at
+    /// one operation at a time those round trips, not the fsync, were most
+    /// of a commit's time (docs/benchmarks.md, "stop 48").
+    pub(super) async fn commit(&mut self, conn: &mut SqliteConnection) -> Result<(), LedgerError> {
+        self.write(conn, true).await
+    }
+
+    async fn write(
+        &mut self,
+        conn: &mut SqliteConnection,
+        commit: bool,
+    ) -> Result<(), LedgerError> {
         self.index.clear();
         let ops: Vec<OperationRow> = self
             .ops
             .drain(..)
             .map(|r| OperationRow::from_record(&r))
             .collect();
+        let attempts: Vec<AttemptRow> = self
+            .attempts
+            .drain(..)
+            .map(|a| AttemptRow::from_record(&a))
+            .collect();
+        let finishes: Vec<AttemptFinish> = std::mem::take(&mut self.finishes);
+        // Which table's last statement carries the COMMIT.
+        let last = [ops.len(), attempts.len(), finishes.len()]
+            .iter()
+            .rposition(|&n| n > 0);
+        if commit && last.is_none() {
+            return sqlx::Executor::execute(&mut *conn, "COMMIT")
+                .await
+                .map(drop)
+                .map_err(|e| map_err("committing", e));
+        }
+        let commits = |table| commit && last == Some(table);
         write_rows(
             conn,
             ops,
             upsert_sql,
             OperationRow::bind,
             "writing an operation",
+            commits(0),
         )
         .await?;
-        let attempts = self
-            .attempts
-            .drain(..)
-            .map(|a| AttemptRow::from_record(&a))
-            .collect();
         write_rows(
             conn,
             attempts,
             insert_attempts_sql,
             AttemptRow::bind,
             "appending an attempt",
+            commits(1),
         )
         .await?;
-        let finishes: Vec<AttemptFinish> = std::mem::take(&mut self.finishes);
         write_rows(
             conn,
             finishes,
             finish_sql,
             bind_finish,
             "finishing an attempt",
+            commits(2),
         )
         .await
     }
@@ -143,23 +174,27 @@ fn finishes(f: &AttemptFinish, a: &AttemptRecord) -> bool {
 
 type Bound<'q> = crate::row::Bound<'q, sqlx::Sqlite>;
 
-/// Runs `sql(n)` once per chunk of `n` rows, each row bound by `bind`.
+/// Runs `sql(n, …)` once per chunk of `n` rows, each row bound by `bind`;
+/// with `commit`, the last chunk's statement also commits.
 async fn write_rows<R>(
     conn: &mut SqliteConnection,
     rows: Vec<R>,
-    sql: fn(usize) -> &'static str,
+    sql: fn(usize, bool) -> &'static str,
     bind: for<'q> fn(R, Bound<'q>) -> Bound<'q>,
     context: &'static str,
+    commit: bool,
 ) -> Result<(), LedgerError> {
     let mut rows = rows.into_iter();
-    for n in chunks(rows.len()) {
+    let mut sizes = chunks(rows.len()).peekable();
+    while let Some(n) = sizes.next() {
+        let commits = commit && sizes.peek().is_none();
         let q = rows
             .by_ref()
             .take(n)
-            .fold(sqlx::query(sql(n)), |q, r| bind(r, q));
+            .fold(sqlx::query(sql(n, commits)), |q, r| bind(r, q));
         sqlx::Executor::execute(&mut *conn, q)
             .await
-            .map_err(|e| map_err(context, e))?;
+            .map_err(|e| map_err(if commits { "committing" } else { context }, e))?;
     }
     Ok(())
 }
@@ -187,17 +222,42 @@ pub(super) fn values(width: usize, n: usize) -> String {
 pub(super) fn sized(
     cell: &'static OnceLock<Vec<String>>,
     n: usize,
-    build: fn(usize) -> String,
+    build: impl Fn(usize) -> String,
 ) -> &'static str {
     let all = cell.get_or_init(|| (0..SIZES).map(|i| build(1 << i)).collect());
     &all[n.trailing_zeros() as usize]
 }
 
+/// A write's statement texts for each chunk size, alone and followed by
+/// `; COMMIT` (sqlx runs the statements of one text in order, binding the
+/// `?`s of each in turn).
+struct Texts {
+    alone: OnceLock<Vec<String>>,
+    committing: OnceLock<Vec<String>>,
+}
+
+impl Texts {
+    const fn new() -> Self {
+        Self {
+            alone: OnceLock::new(),
+            committing: OnceLock::new(),
+        }
+    }
+
+    fn get(&'static self, n: usize, commit: bool, build: fn(usize) -> String) -> &'static str {
+        if commit {
+            sized(&self.committing, n, |n| format!("{}; COMMIT", build(n)))
+        } else {
+            sized(&self.alone, n, build)
+        }
+    }
+}
+
 /// Inserts or replaces whole records; an update rewrites the data columns
 /// only (the identity never changes, so its index is left alone).
-fn upsert_sql(n: usize) -> &'static str {
-    static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    sized(&SQL, n, |n| {
+fn upsert_sql(n: usize, commit: bool) -> &'static str {
+    static SQL: Texts = Texts::new();
+    SQL.get(n, commit, |n| {
         let data = operation_data_columns!();
         let excluded: Vec<String> = data.split(", ").map(|c| format!("excluded.{c}")).collect();
         format!(
@@ -209,9 +269,9 @@ fn upsert_sql(n: usize) -> &'static str {
     })
 }
 
-fn insert_attempts_sql(n: usize) -> &'static str {
-    static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    sized(&SQL, n, |n| {
+fn insert_attempts_sql(n: usize, commit: bool) -> &'static str {
+    static SQL: Texts = Texts::new();
+    SQL.get(n, commit, |n| {
         let cols = attempt_columns!();
         format!(
             "INSERT INTO attempts ({cols}) VALUES {}",
@@ -221,9 +281,9 @@ fn insert_attempts_sql(n: usize) -> &'static str {
 }
 
 /// Closes the pending dispatch attempt of each `(scope, key, epoch)`.
-fn finish_sql(n: usize) -> &'static str {
-    static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    sized(&SQL, n, |n| {
+fn finish_sql(n: usize, commit: bool) -> &'static str {
+    static SQL: Texts = Texts::new();
+    SQL.get(n, commit, |n| {
         format!(
             "UPDATE attempts SET outcome = v.column1, finished_at = v.column2, \
              evidence = COALESCE(v.column3, attempts.evidence) FROM (VALUES {}) AS v \
@@ -253,8 +313,10 @@ mod tests {
         assert_eq!(chunks(150).collect::<Vec<_>>(), [64, 64, 16, 4, 2]);
         assert_eq!(chunks(64).collect::<Vec<_>>(), [64]);
         assert_eq!(chunks(0).count(), 0);
-        assert_eq!(upsert_sql(2).matches("), (").count(), 1);
-        assert!(finish_sql(1).contains("(VALUES (?, ?, ?, ?, ?, ?))"));
+        assert_eq!(upsert_sql(2, false).matches("), (").count(), 1);
+        assert!(finish_sql(1, false).contains("(VALUES (?, ?, ?, ?, ?, ?))"));
+        assert!(!finish_sql(1, false).contains("COMMIT"));
+        assert!(finish_sql(1, true).ends_with("AND attempts.outcome = 'pending'; COMMIT"));
     }
 
     fn dispatch(key: &str, epoch: u64) -> AttemptRecord {

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::file::{CHECKING, LedgerFile};
 use super::map_err;
 use super::pending::Pending;
-use super::store::{Cache, SqlStore, preload, validate};
+use super::store::{Cache, SqlStore, begin_validated, preload};
 use crate::driver::{Config, Job, execute};
 use crate::error::LedgerError;
 use crate::identity::OperationId;
@@ -166,16 +166,9 @@ async fn run_direct<J: Job>(
     };
     match execute(job, &mut store, cfg).await {
         Ok(answer) => {
-            let committed = match store.flush().await {
-                Err(e) => Err(e),
-                Ok(()) => match file.check() {
-                    Err(why) => Err(LedgerError::unavailable(CHECKING, why)),
-                    Ok(()) => conn
-                        .execute("COMMIT")
-                        .await
-                        .map(drop)
-                        .map_err(|e| map_err("committing", e)),
-                },
+            let committed = match file.check() {
+                Err(why) => Err(LedgerError::unavailable(CHECKING, why)),
+                Ok(()) => pending.commit(conn).await,
             };
             if let Err(e) = committed {
                 let _ = conn.execute("ROLLBACK").await;
@@ -273,12 +266,9 @@ async fn run_batch(
     cfg: &Config,
     file: &LedgerFile,
 ) {
-    let opened = match conn.execute("BEGIN IMMEDIATE").await {
-        Ok(_) => match validate(cache, conn).await {
-            Ok(()) => preload(cache, conn, batch.iter().filter_map(|j| j.loads())).await,
-            Err(e) => Err(e),
-        },
-        Err(e) => Err(map_err("opening a write transaction", e)),
+    let opened = match begin_validated(cache, conn).await {
+        Ok(()) => preload(cache, conn, batch.iter().filter_map(|j| j.loads())).await,
+        Err(e) => Err(e),
     };
     let mut jobs = batch.drain(..);
     if let Err(e) = opened {
@@ -320,19 +310,16 @@ async fn run_batch(
     }
 }
 
-/// Writes what the batch holds, checks the file is still the ledger, commits.
+/// Checks the file is still the ledger, then writes what the batch holds
+/// and commits.
 async fn commit_batch(
     conn: &mut SqliteConnection,
     pending: &mut Pending,
     file: &LedgerFile,
 ) -> Result<(), Failure> {
-    pending
-        .flush(conn)
-        .await
-        .map_err(|e| Failure::new("writing a batch", &e))?;
     file.check().map_err(|why| Failure::new(CHECKING, &why))?;
-    conn.execute("COMMIT")
+    pending
+        .commit(conn)
         .await
-        .map(drop)
         .map_err(|e| Failure::new("committing a batch", &e))
 }
