@@ -3,7 +3,7 @@
 //! (`INSERT … ON CONFLICT`), so the PostgreSQL backend can follow it.
 
 use async_trait::async_trait;
-use sqlx::SqliteConnection;
+use sqlx::{FromRow, Row, SqliteConnection};
 
 use super::map_err;
 use super::pending::{Pending, chunks, sized, values};
@@ -129,36 +129,53 @@ pub(super) fn list_query(
 /// file: checked with `PRAGMA data_version` inside each write transaction.
 pub(super) type Cache = RecordCache<Option<OperationRecord>>;
 
-/// Opens a batch's write transaction and empties `cache` if another
-/// connection committed since this one last looked. `PRAGMA data_version`
-/// is read in the same statement text as `BEGIN IMMEDIATE`: one round trip
-/// to sqlx's SQLite thread instead of two.
-pub(super) async fn begin_validated(
+/// Opens a batch's write transaction and readies `cache` for it: emptied
+/// if another connection committed since this one last looked (`PRAGMA
+/// data_version`), then given the records of `ids` it does not hold
+/// (`None` for those absent), in one query per chunk. `BEGIN IMMEDIATE`,
+/// the pragma and the first chunk's query share one statement text: each
+/// text sqlx runs is a round trip to its SQLite thread, and a batch of
+/// `begin`s used to open in three.
+pub(super) async fn open_batch<'i>(
     cache: &mut Cache,
     conn: &mut SqliteConnection,
-) -> Result<(), LedgerError> {
-    let v: i64 = sqlx::query_scalar("BEGIN IMMEDIATE; PRAGMA data_version")
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(|e| map_err("opening a write transaction", e))?;
-    cache.validate(v);
-    Ok(())
-}
-
-/// Reads into `cache`, in one query per chunk, the records of `ids` it
-/// does not hold (`None` for those absent): a batch's `begin`s of new
-/// keys cost one statement instead of one each.
-pub(super) async fn preload(
-    cache: &mut Cache,
-    conn: &mut SqliteConnection,
-    ids: impl Iterator<Item = &OperationId>,
+    ids: impl Iterator<Item = &'i OperationId>,
 ) -> Result<(), LedgerError> {
     let mut seen = std::collections::HashSet::new();
+    // Chosen before the pragma is read: if it empties the cache, a record
+    // left out here is loaded when its job asks for it.
     let missing: Vec<&OperationId> = ids
         .filter(|id| !cache.contains(id) && seen.insert(*id))
         .collect();
+    let mut sizes = chunks(missing.len());
     let mut missing = missing.into_iter();
-    for n in chunks(missing.len()) {
+    let first: Vec<&OperationId> = missing.by_ref().take(sizes.next().unwrap_or(0)).collect();
+    let q = first
+        .iter()
+        .fold(sqlx::query(open_sql(first.len())), |q, id| {
+            q.bind(id.scope.as_str()).bind(id.key.as_str())
+        });
+    let mut rows = q
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| map_err("opening a write transaction", e))?
+        .into_iter();
+    let version: i64 = rows
+        .next()
+        .ok_or_else(|| LedgerError::unavailable("checking for other writers", "no data_version"))?
+        .try_get(0)
+        .map_err(|e| map_err("checking for other writers", e))?;
+    cache.validate(version);
+    for id in first {
+        cache.put(id.clone(), None);
+    }
+    for row in rows {
+        let rec = OperationRow::from_row(&row)
+            .map_err(|e| map_err("loading operations", e))?
+            .into_record()?;
+        cache.put(rec.id.clone(), Some(rec));
+    }
+    for n in sizes {
         let q = missing.by_ref().take(n).fold(
             sqlx::query_as(sized(&PRELOAD, n, preload_sql)),
             |q, id| {
@@ -171,6 +188,16 @@ pub(super) async fn preload(
         }
     }
     Ok(())
+}
+
+/// `BEGIN IMMEDIATE; PRAGMA data_version`, then the preload of `n` records.
+fn open_sql(n: usize) -> &'static str {
+    const OPEN: &str = "BEGIN IMMEDIATE; PRAGMA data_version";
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    if n == 0 {
+        return OPEN;
+    }
+    sized(&SQL, n, |n| format!("{OPEN}; {}", preload_sql(n)))
 }
 
 static PRELOAD: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();

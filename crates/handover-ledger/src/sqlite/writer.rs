@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::file::{CHECKING, LedgerFile};
 use super::map_err;
 use super::pending::Pending;
-use super::store::{Cache, SqlStore, begin_validated, preload};
+use super::store::{Cache, SqlStore, open_batch};
 use crate::driver::{Config, Job, execute};
 use crate::error::LedgerError;
 use crate::identity::OperationId;
@@ -266,10 +266,7 @@ async fn run_batch(
     cfg: &Config,
     file: &LedgerFile,
 ) {
-    let opened = match begin_validated(cache, conn).await {
-        Ok(()) => preload(cache, conn, batch.iter().filter_map(|j| j.loads())).await,
-        Err(e) => Err(e),
-    };
+    let opened = open_batch(cache, conn, batch.iter().filter_map(|j| j.loads())).await;
     let mut jobs = batch.drain(..);
     if let Err(e) = opened {
         let _ = conn.execute("ROLLBACK").await;
