@@ -100,9 +100,8 @@ impl Pending {
 
     /// Writes everything held and commits the transaction. The `COMMIT`
     /// rides on the last write's statement (`INSERT …; COMMIT`): each
-    /// statement sqlx runs is a round trip to its SQLite thread, and at
-    /// one operation at a time those round trips, not the fsync, were most
-    /// of a commit's time (docs/benchmarks.md, "stop 48").
+    /// statement text sqlx runs is a round trip to its SQLite thread (two
+    /// thread wake-ups), and a commit used to take one more for itself.
     pub(super) async fn commit(&mut self, conn: &mut SqliteConnection) -> Result<(), LedgerError> {
         self.write(conn, true).await
     }
