@@ -3,7 +3,6 @@
 mod conformance;
 mod fingerprint;
 mod model_agreement;
-mod postgres_cache;
 mod postgres_fail_closed;
 mod postgres_processes;
 mod postgres_races;
@@ -14,3 +13,4 @@ mod sqlite_durability;
 mod sqlite_foreign;
 mod sqlite_races;
 mod sqlite_unavailable;
+mod stale_cache;
