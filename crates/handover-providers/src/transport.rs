@@ -1,9 +1,13 @@
 //! The one place an HTTP request is sent: send gate, deadlines, error
 //! classification, for plain and streamed calls alike.
 //!
-//! Nothing here retries. hyper may re-dispatch a request on a fresh
-//! connection only when a pooled connection closed before the request was
-//! written, so at most one request reaches the server per call.
+//! Nothing here retries. Below us, a request is sent again only where the
+//! server provably did not process it: hyper re-dispatches on a fresh
+//! connection when a pooled one closed before the request was written, and
+//! reqwest's default policy re-sends (at most twice) an HTTP/2 stream the
+//! server refused (`REFUSED_STREAM`) or left unstarted under a graceful
+//! `GOAWAY` (RFC 9113 §8.7). So at most one request is processed per call,
+//! and the send gate counts it once.
 //!
 //! Bodies are read with a cap, as SSE events are (`sse::MAX_EVENT_BYTES`):
 //! a provider (or whatever answers at its URL) cannot make the gateway
