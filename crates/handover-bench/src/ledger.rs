@@ -54,7 +54,7 @@ impl Drop for Scratch {
 }
 
 /// Latency of a raw fsync'd 4 KiB write, `n` times, in `dir`.
-fn fsync_baseline(dir: &Path, n: usize) -> std::io::Result<Samples> {
+pub(crate) fn fsync_baseline(dir: &Path, n: usize) -> std::io::Result<Samples> {
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
