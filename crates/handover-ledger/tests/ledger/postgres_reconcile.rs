@@ -81,13 +81,7 @@ async fn reconcilers_share_due_unknown_operations() {
         return;
     }
     let clock = ManualClock::new(T0);
-    let opts = || PostgresOptions {
-        clock: Arc::new(clock.clone()),
-        max_connections: 2,
-        ..PostgresOptions::default()
-    };
-    let (a, guard) = pg::ledger(opts()).await;
-    let b = pg::on_schema(&guard.url, &guard.schema, opts()).await;
+    let (a, b, guard) = pg::replicas(&clock).await;
     unknowns(&a).await;
     assert!(
         a.take_due_unknown(&DueFilter::default(), 100, LEASE)

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use handover_ledger::{
     AttemptKind, BeginOptions, BeginOutcome, Claim, Dispatch, Ledger, Limits, ManualClock,
-    OperationRequest, PostgresOptions, SqliteLedger, SqliteOptions, State, StateKind, Timestamp,
+    OperationRequest, SqliteLedger, SqliteOptions, State, StateKind, Timestamp,
 };
 use postgres_support as pg;
 use serde_json::json;
@@ -51,13 +51,7 @@ async fn two_on_postgres() -> Option<(
 )> {
     pg::url()?;
     let clock = start();
-    let opts = || PostgresOptions {
-        clock: Arc::new(clock.clone()),
-        max_connections: 2,
-        ..PostgresOptions::default()
-    };
-    let (a, guard) = pg::ledger(opts()).await;
-    let b = pg::on_schema(&guard.url, &guard.schema, opts()).await;
+    let (a, b, guard) = pg::replicas(&clock).await;
     Some((Box::new(a), Box::new(b), clock, guard))
 }
 

@@ -88,6 +88,21 @@ pub(crate) async fn on_schema(url: &str, schema: &str, opts: PostgresOptions) ->
     .unwrap_or_else(|e| panic!("{URL_VAR} is set but the database is not usable: {e}"))
 }
 
+/// Two replicas (two pools) on one fresh schema, both on `clock`, two
+/// connections each.
+pub(crate) async fn replicas(
+    clock: &handover_ledger::ManualClock,
+) -> (PostgresLedger, PostgresLedger, SchemaGuard) {
+    let opts = || PostgresOptions {
+        clock: std::sync::Arc::new(clock.clone()),
+        max_connections: 2,
+        ..PostgresOptions::default()
+    };
+    let (a, guard) = ledger(opts()).await;
+    let b = on_schema(&guard.url, &guard.schema, opts()).await;
+    (a, b, guard)
+}
+
 /// A plain connection with `search_path` set to `schema`, for inspecting rows.
 pub(crate) async fn inspect(url: &str, schema: &str) -> sqlx::PgConnection {
     let mut c = sqlx::PgConnection::connect(url).await.expect("connect");
