@@ -14,9 +14,6 @@
 //! `p50_vs_goal`. SQLite's own WAL commit writes several pages before its
 //! fsync, so it costs more than the baseline's 4 KiB one.
 
-/// fsync samples on SQLite, half before the run and half after.
-const FSYNC_SAMPLES: usize = 200;
-
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -30,6 +27,9 @@ use crate::ledger::{Scratch, fsync_baseline};
 use crate::mock_http::{self, Answers};
 use crate::stats::{emit, measure, round2};
 use crate::{BenchResult, args::Args};
+
+/// fsync samples on SQLite, half before the run and half after.
+const FSYNC_SAMPLES: usize = 200;
 
 const RECORD: &str = r#"{"id":"rec-1","status":"created"}"#;
 

@@ -150,42 +150,64 @@ pub(super) async fn open_batch<'i>(
     let mut sizes = chunks(missing.len());
     let mut missing = missing.into_iter();
     let first: Vec<&OperationId> = missing.by_ref().take(sizes.next().unwrap_or(0)).collect();
-    let q = first
-        .iter()
-        .fold(sqlx::query(open_sql(first.len())), |q, id| {
-            q.bind(id.scope.as_str()).bind(id.key.as_str())
-        });
-    let mut rows = q
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| map_err("opening a write transaction", e))?
-        .into_iter();
+    let mut rows = read_chunk(
+        conn,
+        open_sql(first.len()),
+        &first,
+        "opening a write transaction",
+    )
+    .await?
+    .into_iter();
     let version: i64 = rows
         .next()
         .ok_or_else(|| LedgerError::unavailable("checking for other writers", "no data_version"))?
         .try_get(0)
         .map_err(|e| map_err("checking for other writers", e))?;
     cache.validate(version);
-    for id in first {
-        cache.put(id.clone(), None);
+    keep_chunk(cache, &first, rows)?;
+    for n in sizes {
+        let chunk: Vec<&OperationId> = missing.by_ref().take(n).collect();
+        let rows = read_chunk(
+            conn,
+            sized(&PRELOAD, n, preload_sql),
+            &chunk,
+            "loading operations",
+        );
+        keep_chunk(cache, &chunk, rows.await?.into_iter())?;
+    }
+    Ok(())
+}
+
+/// Runs `sql` with the scope and key of each of `ids` bound in turn.
+async fn read_chunk(
+    conn: &mut SqliteConnection,
+    sql: &'static str,
+    ids: &[&OperationId],
+    context: &'static str,
+) -> Result<Vec<sqlx::sqlite::SqliteRow>, LedgerError> {
+    ids.iter()
+        .fold(sqlx::query(sql), |q, id| {
+            q.bind(id.scope.as_str()).bind(id.key.as_str())
+        })
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| map_err(context, e))
+}
+
+/// Keeps in `cache` the records read for `ids`, and `None` for those absent.
+fn keep_chunk(
+    cache: &mut Cache,
+    ids: &[&OperationId],
+    rows: impl Iterator<Item = sqlx::sqlite::SqliteRow>,
+) -> Result<(), LedgerError> {
+    for id in ids {
+        cache.put((*id).clone(), None);
     }
     for row in rows {
         let rec = OperationRow::from_row(&row)
             .map_err(|e| map_err("loading operations", e))?
             .into_record()?;
         cache.put(rec.id.clone(), Some(rec));
-    }
-    for n in sizes {
-        let q = missing.by_ref().take(n).fold(
-            sqlx::query_as(sized(&PRELOAD, n, preload_sql)),
-            |q, id| {
-                cache.put(id.clone(), None);
-                q.bind(id.scope.as_str()).bind(id.key.as_str())
-            },
-        );
-        for rec in fetch_all_ops(q, conn, "loading operations").await? {
-            cache.put(rec.id.clone(), Some(rec));
-        }
     }
     Ok(())
 }
